@@ -1,0 +1,178 @@
+"""What a requestState is bound to, checked every time it comes back.
+
+A token opens only for the audience, method, target, argument digest and principal it was minted
+for, only before it expires, and only if it was not minted in the future. Every check failure is
+the one frozen wire error; the reason goes to the log.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+
+from engine.errors import InvalidRequestState
+
+CLAIMS_VERSION = 1
+FUTURE_SKEW = 60
+CALL_ID_BYTES = 12
+
+
+@dataclass(frozen=True, slots=True)
+class Binding:
+    """The request a token belongs to."""
+
+    audience: str
+    method: str
+    target: str
+    args_digest: bytes
+
+    @classmethod
+    def of(cls, audience: str, method: str, target: str, arguments: Any) -> Binding:
+        return cls(audience, method, target, args_digest(arguments))
+
+    def digest(self) -> bytes:
+        h = hashlib.sha256(b"engine/binding\0")
+        h.update(self.audience.encode("utf-8", "surrogatepass") + b"\0")
+        h.update(self.method.encode() + b"\0")
+        h.update(self.target.encode("utf-8", "surrogatepass") + b"\0")
+        h.update(self.args_digest)
+        return h.digest()[:16]
+
+    def tags(self) -> bytes:
+        """One byte per bound part, to say which one differs when the binding does not match."""
+        aud = hashlib.sha256(self.audience.encode("utf-8", "surrogatepass")).digest()[0]
+        tgt = hashlib.sha256(
+            (self.method + "\0" + self.target).encode("utf-8", "surrogatepass")
+        ).digest()[0]
+        return bytes((aud, tgt, self.args_digest[0]))
+
+
+def args_digest(arguments: Any) -> bytes:
+    """SHA-256 of the canonical JSON of the raw wire arguments."""
+    canonical = json.dumps(
+        arguments if arguments is not None else {},
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+        default=str,
+    )
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).digest()
+
+
+def principal_tag(principal: str, salt: bytes | None = None) -> bytes:
+    salt = salt if salt is not None else os.urandom(4)
+    digest = hashlib.sha256(
+        b"engine/principal\0" + salt + principal.encode("utf-8", "surrogatepass")
+    ).digest()
+    return salt + digest[:16]
+
+
+def new_call_id() -> bytes:
+    return os.urandom(CALL_ID_BYTES)
+
+
+@dataclass(frozen=True, slots=True)
+class StateRef:
+    """State kept in the store: its blob id and the SHA-256 the blob must have."""
+
+    blob_id: str
+    sha256: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Claims:
+    """Everything sealed in a token."""
+
+    issued_at: int
+    ttl: int
+    binding: bytes
+    tags: bytes
+    principal: bytes | None
+    call_id: bytes
+    round_no: int
+    state: bytes | StateRef
+
+    def encode(self) -> bytes:
+        state: Any = (
+            [self.state.blob_id, self.state.sha256]
+            if isinstance(self.state, StateRef)
+            else self.state
+        )
+        return msgpack.packb(  # type: ignore[no-any-return]
+            [
+                CLAIMS_VERSION,
+                self.issued_at,
+                self.ttl,
+                self.binding,
+                self.tags,
+                self.principal,
+                self.call_id,
+                self.round_no,
+                state,
+            ],
+            use_bin_type=True,
+        )
+
+    @classmethod
+    def decode(cls, data: bytes) -> Claims:
+        try:
+            raw = msgpack.unpackb(
+                data,
+                raw=False,
+                max_str_len=len(data),
+                max_bin_len=len(data),
+                max_array_len=16,
+                max_map_len=0,
+                max_ext_len=0,
+            )
+            version, iat, ttl, binding, tags, principal, call_id, round_no, state = raw
+        except (ValueError, TypeError, msgpack.UnpackException, RecursionError):
+            raise InvalidRequestState("claims") from None
+        if version != CLAIMS_VERSION:
+            raise InvalidRequestState("claims version")
+        ok = (
+            isinstance(iat, int)
+            and isinstance(ttl, int)
+            and isinstance(binding, bytes)
+            and isinstance(tags, bytes)
+            and (principal is None or isinstance(principal, bytes))
+            and isinstance(call_id, bytes)
+            and isinstance(round_no, int)
+        )
+        if isinstance(state, list):
+            if len(state) != 2 or not isinstance(state[0], str) or not isinstance(state[1], bytes):
+                ok = False
+            else:
+                state = StateRef(state[0], state[1])
+        elif not isinstance(state, bytes):
+            ok = False
+        if not ok:
+            raise InvalidRequestState("claims")
+        return cls(iat, ttl, binding, tags, principal, call_id, round_no, state)
+
+    def verify(self, binding: Binding, principal: str | None, now: float | None = None) -> None:
+        """Raise the frozen error, with the precise reason for the log, unless all checks pass."""
+        now = time.time() if now is None else now
+        if self.issued_at > now + FUTURE_SKEW:
+            raise InvalidRequestState("minted in the future")
+        if now >= self.issued_at + self.ttl:
+            raise InvalidRequestState("expired")
+        if self.binding != binding.digest():
+            live = binding.tags()
+            parts = ("audience", "target", "arguments")
+            reasons = [p for p, a, b in zip(parts, self.tags, live, strict=False) if a != b]
+            raise InvalidRequestState("request binding: " + (", ".join(reasons) or "mismatch"))
+        if (self.principal is None) != (principal is None):
+            raise InvalidRequestState("principal drift")
+        if (
+            self.principal is not None
+            and principal is not None
+            and principal_tag(principal, self.principal[:4]) != self.principal
+        ):
+            raise InvalidRequestState("principal")

@@ -1,0 +1,431 @@
+"""Signature analysis: from a handler's annotations to the resolver plan a round walks.
+
+Everything here runs at registration time, so a graph the engine cannot run fails with
+:class:`InvalidSignature` before any client connects, naming the function and parameter at fault.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import types
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
+
+from pydantic import BaseModel, ConfigDict, TypeAdapter, create_model
+from pydantic.fields import FieldInfo
+
+from engine.errors import InvalidSignature
+from engine.questions import (
+    AcceptedElicitation,
+    CancelledElicitation,
+    DeclinedElicitation,
+    ElicitationResult,
+    Question,
+)
+
+ParamKind = Literal["context", "resolved", "argument"]
+
+
+class Resolve:
+    """Marks a parameter as filled by a resolver: ``Annotated[T, Resolve(fn)]``.
+
+    ``once=True`` records the resolver's value in the call's state the round it first completes;
+    later rounds (on any replica) reuse it instead of running ``fn`` again. ``key`` names the
+    resolver's question on the wire; the default is the function's ``__name__``.
+    """
+
+    __slots__ = ("fn", "key", "once")
+
+    def __init__(self, fn: Callable[..., Any], *, once: bool = False, key: str | None = None):
+        if not callable(fn):
+            raise InvalidSignature(f"Resolve() needs a callable, got {fn!r}")
+        if key is not None and (not key or "#" in key):
+            raise InvalidSignature(f"Resolve key {key!r} must be non-empty and contain no '#'")
+        self.fn = fn
+        self.once = once
+        self.key = key
+
+    def __repr__(self) -> str:
+        return f"Resolve({callable_name(self.fn)}, once={self.once}, key={self.key!r})"
+
+
+@dataclass(eq=False)
+class Source:
+    """Where one parameter of a handler or resolver gets its value."""
+
+    name: str
+    kind: ParamKind
+    node: Node | None = None
+    wants_union: bool = False
+
+
+@dataclass(eq=False)
+class Node:
+    """One resolver in a handler's plan."""
+
+    fn: Callable[..., Any]
+    name: str
+    key: str
+    once: bool
+    sources: list[Source]
+    is_async: bool
+    generator: Literal["sync", "async"] | None
+    value_type: Any
+    deps: list[Node] = field(default_factory=list)
+    index: int = 0
+
+    @functools.cached_property
+    def adapter(self) -> TypeAdapter[Any]:
+        return TypeAdapter(self.value_type)
+
+
+@dataclass(eq=False)
+class Plan:
+    """The resolvers of one handler in dependency order, and how the handler is called."""
+
+    nodes: list[Node]
+    sources: list[Source]
+    sequential: bool
+
+    @property
+    def keys(self) -> set[str]:
+        return {n.key for n in self.nodes}
+
+
+def callable_name(fn: Any) -> str:
+    fn = inspect.unwrap(fn) if not isinstance(fn, functools.partial) else fn.func
+    name = getattr(fn, "__name__", None)
+    return name if isinstance(name, str) else type(fn).__name__
+
+
+def _identity(fn: Any) -> Any:
+    if inspect.ismethod(fn):
+        return (id(fn.__func__), id(fn.__self__))
+    return id(fn)
+
+
+def _call_target(fn: Any) -> Any:
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    if not inspect.isfunction(fn) and not inspect.ismethod(fn) and callable(fn):
+        call = getattr(fn, "__call__", None)  # noqa: B004 - callable objects
+        if call is not None:
+            return call
+    return fn
+
+
+def flavour(fn: Any) -> tuple[bool, Literal["sync", "async"] | None]:
+    """``(is_async, generator kind)`` of a callable, looking through partials and ``__call__``."""
+    target = inspect.unwrap(_call_target(fn))
+    if inspect.isasyncgenfunction(target):
+        return True, "async"
+    if inspect.isgeneratorfunction(target):
+        return False, "sync"
+    return inspect.iscoroutinefunction(target), None
+
+
+def type_hints(fn: Any) -> dict[str, Any]:
+    target = _call_target(fn)
+    try:
+        return typing.get_type_hints(target, include_extras=True)
+    except Exception as exc:
+        raise InvalidSignature(
+            f"Cannot read the type hints of {callable_name(fn)!r}: {exc}. Import every name "
+            "used in its annotations at module level."
+        ) from exc
+
+
+def is_context_annotation(annotation: Any) -> bool:
+    from engine.context import Context
+
+    if get_origin(annotation) is Annotated:
+        annotation = get_args(annotation)[0]
+    candidates = _union_members(annotation)
+    for candidate in candidates:
+        origin = get_origin(candidate) or candidate
+        if isinstance(origin, type) and issubclass(origin, Context):
+            return True
+    return False
+
+
+def _union_members(annotation: Any) -> tuple[Any, ...]:
+    if isinstance(annotation, typing.TypeAliasType if hasattr(typing, "TypeAliasType") else ()):
+        annotation = annotation.__value__
+    origin = get_origin(annotation)
+    if origin is Union or origin is types.UnionType:
+        return get_args(annotation)
+    return (annotation,)
+
+
+def _resolve_marker(annotation: Any) -> tuple[Any, Resolve] | None:
+    if get_origin(annotation) is not Annotated:
+        return None
+    inner, *metadata = get_args(annotation)
+    for item in metadata:
+        if isinstance(item, Resolve):
+            return inner, item
+    return None
+
+
+def _has_nested_resolve(annotation: Any) -> bool:
+    return any(_resolve_marker(member) is not None for member in _union_members(annotation))
+
+
+_OUTCOMES = (AcceptedElicitation, DeclinedElicitation, CancelledElicitation)
+
+
+def wants_union(annotation: Any) -> bool:
+    """Whether a consumer asked for the whole accept/decline/cancel outcome."""
+    origin = get_origin(annotation)
+    if annotation is ElicitationResult or origin is ElicitationResult:
+        return True
+    for member in _union_members(annotation):
+        base = getattr(member, "__pydantic_generic_metadata__", {}).get("origin") or member
+        base = get_origin(base) or base
+        if isinstance(base, type) and issubclass(base, _OUTCOMES):
+            return True
+    return False
+
+
+def _question_arms(annotation: Any) -> tuple[list[Any], list[Any]]:
+    """Split a return annotation into (question arms, value arms)."""
+    questions: list[Any] = []
+    values: list[Any] = []
+    for member in _union_members(annotation):
+        base = get_origin(member) or member
+        if isinstance(base, type) and issubclass(base, Question):
+            questions.append(member)
+        else:
+            values.append(member)
+    return questions, values
+
+
+def _yielded_type(annotation: Any) -> Any:
+    origin = get_origin(annotation)
+    args = get_args(annotation)
+    if (
+        origin is not None
+        and args
+        and getattr(origin, "__name__", "")
+        in {
+            "Iterator",
+            "Generator",
+            "AsyncIterator",
+            "AsyncGenerator",
+            "Iterable",
+            "AsyncIterable",
+        }
+    ):
+        return args[0]
+    return Any
+
+
+class Planner:
+    """Builds the plan of one handler; ``overrides`` swaps resolvers (tests)."""
+
+    def __init__(
+        self,
+        owner: str,
+        role: str,
+        argument_names: set[str],
+        overrides: Mapping[Callable[..., Any], Callable[..., Any]],
+    ) -> None:
+        self.owner = owner
+        self.role = role
+        self.argument_names = argument_names
+        self.overrides = overrides
+        self.nodes: dict[Any, Node] = {}
+        self.order: list[Node] = []
+        self.stack: list[Any] = []
+        self.keys: dict[str, Node] = {}
+
+    def source(self, fn_label: str, name: str, annotation: Any, *, is_handler: bool) -> Source:
+        if is_context_annotation(annotation):
+            return Source(name, "context")
+        marker = _resolve_marker(annotation)
+        if marker is not None:
+            consumer_type, resolve = marker
+            node = self.node(resolve, consumer_type)
+            return Source(name, "resolved", node, wants_union(consumer_type))
+        if _has_nested_resolve(annotation):
+            raise InvalidSignature(
+                f"Parameter {name!r} of {fn_label!r} wraps `Resolve(...)` in a union; annotate "
+                "the parameter directly as `Annotated[T, Resolve(...)]`"
+            )
+        if is_handler or name in self.argument_names:
+            return Source(name, "argument")
+        raise InvalidSignature(
+            f"Resolver {fn_label!r} parameter {name!r} cannot be resolved: expected a Context, "
+            f"an Annotated[_, Resolve(...)], or a {self.role} argument by name "
+            f"(in {self.role} {self.owner!r})"
+        )
+
+    def node(self, resolve: Resolve, consumer_type: Any) -> Node:
+        identity = _identity(resolve.fn)
+        existing = self.nodes.get(identity)
+        if existing is not None:
+            if existing.once != resolve.once or (resolve.key and resolve.key != existing.key):
+                raise InvalidSignature(
+                    f"Resolver {existing.name!r} is used with different Resolve(...) options in "
+                    f"{self.role} {self.owner!r}; give every use the same once= and key="
+                )
+            return existing
+        name = callable_name(resolve.fn)
+        if identity in self.stack:
+            raise InvalidSignature(f"Resolver {name!r} has a cyclic dependency")
+        self.stack.append(identity)
+        fn = self.overrides.get(resolve.fn, resolve.fn)
+        hints = type_hints(fn)
+        signature = inspect.signature(fn)
+        sources: list[Source] = []
+        for param in signature.parameters.values():
+            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+                raise InvalidSignature(
+                    f"Resolver {name!r} parameter {param.name!r}: *args and **kwargs cannot be "
+                    "resolved; name each parameter"
+                )
+            annotation = hints.get(param.name, Any)
+            sources.append(self.source(name, param.name, annotation, is_handler=False))
+        is_async, generator = flavour(fn)
+        returns = hints.get("return", Any)
+        if generator is not None:
+            returns = _yielded_type(returns)
+        arms, values = _question_arms(returns)
+        if len(arms) > 1:
+            raise InvalidSignature(
+                f"Resolver {name!r} return annotation has multiple Elicit/Sample/ListRoots arms; "
+                "a resolver asks one question - split it into separate resolvers"
+            )
+        value_type = _value_type(values, consumer_type)
+        node = Node(
+            fn=fn,
+            name=name,
+            key=self._key(resolve, name),
+            once=resolve.once,
+            sources=sources,
+            is_async=is_async,
+            generator=generator,
+            value_type=value_type,
+        )
+        node.deps = _unique(s.node for s in sources if s.node is not None)
+        self.stack.pop()
+        self.nodes[identity] = node
+        node.index = len(self.order)
+        self.order.append(node)
+        return node
+
+    def _key(self, resolve: Resolve, name: str) -> str:
+        if resolve.key is not None:
+            if resolve.key in self.keys:
+                raise InvalidSignature(
+                    f"Two resolvers of {self.role} {self.owner!r} use the key {resolve.key!r}"
+                )
+            key = resolve.key
+        else:
+            key, n = name, 1
+            while key in self.keys:
+                n += 1
+                key = f"{name}_{n}"
+        self.keys[key] = None  # type: ignore[assignment]
+        return key
+
+
+def _value_type(values: list[Any], consumer_type: Any) -> Any:
+    if not values or values == [Any]:
+        return consumer_type
+    if len(values) == 1:
+        return values[0]
+    return Union[tuple(values)]  # noqa: UP007 - built at runtime
+
+
+def _unique(nodes: Any) -> list[Node]:
+    seen: list[Node] = []
+    for node in nodes:
+        if node not in seen:
+            seen.append(node)
+    return seen
+
+
+def _sequential(nodes: list[Node]) -> bool:
+    """True when no two resolvers could ever run at the same time (a chain)."""
+    depth: dict[Node, int] = {}
+    for node in nodes:
+        depth[node] = 1 + max((depth[d] for d in node.deps), default=0)
+    levels = list(depth.values())
+    return len(levels) == len(set(levels))
+
+
+@dataclass(eq=False)
+class Signature:
+    """What registration learns about a handler: its arguments model and its plan."""
+
+    fn: Callable[..., Any]
+    owner: str
+    role: str
+    arguments: type[BaseModel]
+    argument_names: list[str]
+    context_names: list[str]
+    is_async: bool
+    plan: Plan
+    return_type: Any
+
+
+def analyze(
+    fn: Callable[..., Any],
+    owner: str,
+    *,
+    role: str = "tool",
+    overrides: Mapping[Callable[..., Any], Callable[..., Any]] | None = None,
+    model_name: str | None = None,
+) -> Signature:
+    """Classify every parameter of ``fn`` and plan its resolvers."""
+    hints = type_hints(fn)
+    signature = inspect.signature(fn)
+    fields: dict[str, Any] = {}
+    argument_names: list[str] = []
+    for param in signature.parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise InvalidSignature(
+                f"{role.capitalize()} {owner!r} parameter {param.name!r}: *args and **kwargs "
+                "are not supported; name each parameter"
+            )
+        annotation = hints.get(param.name, Any)
+        if is_context_annotation(annotation) or _resolve_marker(annotation) is not None:
+            continue
+        if _has_nested_resolve(annotation):
+            continue
+        default = ... if param.default is inspect.Parameter.empty else param.default
+        if isinstance(default, FieldInfo):
+            fields[param.name] = (annotation, default)
+        else:
+            fields[param.name] = (annotation, default)
+        argument_names.append(param.name)
+    planner = Planner(owner, role, set(argument_names), overrides or {})
+    sources = [
+        planner.source(owner, p.name, hints.get(p.name, Any), is_handler=True)
+        for p in signature.parameters.values()
+    ]
+    arguments = create_model(
+        model_name or f"{owner}Arguments",
+        __config__=ConfigDict(arbitrary_types_allowed=True),
+        **fields,
+    )
+    is_async, generator = flavour(fn)
+    if generator is not None:
+        raise InvalidSignature(
+            f"{role.capitalize()} {owner!r} is a generator; only resolvers may use yield"
+        )
+    return Signature(
+        fn=fn,
+        owner=owner,
+        role=role,
+        arguments=arguments,
+        argument_names=argument_names,
+        context_names=[s.name for s in sources if s.kind == "context"],
+        is_async=is_async,
+        plan=Plan(planner.order, sources, _sequential(planner.order)),
+        return_type=hints.get("return", inspect.Signature.empty),
+    )

@@ -1,0 +1,67 @@
+"""From one decoded client message to one response: era choice, errors, HTTP status hints."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from engine.errors import (
+    HEADER_MISMATCH,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    MISSING_CLIENT_CAPABILITY,
+    PARSE_ERROR,
+    UNSUPPORTED_PROTOCOL_VERSION,
+    InvalidRequestState,
+    MCPError,
+)
+from engine.protocol import modern
+from engine.protocol.jsonrpc import error_bytes, parse, request_id_of, result_bytes
+from engine.protocol.modern import Exchange
+
+if TYPE_CHECKING:
+    from engine.server import MCPServer
+
+log = logging.getLogger("engine.protocol")
+
+STATUS = {
+    PARSE_ERROR: 400,
+    INVALID_REQUEST: 400,
+    INVALID_PARAMS: 400,
+    METHOD_NOT_FOUND: 404,
+    HEADER_MISMATCH: 400,
+    MISSING_CLIENT_CAPABILITY: 400,
+    UNSUPPORTED_PROTOCOL_VERSION: 400,
+    INTERNAL_ERROR: 500,
+}
+
+
+@dataclass(slots=True)
+class Response:
+    """A response body (``None`` for an accepted notification) and its HTTP status."""
+
+    status: int
+    body: bytes | None
+
+
+def error_response(request_id: Any, error: MCPError) -> Response:
+    return Response(STATUS.get(error.code, 400), error_bytes(request_id, error))
+
+
+async def dispatch(server: MCPServer, raw: Any, exchange: Exchange) -> Response:
+    """Serve one decoded JSON-RPC message."""
+    request_id = request_id_of(raw)
+    try:
+        message = parse(raw)
+        if not message.is_request:
+            return Response(202, None)
+        body = await modern.handle(server, message, exchange)
+        return Response(200, result_bytes(message.id, body))
+    except InvalidRequestState as exc:
+        log.warning("requestState rejected: %s", exc.reason)
+        return error_response(request_id, exc)
+    except MCPError as exc:
+        return error_response(request_id, exc)

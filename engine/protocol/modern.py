@@ -1,0 +1,241 @@
+"""The 2026-07-28 era: every request carries its version and capabilities in ``_meta``.
+
+Requests are validated here (``_meta``, version), dispatched to the server's operations, and
+results decorated as the era requires (``resultType``, caching hints, ``serverInfo``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from engine.calls import CallRequest, RoundReply
+from engine.context import Notify, RequestScope
+from engine.errors import (
+    INVALID_PARAMS,
+    METHOD_NOT_FOUND,
+    UNSUPPORTED_PROTOCOL_VERSION,
+    MCPError,
+)
+from engine.handlers import error_result
+from engine.protocol.jsonrpc import Message, dumps
+
+if TYPE_CHECKING:
+    from engine.server import MCPServer
+
+MODERN = "2026-07-28"
+SUPPORTED_VERSIONS = [MODERN]
+META_VERSION = "io.modelcontextprotocol/protocolVersion"
+META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
+META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
+INPUT_METHODS = frozenset({"tools/call", "prompts/get", "resources/read"})
+
+
+@dataclass(slots=True)
+class Exchange:
+    """What the transport knows about one request."""
+
+    headers: Mapping[str, str] | None = None
+    notify: Notify | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+def request_meta(params: Any) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """``(protocolVersion, clientCapabilities, _meta)``; ``-32602`` when either is missing."""
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    if not isinstance(meta, dict):
+        raise MCPError(
+            INVALID_PARAMS,
+            "Invalid params: params._meta with "
+            f"{META_VERSION!r} and {META_CAPABILITIES!r} is required",
+        )
+    version = meta.get(META_VERSION)
+    capabilities = meta.get(META_CAPABILITIES)
+    if not isinstance(version, str):
+        raise MCPError(INVALID_PARAMS, f"Invalid params: _meta[{META_VERSION!r}] is required")
+    if not isinstance(capabilities, dict):
+        raise MCPError(
+            INVALID_PARAMS,
+            f"Invalid params: _meta[{META_CAPABILITIES!r}] must be "
+            "an object ({} declares no optional capability)",
+        )
+    if version not in SUPPORTED_VERSIONS:
+        raise MCPError(
+            UNSUPPORTED_PROTOCOL_VERSION,
+            "Unsupported protocol version",
+            {"supported": list(SUPPORTED_VERSIONS), "requested": version},
+        )
+    return version, capabilities, meta
+
+
+Operation = Callable[["MCPServer", dict[str, Any], RequestScope], Awaitable[dict[str, Any]]]
+
+
+def _cacheable(server: MCPServer, result: dict[str, Any]) -> dict[str, Any]:
+    result["ttlMs"] = server.list_ttl_ms
+    result["cacheScope"] = "public"
+    return result
+
+
+def _no_cursor(params: dict[str, Any]) -> None:
+    if params.get("cursor") is not None:
+        raise MCPError(
+            INVALID_PARAMS,
+            "Invalid cursor: this server returns every item on the "
+            "first page; call again without a cursor",
+        )
+
+
+async def _discover(
+    server: MCPServer, params: dict[str, Any], scope: RequestScope
+) -> dict[str, Any]:
+    result: dict[str, Any] = {
+        "supportedVersions": list(SUPPORTED_VERSIONS),
+        "capabilities": server.capabilities(),
+    }
+    if server.instructions:
+        result["instructions"] = server.instructions
+    return _cacheable(server, result)
+
+
+async def _list_tools(
+    server: MCPServer, params: dict[str, Any], scope: RequestScope
+) -> dict[str, Any]:
+    _no_cursor(params)
+    return _cacheable(server, {"tools": server.list_tools()})
+
+
+async def _list_prompts(
+    server: MCPServer, params: dict[str, Any], scope: RequestScope
+) -> dict[str, Any]:
+    _no_cursor(params)
+    return _cacheable(server, {"prompts": server.list_prompts()})
+
+
+async def _list_resources(
+    server: MCPServer, params: dict[str, Any], scope: RequestScope
+) -> dict[str, Any]:
+    _no_cursor(params)
+    return _cacheable(server, {"resources": server.list_resources()})
+
+
+async def _list_templates(
+    server: MCPServer, params: dict[str, Any], scope: RequestScope
+) -> dict[str, Any]:
+    _no_cursor(params)
+    return _cacheable(server, {"resourceTemplates": server.list_resource_templates()})
+
+
+def _string_param(params: dict[str, Any], name: str) -> str:
+    value = params.get(name)
+    if not isinstance(value, str):
+        raise MCPError(INVALID_PARAMS, f"Invalid params: {name!r} must be a string")
+    return value
+
+
+def _call_request(
+    method: str, target: str, params: dict[str, Any], scope: RequestScope, arguments: Any
+) -> CallRequest:
+    return CallRequest(
+        method, target, arguments, params.get("inputResponses"), params.get("requestState"), scope
+    )
+
+
+def round_result(reply: RoundReply) -> dict[str, Any]:
+    """The wire result of a round: the final value, an error result, or ``input_required``."""
+    if reply.kind == "input_required":
+        result: dict[str, Any] = {"resultType": "input_required"}
+        if reply.input_requests:
+            result["inputRequests"] = reply.input_requests
+        result["requestState"] = reply.request_state
+        return result
+    result = error_result(reply.error or "error") if reply.kind == "error" else reply.value
+    result["resultType"] = "complete"
+    return result
+
+
+async def _call_tool(
+    server: MCPServer, params: dict[str, Any], scope: RequestScope
+) -> dict[str, Any]:
+    name = _string_param(params, "name")
+    arguments = params.get("arguments")
+    if arguments is not None and not isinstance(arguments, dict):
+        raise MCPError(INVALID_PARAMS, "Invalid params: 'arguments' must be an object")
+    reply = await server.call_tool(_call_request("tools/call", name, params, scope, arguments))
+    return round_result(reply)
+
+
+async def _get_prompt(
+    server: MCPServer, params: dict[str, Any], scope: RequestScope
+) -> dict[str, Any]:
+    name = _string_param(params, "name")
+    arguments = params.get("arguments")
+    if arguments is not None and not isinstance(arguments, dict):
+        raise MCPError(INVALID_PARAMS, "Invalid params: 'arguments' must be an object")
+    reply = await server.get_prompt(_call_request("prompts/get", name, params, scope, arguments))
+    return round_result(reply)
+
+
+async def _read_resource(
+    server: MCPServer, params: dict[str, Any], scope: RequestScope
+) -> dict[str, Any]:
+    uri = _string_param(params, "uri")
+    reply = await server.read_resource(_call_request("resources/read", uri, params, scope, None))
+    result = round_result(reply)
+    if reply.kind == "complete":
+        _cacheable(server, result)
+    return result
+
+
+async def _complete(
+    server: MCPServer, params: dict[str, Any], scope: RequestScope
+) -> dict[str, Any]:
+    ref = params.get("ref")
+    argument = params.get("argument")
+    if not isinstance(ref, dict) or not isinstance(argument, dict):
+        raise MCPError(INVALID_PARAMS, "Invalid params: 'ref' and 'argument' are required")
+    values = await server.complete(ref, argument, params.get("context"))
+    return {
+        "completion": {"values": values[:100], "total": len(values), "hasMore": len(values) > 100}
+    }
+
+
+OPERATIONS: dict[str, Operation] = {
+    "server/discover": _discover,
+    "tools/list": _list_tools,
+    "tools/call": _call_tool,
+    "prompts/list": _list_prompts,
+    "prompts/get": _get_prompt,
+    "resources/list": _list_resources,
+    "resources/templates/list": _list_templates,
+    "resources/read": _read_resource,
+    "completion/complete": _complete,
+}
+
+
+async def handle(server: MCPServer, message: Message, exchange: Exchange) -> bytes:
+    """Serve one modern request; the serialised ``result`` object (errors raise MCPError)."""
+    params = message.params
+    version, capabilities, meta = request_meta(params)
+    operation = OPERATIONS.get(message.method)
+    if operation is None:
+        raise MCPError(METHOD_NOT_FOUND, f"Method not found: {message.method}")
+    scope = RequestScope(
+        request_id=message.id,
+        method=message.method,
+        protocol_version=version,
+        capabilities=capabilities,
+        headers=exchange.headers,
+        meta=meta,
+        notify=exchange.notify,
+    )
+    result = await operation(server, params, scope)
+    result.setdefault("resultType", "complete")
+    result_meta = result.get("_meta")
+    info = {"name": server.name, "version": server.version}
+    if isinstance(result_meta, dict):
+        result_meta[META_SERVER_INFO] = info
+    else:
+        result["_meta"] = {META_SERVER_INFO: info}
+    return dumps(result)

@@ -1,0 +1,253 @@
+"""One round of a handler: validate the arguments, walk the resolver plan, run the body.
+
+A round is a function of (code, arguments, state, answers): nothing about a call lives in a
+process between rounds. Each resolver runs at most once per round; resolvers that do not depend
+on each other run concurrently. Questions go through an :class:`~engine.asking.Asker`, so the same
+walk serves the replayed 2026-07-28 era and the blocking 2025-11-25 back-channel.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import anyio.to_thread
+from pydantic import ValidationError
+
+from engine.asking import PENDING, Asker
+from engine.context import CallScope, Context, Suspend
+from engine.errors import MCPError, ToolError
+from engine.graph import Node, Plan, Signature, Source
+from engine.questions import (
+    AcceptedElicitation,
+    CancelledElicitation,
+    DeclinedElicitation,
+    Question,
+    Rendered,
+)
+from engine.replayed import restore_question
+
+log = logging.getLogger("engine.rounds")
+
+
+class InvalidArguments(ToolError):
+    """The arguments do not match the handler's input schema."""
+
+
+@dataclass(slots=True)
+class Completed:
+    value: Any
+
+
+@dataclass(slots=True)
+class Suspended:
+    """The round needs answers first; ``questions`` are the ones to send now."""
+
+
+RoundOutcome = Completed | Suspended
+
+
+def validate_arguments(signature: Signature, raw: Any) -> dict[str, Any]:
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise InvalidArguments(
+            f"Invalid arguments for {signature.role} {signature.owner}: arguments must be an object"
+        )
+    try:
+        model = signature.arguments.model_validate(raw)
+    except ValidationError as exc:
+        raise InvalidArguments(
+            f"Invalid arguments for {signature.role} {signature.owner}: " + summarize(exc)
+        ) from None
+    return {name: getattr(model, name) for name in signature.argument_names}
+
+
+def summarize(exc: ValidationError) -> str:
+    """A readable one-line summary of a validation error: ``field: problem; ...``."""
+    parts = []
+    for error in exc.errors(include_url=False):
+        where = ".".join(str(p) for p in error["loc"]) or "arguments"
+        parts.append(f"{where}: {error['msg']}")
+    return "; ".join(parts)
+
+
+def deliver(value: Any, source: Source) -> Any:
+    """The value a consumer receives from a resolver, given how it annotated the parameter."""
+    if source.wants_union:
+        if isinstance(value, AcceptedElicitation | DeclinedElicitation | CancelledElicitation):
+            return value
+        return AcceptedElicitation[Any](data=value)
+    if isinstance(value, AcceptedElicitation):
+        return value.data
+    if isinstance(value, DeclinedElicitation | CancelledElicitation):
+        raise ToolError(
+            f"Resolver for parameter {source.name!r} could not resolve: "
+            f"elicitation was {value.action}"
+        )
+    return value
+
+
+def first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The exception a task group's failure stands for: a real error wins over a suspension."""
+    flat: list[BaseException] = []
+
+    def collect(g: BaseExceptionGroup[BaseException]) -> None:
+        for exc in g.exceptions:
+            if isinstance(exc, BaseExceptionGroup):
+                collect(exc)
+            else:
+                flat.append(exc)
+
+    collect(group)
+    for exc in flat:
+        if not isinstance(exc, Suspend):
+            return exc
+    return flat[0] if flat else group
+
+
+class Round:
+    """Executes one round of one handler."""
+
+    def __init__(
+        self,
+        signature: Signature,
+        plan: Plan,
+        ctx: Context[Any],
+        call: CallScope,
+        asker: Asker,
+    ) -> None:
+        self.signature = signature
+        self.plan = plan
+        self.ctx = ctx
+        self.call = call
+        self.asker = asker
+        self.values: dict[Node, Any] = {}
+        self.exits = contextlib.AsyncExitStack()
+
+    async def run(self, arguments: dict[str, Any]) -> RoundOutcome:
+        self.arguments = arguments
+        async with self.exits:
+            try:
+                if not await self._walk():
+                    return Suspended()
+                kwargs = self._kwargs(self.plan.sources)
+                fn = self.signature.fn
+                if self.signature.is_async:
+                    value = await fn(**kwargs)
+                else:
+                    value = await anyio.to_thread.run_sync(functools.partial(fn, **kwargs))
+            except Suspend:
+                return Suspended()
+            except BaseExceptionGroup as group:
+                error = first_error(group)
+                if isinstance(error, Suspend):
+                    return Suspended()
+                raise error from None
+        return Completed(value)
+
+    # --- the resolver walk ---------------------------------------------------------------------
+
+    async def _walk(self) -> bool:
+        """Resolve every node; False when at least one is pending on a question."""
+        nodes = self.plan.nodes
+        if not nodes:
+            return True
+        if self.plan.sequential:
+            for node in nodes:
+                await self._settle(node)
+        else:
+            done = {node: anyio.Event() for node in nodes}
+
+            async def settle(node: Node) -> None:
+                for dep in node.deps:
+                    await done[dep].wait()
+                try:
+                    await self._settle(node)
+                finally:
+                    done[node].set()
+
+            async with anyio.create_task_group() as tg:
+                for node in nodes:
+                    tg.start_soon(settle, node)
+        return all(self.values[n] is not PENDING for n in nodes)
+
+    async def _settle(self, node: Node) -> None:
+        if any(self.values[d] is PENDING for d in node.deps):
+            self.values[node] = PENDING
+            return
+        self.values[node] = await self._resolve(node)
+
+    async def _resolve(self, node: Node) -> Any:
+        checkpoint = self.call.state.checkpoints.get(node.key) if node.once else None
+        if checkpoint is not None:
+            return await self._from_checkpoint(node, checkpoint)
+        value = await self._call(node)
+        if isinstance(value, Question):
+            if node.once:
+                self.call.next_state.checkpoints[node.key] = [0, value.kind, value.render()]
+            return await self._ask(node, value)
+        if node.once:
+            self.call.next_state.checkpoints[node.key] = [
+                1,
+                node.adapter.dump_python(value, mode="json"),
+            ]
+        return value
+
+    async def _from_checkpoint(self, node: Node, checkpoint: Any) -> Any:
+        is_value, *rest = checkpoint
+        if is_value:
+            return node.adapter.validate_python(rest[0])
+        kind, params = rest
+        return await self._ask(node, restore_question(kind, params, node.value_type))
+
+    async def _ask(self, node: Node, question: Question) -> Any:
+        return await self.asker.ask(node.key, Rendered.of(question), f"resolver {node.key!r}")
+
+    async def _call(self, node: Node) -> Any:
+        kwargs = self._kwargs(node.sources)
+        fn = node.fn
+        if node.generator == "async":
+            return await self.exits.enter_async_context(
+                contextlib.asynccontextmanager(fn)(**kwargs)
+            )
+        if node.generator == "sync":
+            manager = contextlib.contextmanager(fn)(**kwargs)
+            value = await anyio.to_thread.run_sync(manager.__enter__)
+
+            async def close(*exc_info: Any) -> bool | None:
+                return await anyio.to_thread.run_sync(manager.__exit__, *exc_info)
+
+            self.exits.push_async_exit(close)
+            return value
+        if node.is_async:
+            return await fn(**kwargs)
+        return await anyio.to_thread.run_sync(functools.partial(fn, **kwargs))
+
+    def _kwargs(self, sources: list[Source]) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {}
+        for source in sources:
+            if source.kind == "argument":
+                kwargs[source.name] = self.arguments[source.name]
+            elif source.kind == "context":
+                kwargs[source.name] = self.ctx
+            else:
+                assert source.node is not None
+                kwargs[source.name] = deliver(self.values[source.node], source)
+        return kwargs
+
+
+__all__ = [
+    "Completed",
+    "InvalidArguments",
+    "MCPError",
+    "Round",
+    "RoundOutcome",
+    "Suspended",
+    "deliver",
+    "validate_arguments",
+]

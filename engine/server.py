@@ -1,0 +1,362 @@
+"""``MCPServer``: registries, decorators, configuration, and the operations behind each method."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from typing import Any, TypeVar
+
+from engine.calls import CallRequest, Principal, RoundReply, RoundRunner
+from engine.context import RequestScope
+from engine.errors import INVALID_PARAMS, MCPError
+from engine.handlers import (
+    Handler,
+    Prompt,
+    ReadResourceContents,
+    Resource,
+    Tool,
+    contents_for_server,
+    error_result,
+    resource_contents,
+)
+from engine.seal import KeyRing, KeySpec, ring_from
+from engine.types import Icon, ToolAnnotations
+
+log = logging.getLogger("engine.server")
+
+F = TypeVar("F", bound=Callable[..., Any])
+Listener = Callable[[str, dict[str, Any]], Awaitable[None]]
+Lifespan = Callable[["MCPServer"], contextlib.AbstractAsyncContextManager[Any]]
+
+
+class DependencyOverrides(dict[Callable[..., Any], Callable[..., Any]]):
+    """``mcp.dependency_overrides[real] = fake``: swap a resolver, typically in tests.
+
+    Every change bumps :attr:`version`, so handlers re-plan with the override's own signature.
+    """
+
+    version = 0
+
+    def __setitem__(self, key: Callable[..., Any], value: Callable[..., Any]) -> None:
+        super().__setitem__(key, value)
+        self.version += 1
+
+    def __delitem__(self, key: Callable[..., Any]) -> None:
+        super().__delitem__(key)
+        self.version += 1
+
+    def clear(self) -> None:
+        super().clear()
+        self.version += 1
+
+    def pop(self, key: Any, *default: Any) -> Any:
+        self.version += 1
+        return super().pop(key, *default)
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        super().update(*args, **kwargs)
+        self.version += 1
+
+
+class MCPServer:
+    """An MCP server whose tool calls run as resumable rounds.
+
+    ``keys`` (or ``ENGINE_KEYS``) are the secrets every replica shares so any of them can resume
+    a call; without them a per-process key is generated and a warning logged. ``audience``
+    defaults to ``name``: replicas of one service must use the same one.
+    """
+
+    def __init__(
+        self,
+        name: str = "mcp-server",
+        instructions: str | None = None,
+        *,
+        version: str = "0.1.0",
+        keys: Iterable[KeySpec] | KeyRing | None = None,
+        audience: str | None = None,
+        principal: Principal | None = None,
+        state_ttl: int = 600,
+        max_token_chars: int = 64 * 1024,
+        max_inline_state: int = 48 * 1024,
+        trust_unsolicited_answers: bool = False,
+        lifespan: Lifespan | None = None,
+        list_ttl_ms: int = 0,
+        replica_id: str | None = None,
+    ) -> None:
+        if state_ttl <= 0:
+            raise ValueError("state_ttl must be a positive number of seconds")
+        self.name = name
+        self.instructions = instructions
+        self.version = version
+        self.keys = ring_from(keys)
+        self.audience = audience or name
+        self.principal = principal
+        self.state_ttl = int(state_ttl)
+        self.max_token_chars = max_token_chars
+        self.max_inline_state = max_inline_state
+        self.trust_unsolicited_answers = trust_unsolicited_answers
+        self.lifespan = lifespan
+        self.lifespan_context: Any = {}
+        self.list_ttl_ms = list_ttl_ms
+        self.replica_id = replica_id or os.environ.get("ENGINE_REPLICA_ID") or f"pid-{os.getpid()}"
+        self.dependency_overrides = DependencyOverrides()
+        self._tools: dict[str, Tool] = {}
+        self._prompts: dict[str, Prompt] = {}
+        self._resources: dict[str, Resource] = {}
+        self._templates: dict[str, Resource] = {}
+        self._listeners: set[Listener] = set()
+        self.rounds = RoundRunner(self)
+
+    # --- registration ---------------------------------------------------------------------------
+
+    def tool(
+        self,
+        name: str | None = None,
+        *,
+        title: str | None = None,
+        description: str | None = None,
+        annotations: ToolAnnotations | None = None,
+        icons: list[Icon] | None = None,
+        meta: dict[str, Any] | None = None,
+        structured_output: bool | None = None,
+    ) -> Callable[[F], F]:
+        """Register a function as a tool; its signature is analysed now, not at call time."""
+        if callable(name):
+            raise TypeError("Use @mcp.tool() with parentheses")
+
+        def decorator(fn: F) -> F:
+            self.add_tool(
+                fn,
+                name=name,
+                title=title,
+                description=description,
+                annotations=annotations,
+                icons=icons,
+                meta=meta,
+                structured_output=structured_output,
+            )
+            return fn
+
+        return decorator
+
+    def add_tool(self, fn: Callable[..., Any], **options: Any) -> Tool:
+        """Register a plain function as a tool, exactly as ``@mcp.tool()`` would."""
+        tool = Tool(fn, **options)
+        self._tools[tool.name] = tool
+        return tool
+
+    def remove_tool(self, name: str) -> None:
+        if self._tools.pop(name, None) is None:
+            raise KeyError(f"Unknown tool: {name}")
+
+    def prompt(
+        self,
+        name: str | None = None,
+        *,
+        title: str | None = None,
+        description: str | None = None,
+        icons: list[Icon] | None = None,
+    ) -> Callable[[F], F]:
+        if callable(name):
+            raise TypeError("Use @mcp.prompt() with parentheses")
+
+        def decorator(fn: F) -> F:
+            self.add_prompt(fn, name=name, title=title, description=description, icons=icons)
+            return fn
+
+        return decorator
+
+    def add_prompt(self, fn: Callable[..., Any], **options: Any) -> Prompt:
+        prompt = Prompt(fn, **options)
+        self._prompts[prompt.name] = prompt
+        return prompt
+
+    def resource(
+        self,
+        uri: str,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        mime_type: str | None = None,
+        icons: list[Icon] | None = None,
+    ) -> Callable[[F], F]:
+        def decorator(fn: F) -> F:
+            self.add_resource(
+                fn,
+                uri,
+                name=name,
+                title=title,
+                description=description,
+                mime_type=mime_type,
+                icons=icons,
+            )
+            return fn
+
+        return decorator
+
+    def add_resource(self, fn: Callable[..., Any], uri: str, **options: Any) -> Resource:
+        resource = Resource(fn, uri, **options)
+        if resource.is_template:
+            self._templates[uri] = resource
+        else:
+            self._resources[uri] = resource
+        return resource
+
+    # --- listings -------------------------------------------------------------------------------
+
+    @property
+    def tools(self) -> dict[str, Tool]:
+        return self._tools
+
+    @property
+    def prompts(self) -> dict[str, Prompt]:
+        return self._prompts
+
+    def capabilities(self) -> dict[str, Any]:
+        return {
+            "tools": {"listChanged": True},
+            "prompts": {"listChanged": True},
+            "resources": {"listChanged": True, "subscribe": True},
+            "completions": {},
+            "logging": {},
+        }
+
+    def list_tools(self) -> list[dict[str, Any]]:
+        return [tool.listing for tool in self._tools.values()]
+
+    def list_prompts(self) -> list[dict[str, Any]]:
+        return [prompt.listing for prompt in self._prompts.values()]
+
+    def list_resources(self) -> list[dict[str, Any]]:
+        return [resource.listing for resource in self._resources.values()]
+
+    def list_resource_templates(self) -> list[dict[str, Any]]:
+        return [template.listing for template in self._templates.values()]
+
+    # --- operations -----------------------------------------------------------------------------
+
+    async def call_tool(self, request: CallRequest) -> RoundReply:
+        tool = self._tools.get(request.target)
+        if tool is None:
+            return RoundReply("error", error=f"Unknown tool: {request.target}")
+        reply = await self.rounds.run(tool, request)
+        if reply.kind == "complete":
+            reply.value = tool.result(reply.value)
+        return reply
+
+    async def get_prompt(self, request: CallRequest) -> RoundReply:
+        prompt = self._prompts.get(request.target)
+        if prompt is None:
+            raise MCPError(
+                INVALID_PARAMS, f"Unknown prompt: {request.target}", {"name": request.target}
+            )
+        reply = await self.rounds.run(prompt, request)
+        if reply.kind == "complete":
+            reply.value = prompt.result(reply.value)
+        elif reply.kind == "error":
+            raise MCPError(INVALID_PARAMS, reply.error or "Error getting prompt")
+        return reply
+
+    def find_resource(self, uri: str) -> tuple[Resource, dict[str, str]] | None:
+        resource = self._resources.get(uri)
+        if resource is not None:
+            return resource, {}
+        for template in self._templates.values():
+            params = template.match(uri)
+            if params is not None:
+                return template, params
+        return None
+
+    async def read_resource(self, request: CallRequest) -> RoundReply:
+        uri = request.target
+        found = self.find_resource(uri)
+        if found is None:
+            raise MCPError(INVALID_PARAMS, f"Resource not found: {uri}", {"uri": uri})
+        resource, params = found
+        request.arguments = params
+        reply = await self.rounds.run(resource, request)
+        if reply.kind == "complete":
+            reply.value = {"contents": resource_contents(uri, reply.value, resource.mime_type)}
+        elif reply.kind == "error":
+            raise MCPError(INVALID_PARAMS, reply.error or "Error reading resource", {"uri": uri})
+        return reply
+
+    async def read_resource_contents(
+        self, uri: str, scope: RequestScope
+    ) -> list[ReadResourceContents]:
+        """``ctx.read_resource``: the same registry as ``resources/read``, from inside a handler."""
+        request = CallRequest("resources/read", uri, None, None, None, scope)
+        reply = await self.read_resource(request)
+        if reply.kind != "complete":
+            raise RuntimeError(
+                f"Resource {uri!r} needs input from the client; read it from a client instead"
+            )
+        return contents_for_server(reply.value["contents"])
+
+    # --- completion -----------------------------------------------------------------------------
+
+    def completion(self) -> Callable[[F], F]:
+        """Register the function that suggests values for prompt and template arguments.
+
+        It receives ``(ref, argument, context)`` as dicts and returns a list of strings.
+        """
+
+        def decorator(fn: F) -> F:
+            self._completer = fn
+            return fn
+
+        return decorator
+
+    async def complete(
+        self, ref: dict[str, Any], argument: dict[str, Any], context: Any
+    ) -> list[str]:
+        completer = getattr(self, "_completer", None)
+        if completer is None:
+            return []
+        values = completer(ref, argument, context)
+        if hasattr(values, "__await__"):
+            values = await values
+        return [str(v) for v in (values or [])]
+
+    # --- notifications --------------------------------------------------------------------------
+
+    def add_listener(self, listener: Listener) -> None:
+        self._listeners.add(listener)
+
+    def remove_listener(self, listener: Listener) -> None:
+        self._listeners.discard(listener)
+
+    async def _broadcast(self, method: str, params: dict[str, Any]) -> None:
+        for listener in list(self._listeners):
+            try:
+                await listener(method, params)
+            except Exception:
+                log.exception("a notification listener failed")
+
+    async def notify_list_changed(self, kind: str) -> None:
+        """Tell every open ``subscriptions/listen`` stream that a list changed."""
+        await self._broadcast(f"notifications/{kind}/list_changed", {})
+
+    async def notify_resource_updated(self, uri: str) -> None:
+        await self._broadcast("notifications/resources/updated", {"uri": uri})
+
+    # --- lifecycle ------------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[MCPServer]:
+        """Enter the lifespan (if any) for as long as the server serves requests."""
+        if self.lifespan is None:
+            yield self
+            return
+        async with self.lifespan(self) as value:
+            self.lifespan_context = value if value is not None else {}
+            try:
+                yield self
+            finally:
+                self.lifespan_context = {}
+
+
+__all__ = ["DependencyOverrides", "Handler", "MCPServer", "error_result"]
