@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint typecheck pytest clean
+.PHONY: install demo test lint typecheck pytest conformance clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -27,6 +27,9 @@ pytest: $(STAMP)
 	$(BIN)/python tests/redis_server.py -- $(BIN)/pytest $(PYTEST_ARGS)
 
 test: lint typecheck pytest
+
+conformance: $(STAMP)
+	$(BIN)/python tests/run_conformance.py 2026-07-28
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache

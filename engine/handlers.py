@@ -141,6 +141,7 @@ class Tool(Handler):
         icons: list[Icon] | None = None,
         meta: dict[str, Any] | None = None,
         structured_output: bool | None = None,
+        input_schema: dict[str, Any] | None = None,
     ) -> None:
         tool_name = name or callable_name(fn)
         signature = analyze(fn, tool_name, role="tool")
@@ -149,7 +150,13 @@ class Tool(Handler):
         if structured_output is False:
             shape = OutputShape(None, False, None)
         self.shape = shape
-        input_schema = {"type": "object", **signature.arguments.model_json_schema()}
+        if input_schema is None:
+            input_schema = {"type": "object", **signature.arguments.model_json_schema()}
+        self.param_headers: dict[str, str] = {
+            arg: prop["x-mcp-header"]
+            for arg, prop in input_schema.get("properties", {}).items()
+            if isinstance(prop, dict) and isinstance(prop.get("x-mcp-header"), str)
+        }
         listing: dict[str, Any] = {
             "name": tool_name,
             "title": title,
@@ -168,13 +175,19 @@ class Tool(Handler):
             return value.to_wire()
         result: dict[str, Any] = {"content": content_blocks(value)}
         shape = self.shape
-        if shape.adapter is not None and not isinstance(value, _BLOCKS):
+        if shape.adapter is not None and not _is_content(value):
             structured = shape.adapter.dump_python(value, mode="json", by_alias=True)
             result["structuredContent"] = {"result": structured} if shape.wrap else structured
         elif isinstance(value, BaseModel):
             result["structuredContent"] = value.model_dump(mode="json", by_alias=True)
         result["isError"] = False
         return result
+
+
+def _is_content(value: Any) -> bool:
+    if isinstance(value, _BLOCKS):
+        return True
+    return isinstance(value, list | tuple) and all(isinstance(v, _BLOCKS) for v in value)
 
 
 def error_result(text: str) -> dict[str, Any]:

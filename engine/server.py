@@ -8,6 +8,8 @@ import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
+import anyio
+
 from engine.calls import CallRequest, Principal, RoundReply, RoundRunner
 from engine.context import RequestScope
 from engine.errors import INVALID_PARAMS, MCPError
@@ -121,8 +123,13 @@ class MCPServer:
         icons: list[Icon] | None = None,
         meta: dict[str, Any] | None = None,
         structured_output: bool | None = None,
+        input_schema: dict[str, Any] | None = None,
     ) -> Callable[[F], F]:
-        """Register a function as a tool; its signature is analysed now, not at call time."""
+        """Register a function as a tool; its signature is analysed now, not at call time.
+
+        ``input_schema`` replaces the listed schema (the arguments are still validated against
+        the function's parameters).
+        """
         if callable(name):
             raise TypeError("Use @mcp.tool() with parentheses")
 
@@ -136,6 +143,7 @@ class MCPServer:
                 icons=icons,
                 meta=meta,
                 structured_output=structured_output,
+                input_schema=input_schema,
             )
             return fn
 
@@ -342,6 +350,38 @@ class MCPServer:
 
     async def notify_resource_updated(self, uri: str) -> None:
         await self._broadcast("notifications/resources/updated", {"uri": uri})
+
+    # --- running ------------------------------------------------------------------------------
+
+    def streamable_http_app(self, **options: Any) -> Any:
+        """A plain ASGI application serving this server on ``/mcp`` (see ``docs/running.md``)."""
+        from engine.transports.http import StreamableHTTPApp
+
+        return StreamableHTTPApp(self, **options)
+
+    def run(
+        self,
+        transport: str = "stdio",
+        *,
+        host: str = "127.0.0.1",
+        port: int = 8000,
+        **options: Any,
+    ) -> None:
+        """Serve until interrupted: ``"stdio"`` (the default) or ``"streamable-http"``."""
+        if transport == "stdio":
+            from engine.transports.stdio import serve_stdio
+
+            anyio.run(serve_stdio, self)
+            return
+        if transport not in ("streamable-http", "http"):
+            raise ValueError(f"Unknown transport {transport!r}: use 'stdio' or 'streamable-http'")
+        import uvicorn
+
+        allowed = list(options.pop("allowed_hosts", [])) or None
+        if allowed is None and host not in ("127.0.0.1", "localhost", "::1"):
+            allowed = ["127.0.0.1", "localhost", "::1", host]
+        app = self.streamable_http_app(allowed_hosts=allowed, **options)
+        uvicorn.run(app, host=host, port=port, log_level="info", lifespan="on")
 
     # --- lifecycle ------------------------------------------------------------------------------
 

@@ -38,17 +38,19 @@ class Exchange:
 
     headers: Mapping[str, str] | None = None
     notify: Notify | None = None
+    validate: Callable[[str, dict[str, Any], str], None] | None = None
+    """Transport-level checks run once ``_meta`` is known (HTTP header rules)."""
     extras: dict[str, Any] = field(default_factory=dict)
 
 
-def request_meta(params: Any) -> tuple[str, dict[str, Any], dict[str, Any]]:
+def read_meta(params: Any) -> tuple[str, dict[str, Any], dict[str, Any]]:
     """``(protocolVersion, clientCapabilities, _meta)``; ``-32602`` when either is missing."""
     meta = params.get("_meta") if isinstance(params, dict) else None
     if not isinstance(meta, dict):
         raise MCPError(
             INVALID_PARAMS,
-            "Invalid params: params._meta with "
-            f"{META_VERSION!r} and {META_CAPABILITIES!r} is required",
+            f"Invalid params: params._meta with {META_VERSION!r} and {META_CAPABILITIES!r} "
+            "is required",
         )
     version = meta.get(META_VERSION)
     capabilities = meta.get(META_CAPABILITIES)
@@ -57,16 +59,19 @@ def request_meta(params: Any) -> tuple[str, dict[str, Any], dict[str, Any]]:
     if not isinstance(capabilities, dict):
         raise MCPError(
             INVALID_PARAMS,
-            f"Invalid params: _meta[{META_CAPABILITIES!r}] must be "
-            "an object ({} declares no optional capability)",
+            f"Invalid params: _meta[{META_CAPABILITIES!r}] must be an object "
+            "({} declares no optional capability)",
         )
+    return version, capabilities, meta
+
+
+def check_version(version: str) -> None:
     if version not in SUPPORTED_VERSIONS:
         raise MCPError(
             UNSUPPORTED_PROTOCOL_VERSION,
             "Unsupported protocol version",
             {"supported": list(SUPPORTED_VERSIONS), "requested": version},
         )
-    return version, capabilities, meta
 
 
 Operation = Callable[["MCPServer", dict[str, Any], RequestScope], Awaitable[dict[str, Any]]]
@@ -217,7 +222,10 @@ OPERATIONS: dict[str, Operation] = {
 async def handle(server: MCPServer, message: Message, exchange: Exchange) -> bytes:
     """Serve one modern request; the serialised ``result`` object (errors raise MCPError)."""
     params = message.params
-    version, capabilities, meta = request_meta(params)
+    version, capabilities, meta = read_meta(params)
+    if exchange.validate is not None:
+        exchange.validate(message.method, params, version)
+    check_version(version)
     operation = OPERATIONS.get(message.method)
     if operation is None:
         raise MCPError(METHOD_NOT_FOUND, f"Method not found: {message.method}")

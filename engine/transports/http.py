@@ -1,0 +1,363 @@
+"""Streamable HTTP as a plain ASGI application: one endpoint, JSON or SSE responses.
+
+No framework underneath: the per-request path is parse, check, dispatch, write. It mounts inside
+Starlette or FastAPI like any ASGI app (``Mount("/", app=mcp.streamable_http_app())``), and runs
+its server's lifespan when it receives the ASGI lifespan events itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import anyio
+from anyio.streams.memory import MemoryObjectSendStream
+
+from engine.errors import INVALID_REQUEST, PARSE_ERROR, MCPError
+from engine.protocol.dispatch import Response, dispatch, error_response
+from engine.protocol.jsonrpc import error_bytes, loads, notification_bytes
+from engine.protocol.modern import Exchange
+from engine.transports import headers as header_rules
+
+if TYPE_CHECKING:
+    from engine.server import MCPServer
+
+log = logging.getLogger("engine.http")
+
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+DEFAULT_MAX_BODY = 4 * 1024 * 1024
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
+KEEPALIVE_SECONDS = 15.0
+
+
+def _host_only(value: str) -> str:
+    value = value.strip().lower()
+    if value.startswith("["):
+        return value[: value.index("]") + 1] if "]" in value else value
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+class StreamableHTTPApp:
+    """The ASGI application behind ``mcp.streamable_http_app()``."""
+
+    def __init__(
+        self,
+        server: MCPServer,
+        *,
+        path: str = "/mcp",
+        allowed_hosts: Iterable[str] | None = None,
+        allowed_origins: Iterable[str] | None = None,
+        max_body_bytes: int = DEFAULT_MAX_BODY,
+    ) -> None:
+        self.server = server
+        self.path = path.rstrip("/") or "/"
+        hosts = list(allowed_hosts) if allowed_hosts is not None else list(LOOPBACK_HOSTS)
+        extra = os.environ.get("ENGINE_ALLOWED_HOSTS")
+        if extra:
+            hosts += [h.strip() for h in extra.split(",") if h.strip()]
+        self.any_host = "*" in hosts
+        self.allowed_hosts = {_host_only(h) for h in hosts}
+        origins = list(allowed_origins) if allowed_origins is not None else []
+        self.any_origin = "*" in origins
+        self.allowed_origins = {o.rstrip("/").lower() for o in origins}
+        self.max_body_bytes = max_body_bytes
+        self.replica_header = (b"x-engine-replica", server.replica_id.encode())
+
+    # --- ASGI entry --------------------------------------------------------------------------
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        path = scope.get("path", "")
+        root = scope.get("root_path", "")
+        if root and path.startswith(root):
+            path = path[len(root) :]
+        if (path.rstrip("/") or "/") != self.path:
+            await self._plain(send, 404, b"Not Found")
+            return
+        headers = _headers(scope)
+        refused = self._refuse_origin(headers)
+        if refused is not None:
+            await self._json(send, 403, error_bytes(None, MCPError(INVALID_REQUEST, refused)))
+            return
+        if scope["method"] != "POST":
+            await self._plain(send, 405, b"Method Not Allowed", [(b"allow", b"POST")])
+            return
+        await self._post(scope, receive, send, headers)
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        stack = contextlib.AsyncExitStack()
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                try:
+                    await stack.enter_async_context(self.server.running())
+                except Exception as exc:
+                    log.exception("server startup failed")
+                    await send({"type": "lifespan.startup.failed", "message": str(exc)})
+                    return
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await stack.aclose()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    def _refuse_origin(self, headers: Mapping[str, str]) -> str | None:
+        """Why the request is refused as a possible DNS-rebinding attack, or ``None``."""
+        host = headers.get("host")
+        if not self.any_host and host is not None and _host_only(host) not in self.allowed_hosts:
+            return f"Host {host!r} is not allowed; add it to allowed_hosts (ENGINE_ALLOWED_HOSTS)"
+        origin = headers.get("origin")
+        if origin is None or self.any_origin:
+            return None
+        if origin.rstrip("/").lower() in self.allowed_origins:
+            return None
+        origin_host = _host_only(urlsplit(origin).netloc)
+        if origin_host in self.allowed_hosts and origin_host in LOOPBACK_HOSTS:
+            return None
+        return f"Origin {origin!r} is not allowed; add it to allowed_origins"
+
+    # --- POST ---------------------------------------------------------------------------------
+
+    async def _post(
+        self, scope: Scope, receive: Receive, send: Send, headers: dict[str, str]
+    ) -> None:
+        content_type = headers.get("content-type", "")
+        if content_type.split(";")[0].strip().lower() != "application/json":
+            error = MCPError(
+                INVALID_REQUEST,
+                "Unsupported Media Type: send the JSON-RPC message "
+                "with Content-Type: application/json",
+            )
+            await self._json(send, 415, error_bytes(None, error))
+            return
+        body = await self._read_body(receive, headers)
+        if body is None:
+            error = MCPError(
+                INVALID_REQUEST, f"Request body too large: the limit is {self.max_body_bytes} bytes"
+            )
+            await self._json(send, 413, error_bytes(None, error))
+            return
+        try:
+            raw = loads(body)
+        except MCPError as exc:
+            await self._json(send, 400, error_bytes(None, exc))
+            return
+        params = raw.get("params") if isinstance(raw, dict) else None
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        method = raw.get("method") if isinstance(raw, dict) else None
+        if method == "subscriptions/listen" and isinstance(raw, dict) and "id" in raw:
+            await self._listen(raw, headers, receive, send)
+            return
+        streaming = isinstance(meta, dict) and (
+            "progressToken" in meta or "io.modelcontextprotocol/logLevel" in meta
+        )
+        exchange = Exchange(headers=headers, validate=self._validator(headers))
+        if streaming:
+            await self._sse_call(raw, exchange, receive, send)
+        else:
+            await self._json_call(raw, exchange, receive, send)
+
+    def _validator(self, headers: Mapping[str, str]) -> Callable[[str, dict[str, Any], str], None]:
+        tools = self.server.tools
+
+        def validate(method: str, params: dict[str, Any], version: str) -> None:
+            param_headers = None
+            if method == "tools/call":
+                tool = tools.get(params.get("name"))  # type: ignore[arg-type]
+                param_headers = tool.param_headers if tool is not None else None
+            header_rules.check(headers, method, params, version, param_headers)
+
+        return validate
+
+    async def _read_body(self, receive: Receive, headers: Mapping[str, str]) -> bytes | None:
+        declared = headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
+            return None
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                break
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body_bytes:
+                return None
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        return b"".join(chunks)
+
+    async def _json_call(self, raw: Any, exchange: Exchange, receive: Receive, send: Send) -> None:
+        response: Response | None = None
+        async with anyio.create_task_group() as tg:
+
+            async def watch() -> None:
+                await _wait_disconnect(receive)
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(watch)
+            response = await dispatch(self.server, raw, exchange)
+            tg.cancel_scope.cancel()
+        if response is None:
+            log.info("client closed the connection; the request was cancelled")
+            return
+        if response.body is None:
+            await self._plain(send, response.status, b"")
+            return
+        await self._json(send, response.status, response.body)
+
+    async def _sse_call(self, raw: Any, exchange: Exchange, receive: Receive, send: Send) -> None:
+        sender, events = anyio.create_memory_object_stream[bytes](64)
+
+        async def notify(method: str, params: dict[str, Any]) -> None:
+            await sender.send(notification_bytes(method, params))
+
+        exchange.notify = notify
+        await self._start_sse(send)
+        async with anyio.create_task_group() as tg:
+
+            async def watch() -> None:
+                await _wait_disconnect(receive)
+                tg.cancel_scope.cancel()
+
+            async def run() -> None:
+                async with sender:
+                    response = await dispatch(self.server, raw, exchange)
+                    if response.body is not None:
+                        await sender.send(response.body)
+
+            tg.start_soon(watch)
+            tg.start_soon(run)
+            async with events:
+                async for event in events:
+                    await _sse_event(send, event)
+            tg.cancel_scope.cancel()
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def _listen(
+        self, raw: dict[str, Any], headers: dict[str, str], receive: Receive, send: Send
+    ) -> None:
+        """``subscriptions/listen``: an acknowledgement, then matching notifications until the
+        client closes the stream."""
+        from engine.protocol.subscriptions import open_subscription
+
+        exchange = Exchange(headers=headers, validate=self._validator(headers))
+        try:
+            subscription = open_subscription(self.server, raw, exchange)
+        except MCPError as exc:
+            response = error_response(raw.get("id"), exc)
+            await self._json(send, response.status, response.body or b"")
+            return
+        await self._start_sse(send)
+        sender, events = anyio.create_memory_object_stream[bytes](256)
+        async with anyio.create_task_group() as tg:
+
+            async def watch() -> None:
+                await _wait_disconnect(receive)
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(watch)
+            tg.start_soon(subscription.run, sender)
+            async with events:
+                while True:
+                    with anyio.move_on_after(KEEPALIVE_SECONDS):
+                        event = await events.receive()
+                        await _sse_event(send, event)
+                        continue
+                    await send(
+                        {
+                            "type": "http.response.body",
+                            "body": b": keep-alive\n\n",
+                            "more_body": True,
+                        }
+                    )
+
+    # --- writing ------------------------------------------------------------------------------
+
+    async def _start_sse(self, send: Send) -> None:
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [
+                    (b"content-type", b"text/event-stream"),
+                    (b"cache-control", b"no-cache"),
+                    (b"x-accel-buffering", b"no"),
+                    self.replica_header,
+                ],
+            }
+        )
+
+    async def _json(self, send: Send, status: int, body: bytes) -> None:
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    self.replica_header,
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+    async def _plain(
+        self, send: Send, status: int, body: bytes, extra: list[tuple[bytes, bytes]] | None = None
+    ) -> None:
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [
+                    (b"content-type", b"text/plain; charset=utf-8"),
+                    (b"content-length", str(len(body)).encode()),
+                    self.replica_header,
+                    *(extra or []),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+
+def _headers(scope: Scope) -> dict[str, str]:
+    result: dict[str, str] = {}
+    for name, value in scope.get("headers", []):
+        key = name.decode("latin-1").lower()
+        text = value.decode("latin-1")
+        result[key] = f"{result[key]}, {text}" if key in result else text
+    return result
+
+
+async def _wait_disconnect(receive: Receive) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
+async def _sse_event(send: Send, data: bytes) -> None:
+    await send(
+        {
+            "type": "http.response.body",
+            "body": b"event: message\ndata: " + data + b"\n\n",
+            "more_body": True,
+        }
+    )
+
+
+Stream = MemoryObjectSendStream[bytes]
+
+__all__ = ["PARSE_ERROR", "StreamableHTTPApp"]

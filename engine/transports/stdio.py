@@ -1,0 +1,112 @@
+"""stdio: newline-delimited JSON-RPC on stdin/stdout; logs go to stderr.
+
+Requests are served concurrently; ``notifications/cancelled`` cancels the request it names
+(including a ``subscriptions/listen``). End of input ends the server once in-flight requests
+finish.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+import anyio
+from anyio.abc import TaskGroup
+
+from engine.errors import MCPError
+from engine.protocol.dispatch import dispatch, error_response
+from engine.protocol.jsonrpc import error_bytes, loads, notification_bytes, request_id_of
+from engine.protocol.modern import Exchange
+
+if TYPE_CHECKING:
+    from engine.server import MCPServer
+
+log = logging.getLogger("engine.stdio")
+
+
+class StdioSession:
+    def __init__(self, server: MCPServer, output: BinaryIO) -> None:
+        self.server = server
+        self.output = output
+        self.lock = anyio.Lock()
+        self.inflight: dict[Any, anyio.CancelScope] = {}
+        self.listens: set[anyio.CancelScope] = set()
+
+    async def write(self, data: bytes) -> None:
+        async with self.lock:
+            await anyio.to_thread.run_sync(self._write, data)
+
+    def _write(self, data: bytes) -> None:
+        self.output.write(data + b"\n")
+        self.output.flush()
+
+    async def notify(self, method: str, params: dict[str, Any]) -> None:
+        await self.write(notification_bytes(method, params))
+
+    async def handle_line(self, line: bytes, tg: TaskGroup) -> None:
+        if not line.strip():
+            return
+        try:
+            raw = loads(line)
+        except MCPError as exc:
+            await self.write(error_bytes(None, exc))
+            return
+        if isinstance(raw, dict) and raw.get("method") == "notifications/cancelled":
+            params = raw.get("params")
+            target = params.get("requestId") if isinstance(params, dict) else None
+            scope = self.inflight.get(target)
+            if scope is not None:
+                scope.cancel()
+            return
+        tg.start_soon(self.serve, raw)
+
+    async def serve(self, raw: Any) -> None:
+        request_id = request_id_of(raw)
+        with anyio.CancelScope() as scope:
+            if request_id is not None:
+                self.inflight[request_id] = scope
+            try:
+                if isinstance(raw, dict) and raw.get("method") == "subscriptions/listen":
+                    self.listens.add(scope)
+                    await self.listen(raw)
+                    return
+                response = await dispatch(self.server, raw, Exchange(notify=self.notify))
+                if response.body is not None:
+                    await self.write(response.body)
+            finally:
+                self.inflight.pop(request_id, None)
+                self.listens.discard(scope)
+
+    async def listen(self, raw: dict[str, Any]) -> None:
+        from engine.protocol.subscriptions import open_subscription
+
+        try:
+            subscription = open_subscription(self.server, raw, Exchange())
+        except MCPError as exc:
+            body = error_response(raw.get("id"), exc).body
+            if body is not None:
+                await self.write(body)
+            return
+        sender, events = anyio.create_memory_object_stream[bytes](256)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(subscription.run, sender)
+            async with events:
+                async for event in events:
+                    await self.write(event)
+
+
+async def serve_stdio(
+    server: MCPServer, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None
+) -> None:
+    """Serve ``server`` on stdin/stdout until stdin closes."""
+    source = stdin if stdin is not None else sys.stdin.buffer
+    session = StdioSession(server, stdout if stdout is not None else sys.stdout.buffer)
+    async with server.running(), anyio.create_task_group() as tg:
+        while True:
+            line = await anyio.to_thread.run_sync(source.readline)
+            if not line:
+                break
+            await session.handle_line(line, tg)
+        for scope in list(session.listens):
+            scope.cancel()

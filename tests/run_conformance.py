@@ -1,0 +1,87 @@
+"""``make conformance``: serve the fixture server on a free port and run the official suite.
+
+Usage: ``python tests/run_conformance.py [SPEC_VERSION ...]`` (default: 2026-07-28).
+Exits non-zero when any scenario fails or any input-required scenario warns.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RUNNER = ROOT.parent / "shared" / "tools" / "run-conformance.sh"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_listening(port: int, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise SystemExit(f"the conformance server did not start on port {port}")
+
+
+def main(versions: list[str]) -> int:
+    if not RUNNER.exists():
+        print(f"conformance runner not found at {RUNNER}", file=sys.stderr)
+        return 2
+    port = free_port()
+    env = dict(os.environ, ENGINE_KEYS=secrets.token_hex(32))
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "engine",
+            "serve",
+            "examples/conformance_server.py",
+            "--port",
+            str(port),
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    failed = False
+    try:
+        wait_listening(port)
+        for version in versions:
+            run = subprocess.run(
+                [str(RUNNER), "--details", f"http://127.0.0.1:{port}/mcp", version],
+                capture_output=True,
+                text=True,
+            )
+            print(run.stdout, end="")
+            print(run.stderr, end="", file=sys.stderr)
+            warned = [
+                line
+                for line in run.stdout.splitlines()
+                if re.match(r"input-required-result-\S+\s+\S+\s+\d+\s+\d+\s+[1-9]", line)
+            ]
+            if run.returncode != 0 or warned:
+                failed = True
+                if warned:
+                    print("input-required scenarios with warnings:", *warned, sep="\n  ")
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:] or ["2026-07-28"]))
