@@ -1,0 +1,123 @@
+"""The Context page: what a handler can ask of the request, the server and the client."""
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from engine import Context, MCPServer
+from engine.testing import Client
+from tests.conftest import KEY
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_lifespan_context_reaches_handlers() -> None:
+    events: list[str] = []
+
+    @contextlib.asynccontextmanager
+    async def lifespan(server: MCPServer) -> AsyncIterator[dict[str, str]]:
+        events.append("start")
+        yield {"db": "connected"}
+        events.append("stop")
+
+    mcp = MCPServer("Life", keys=[KEY], lifespan=lifespan)
+
+    @mcp.tool()
+    def status(ctx: Context) -> str:
+        return ctx.request_context.lifespan_context["db"]
+
+    async with Client(mcp) as client:
+        result = await client.call_tool("status", {})
+    assert result.text == "connected"
+    assert events == ["start", "stop"]
+
+
+async def test_headers_are_what_the_transport_carried() -> None:
+    mcp = MCPServer("Headers", keys=[KEY])
+
+    @mcp.tool()
+    def locale(ctx: Context) -> str:
+        return (ctx.headers or {}).get("x-locale", "none")
+
+    async with Client(mcp) as client:
+        without = await client.call_tool("locale", {})
+    async with Client(mcp, headers={"x-locale": "es-ES"}) as client:
+        with_header = await client.call_tool("locale", {})
+    assert without.text == "none"
+    assert with_header.text == "es-ES"
+
+
+async def test_progress_goes_to_the_caller_only_when_asked_for() -> None:
+    mcp = MCPServer("Progress", keys=[KEY])
+
+    @mcp.tool()
+    async def work(ctx: Context) -> str:
+        await ctx.report_progress(1, 2, "half")
+        await ctx.report_progress(2, 2)
+        return "done"
+
+    async with Client(mcp) as client:
+        await client.call_tool("work", {})
+        assert client.notifications == []
+        meta = {**client.meta(), "progressToken": "t1"}
+        await client.send("tools/call", {"name": "work", "_meta": meta})
+    assert client.notifications == [
+        {
+            "method": "notifications/progress",
+            "params": {"progressToken": "t1", "progress": 1, "total": 2, "message": "half"},
+        },
+        {
+            "method": "notifications/progress",
+            "params": {"progressToken": "t1", "progress": 2, "total": 2},
+        },
+    ]
+
+
+async def test_notify_methods_reach_every_listener() -> None:
+    mcp = MCPServer("Notify", keys=[KEY])
+    heard: list[tuple[str, dict[str, Any]]] = []
+
+    async def listener(method: str, params: dict[str, Any]) -> None:
+        heard.append((method, params))
+
+    mcp.add_listener(listener)
+
+    @mcp.tool()
+    async def change(ctx: Context) -> str:
+        await ctx.notify_tools_changed()
+        await ctx.notify_prompts_changed()
+        await ctx.notify_resources_changed()
+        await ctx.notify_resource_updated("file:///a")
+        await ctx.session.send_tool_list_changed()
+        return "ok"
+
+    async with Client(mcp) as client:
+        await client.call_tool("change", {})
+    assert heard == [
+        ("notifications/tools/list_changed", {}),
+        ("notifications/prompts/list_changed", {}),
+        ("notifications/resources/list_changed", {}),
+        ("notifications/resources/updated", {"uri": "file:///a"}),
+    ]
+
+
+async def test_resources_and_prompts_take_a_context_too() -> None:
+    mcp = MCPServer("Ctx", keys=[KEY])
+
+    @mcp.resource("info://request")
+    def info(ctx: Context) -> str:
+        return f"request {ctx.request_id}"
+
+    @mcp.prompt()
+    def hello(name: str, ctx: Context) -> str:
+        return f"Hello {name} (request {ctx.request_id})"
+
+    async with Client(mcp) as client:
+        read = await client.read_resource("info://request")
+        prompt = await client.get_prompt("hello", {"name": "Ada"})
+        listed = await client.send("prompts/list")
+    assert read.raw["contents"][0]["text"] == "request 1"
+    assert prompt.raw["messages"][0]["content"]["text"] == "Hello Ada (request 2)"
+    assert listed["prompts"][0]["arguments"] == [{"name": "name", "required": True}]
