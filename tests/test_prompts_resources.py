@@ -1,0 +1,75 @@
+"""Resolvers and questions work on prompts and resource templates, with the same rounds."""
+
+from typing import Annotated
+
+import pytest
+from pydantic import BaseModel
+
+from engine import Elicit, MCPServer, Resolve
+from engine.testing import Client, ProtocolError
+from tests.conftest import KEY
+
+pytestmark = pytest.mark.anyio
+
+
+class Tone(BaseModel):
+    tone: str
+
+
+def ask_tone(topic: str) -> Elicit[Tone]:
+    return Elicit(f"Which tone for {topic}?", Tone)
+
+
+def lookup_owner(id: str) -> str:
+    return {"7": "ada"}.get(id, "nobody")
+
+
+def build() -> MCPServer:
+    mcp = MCPServer("Docs", keys=[KEY])
+
+    @mcp.prompt()
+    def summary(topic: str, tone: Annotated[Tone, Resolve(ask_tone)]) -> str:
+        """Summarise a topic in a tone the user picks."""
+        return f"Summarise {topic} in a {tone.tone} tone."
+
+    @mcp.resource("notes://{id}/owner")
+    def owner(id: str, who: Annotated[str, Resolve(lookup_owner)]) -> str:
+        return f"note {id} belongs to {who}"
+
+    return mcp
+
+
+async def test_a_resolved_prompt_parameter_is_not_a_prompt_argument() -> None:
+    async with Client(build()) as client:
+        listed = await client.send("prompts/list")
+    assert listed["prompts"][0]["arguments"] == [{"name": "topic", "required": True}]
+
+
+async def test_a_prompt_asks_and_resumes_on_another_replica() -> None:
+    answer = {"action": "accept", "content": {"tone": "dry"}}
+    async with Client(build(), build(), elicitation=lambda p: answer) as client:
+        result = await client.get_prompt("summary", {"topic": "owls"})
+    assert result.rounds[0]["resultType"] == "input_required"
+    assert result.servers == ["0", "1"]
+    assert result.raw["messages"][0]["content"]["text"] == "Summarise owls in a dry tone."
+
+
+async def test_a_client_cannot_set_a_resolved_prompt_parameter() -> None:
+    answer = {"action": "accept", "content": {"tone": "dry"}}
+    async with Client(build(), elicitation=lambda p: answer) as client:
+        result = await client.get_prompt("summary", {"topic": "owls", "tone": {"tone": "loud"}})
+    assert result.raw["messages"][0]["content"]["text"] == "Summarise owls in a dry tone."
+
+
+async def test_a_resource_template_uses_resolvers() -> None:
+    async with Client(build()) as client:
+        read = await client.read_resource("notes://7/owner")
+        templates = await client.send("resources/templates/list")
+        with pytest.raises(ProtocolError) as missing:
+            await client.read_resource("notes://7/other")
+    assert read.raw["contents"] == [
+        {"uri": "notes://7/owner", "mimeType": "text/plain", "text": "note 7 belongs to ada"}
+    ]
+    assert templates["resourceTemplates"][0]["uriTemplate"] == "notes://{id}/owner"
+    assert missing.value.code == -32602
+    assert missing.value.data == {"uri": "notes://7/other"}
