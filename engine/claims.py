@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import msgpack
+from pydantic_core import to_json
 
 from engine.errors import InvalidRequestState
 
@@ -53,16 +54,22 @@ class Binding:
         return bytes((aud, tgt, self.args_digest[0]))
 
 
+def _sorted(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _sorted(value[k]) for k in sorted(value)}
+    if isinstance(value, list):
+        return [_sorted(v) for v in value]
+    return value
+
+
 def args_digest(arguments: Any) -> bytes:
-    """SHA-256 of the canonical JSON of the raw wire arguments."""
-    canonical = json.dumps(
-        arguments if arguments is not None else {},
-        sort_keys=True,
-        separators=(",", ":"),
-        ensure_ascii=False,
-        default=str,
-    )
-    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).digest()
+    """SHA-256 of the canonical JSON (sorted keys) of the raw wire arguments."""
+    value = _sorted(arguments) if arguments is not None else {}
+    try:
+        canonical = to_json(value, fallback=str)
+    except ValueError:  # lone surrogates: only reachable from in-process callers
+        canonical = json.dumps(value, ensure_ascii=True, default=str).encode()
+    return hashlib.sha256(canonical).digest()
 
 
 def principal_tag(principal: str, salt: bytes | None = None) -> bytes:

@@ -90,6 +90,10 @@ class Plan:
     sources: list[Source]
     sequential: bool
 
+    @functools.cached_property
+    def has_generators(self) -> bool:
+        return any(node.generator is not None for node in self.nodes)
+
     @property
     def keys(self) -> set[str]:
         return {n.key for n in self.nodes}

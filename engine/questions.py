@@ -8,13 +8,13 @@ recorded answer to the exact question it answered: a reworded question is asked 
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import to_json
 from typing_extensions import TypeAliasType
 
 from engine.errors import MISSING_CLIENT_CAPABILITY, MCPError
@@ -57,6 +57,11 @@ ElicitationResult = TypeAliasType(
     type_params=(T,),
 )
 
+Accepted = AcceptedElicitation[Any]
+"""``AcceptedElicitation`` for any data, built once (subscripting a generic model is not free)."""
+OUTCOMES = (AcceptedElicitation, DeclinedElicitation, CancelledElicitation)
+REFUSALS = (DeclinedElicitation, CancelledElicitation)
+
 Outcome = Any
 """What a question resolves to: an elicitation outcome, a sampling result or the roots."""
 
@@ -66,9 +71,12 @@ class BadAnswer(ValueError):
 
 
 def fingerprint(params: dict[str, Any]) -> bytes:
-    """8 bytes of SHA-256 over the canonical JSON of a rendered question."""
-    canonical = json.dumps(params, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode()).digest()[:8]
+    """8 bytes of SHA-256 over the JSON of a rendered question.
+
+    Rendering is deterministic (fixed key order), so the same code renders the same bytes on
+    every replica; no sorting is needed.
+    """
+    return hashlib.sha256(to_json(params)).digest()[:8]
 
 
 class Question:
@@ -148,7 +156,7 @@ class Elicit(Question, Generic[ModelT]):
             data = self.schema.model_validate(content)
         except ValidationError as exc:
             raise BadAnswer("the accepted content does not match the requested schema") from exc
-        return AcceptedElicitation[Any](data=data)
+        return Accepted(data=data)
 
 
 class ElicitURL(Question):
@@ -181,7 +189,7 @@ class ElicitURL(Question):
             return DeclinedElicitation()
         if action == "cancel":
             return CancelledElicitation()
-        return AcceptedElicitation[Any](data=None)
+        return Accepted(data=None)
 
     def settles(self, outcome: Outcome) -> bool:
         return not isinstance(outcome, AcceptedElicitation)

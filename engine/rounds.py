@@ -23,9 +23,10 @@ from engine.context import CallScope, Context, Suspend
 from engine.errors import MCPError, ToolError
 from engine.graph import Node, Plan, Signature, Source
 from engine.questions import (
+    OUTCOMES,
+    REFUSALS,
+    Accepted,
     AcceptedElicitation,
-    CancelledElicitation,
-    DeclinedElicitation,
     Question,
     Rendered,
 )
@@ -79,12 +80,12 @@ def summarize(exc: ValidationError) -> str:
 def deliver(value: Any, source: Source) -> Any:
     """The value a consumer receives from a resolver, given how it annotated the parameter."""
     if source.wants_union:
-        if isinstance(value, AcceptedElicitation | DeclinedElicitation | CancelledElicitation):
+        if isinstance(value, OUTCOMES):
             return value
-        return AcceptedElicitation[Any](data=value)
+        return Accepted(data=value)
     if isinstance(value, AcceptedElicitation):
         return value.data
-    if isinstance(value, DeclinedElicitation | CancelledElicitation):
+    if isinstance(value, REFUSALS):
         raise ToolError(
             f"Resolver for parameter {source.name!r} could not resolve: "
             f"elicitation was {value.action}"
@@ -131,23 +132,28 @@ class Round:
 
     async def run(self, arguments: dict[str, Any]) -> RoundOutcome:
         self.arguments = arguments
+        if not self.plan.has_generators:
+            return await self._run()
         async with self.exits:
-            try:
-                if not await self._walk():
-                    return Suspended()
-                kwargs = self._kwargs(self.plan.sources)
-                fn = self.signature.fn
-                if self.signature.is_async:
-                    value = await fn(**kwargs)
-                else:
-                    value = await anyio.to_thread.run_sync(functools.partial(fn, **kwargs))
-            except Suspend:
+            return await self._run()
+
+    async def _run(self) -> RoundOutcome:
+        try:
+            if not await self._walk():
                 return Suspended()
-            except BaseExceptionGroup as group:
-                error = first_error(group)
-                if isinstance(error, Suspend):
-                    return Suspended()
-                raise error from None
+            kwargs = self._kwargs(self.plan.sources)
+            fn = self.signature.fn
+            if self.signature.is_async:
+                value = await fn(**kwargs)
+            else:
+                value = await anyio.to_thread.run_sync(functools.partial(fn, **kwargs))
+        except Suspend:
+            return Suspended()
+        except BaseExceptionGroup as group:
+            error = first_error(group)
+            if isinstance(error, Suspend):
+                return Suspended()
+            raise error from None
         return Completed(value)
 
     # --- the resolver walk ---------------------------------------------------------------------
