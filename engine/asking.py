@@ -58,6 +58,12 @@ class ReplayAsker:
             answers=dict(state.answers), checkpoints=dict(state.checkpoints)
         )
         self.pending: dict[str, Rendered] = {}
+        self.accepted: dict[str, Any] = {}
+        """Answers taken from this round's ``inputResponses``."""
+
+    def new_checkpoints(self) -> dict[str, Any]:
+        old = self.state.checkpoints
+        return {k: v for k, v in self.next_state.checkpoints.items() if k not in old}
 
     async def ask(self, key: str, question: Rendered, asker: str) -> Any:
         recorded = self.state.answers.get(key)
@@ -68,7 +74,7 @@ class ReplayAsker:
                     outcome = question.question.parse(answer)
                 except BadAnswer:
                     outcome = None
-                if outcome is not None and question.question.settles(outcome):
+                if outcome is not None and question.settles(outcome):
                     return outcome
             else:
                 log.info("%s asked a different question than the recorded one; asking again", asker)
@@ -84,8 +90,9 @@ class ReplayAsker:
                 except BadAnswer as exc:
                     log.info("%s got an unusable answer (%s); asking again", asker, exc)
                 else:
-                    if question.question.settles(outcome):
+                    if question.settles(outcome):
                         self.next_state.answers[key] = (question.fingerprint, answer)
+                        self.accepted[key] = answer
                         return outcome
             else:
                 log.info(

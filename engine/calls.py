@@ -1,22 +1,27 @@
 """One round of a multi-round call, end to end: token in, round, token or result out.
 
-This is where the sealed requestState is opened and verified, the call's state restored, the
-round run, and the next state sealed. It knows nothing about HTTP or JSON-RPC framing.
+This is where the sealed requestState is opened and verified, the call's state restored (inline
+or from the store), the round run, and the next state sealed. With a store, the round is also
+claimed (single use), its response kept for duplicates, and the round journaled. It knows
+nothing about HTTP or JSON-RPC framing.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import anyio
+
 from engine.asking import Asker, ReplayAsker
-from engine.claims import Binding, Claims, new_call_id, principal_tag
+from engine.claims import Binding, Claims, StateRef, new_call_id, principal_tag
 from engine.context import CallScope, Context, RequestScope
 from engine.errors import INTERNAL_ERROR, INVALID_PARAMS, InvalidRequestState, MCPError, ToolError
 from engine.handlers import Handler
+from engine.ledger import Ledger, responses_fingerprint
 from engine.rounds import Completed, InvalidArguments, Round, validate_arguments
 from engine.state import CallState
 
@@ -26,6 +31,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("engine.calls")
 
 Principal = Callable[[RequestScope], str | None]
+Finish = Callable[[bytes], Awaitable[None]]
 
 
 @dataclass(slots=True)
@@ -42,23 +48,40 @@ class CallRequest:
 
 @dataclass(slots=True)
 class RoundReply:
-    """What a round produced: a final value, an interim ``input_required``, or a failure."""
+    """What a round produced.
 
-    kind: str  # "complete" | "input_required" | "error"
+    ``kind`` is ``complete`` (``value``), ``input_required`` (``input_requests`` and
+    ``request_state``), ``error`` (an error result's text) or ``cached`` (the serialised result
+    of an earlier attempt of the same round). ``finish`` must be awaited with the serialised
+    result: it keeps the response for duplicates and journals the round.
+    """
+
+    kind: str
     value: Any = None
     input_requests: dict[str, Any] | None = None
     request_state: str | None = None
     error: str | None = None
     call_id: str | None = None
     round_no: int = 1
+    cached: bytes | None = None
+    finish: Finish | None = None
+    trace: ReplayAsker | None = None
+    """The asker of a replayed round: what it accepted and recorded, for the journal."""
 
 
 class OversizedState(ToolError):
     """The next round's state is over the inline limit and there is no store to hold it."""
 
 
+@dataclass(slots=True)
+class _Claimed:
+    call_id: str
+    round_no: int
+    fingerprint: bytes
+
+
 class RoundRunner:
-    """Runs rounds for one server: owns the key ring, the claims policy and the limits."""
+    """Runs rounds for one server: owns the claims policy, the limits and the ledger use."""
 
     def __init__(self, server: MCPServer) -> None:
         self.server = server
@@ -81,6 +104,7 @@ class RoundRunner:
         asker: Asker | None = None,
     ) -> RoundReply:
         server = self.server
+        ledger = server.ledger
         responses = request.input_responses
         if responses is not None and not isinstance(responses, dict):
             raise MCPError(
@@ -94,11 +118,66 @@ class RoundRunner:
                 raise InvalidRequestState("principal callback failed") from None
             raise MCPError(INTERNAL_ERROR, "Internal error") from None
         binding = Binding.of(server.audience, request.method, request.target, request.arguments)
+        started = time.perf_counter()
         token = request.request_state
-        if token is not None:
-            state, call_id, round_no = self.restore(token, binding, principal)
-        else:
+        claimed: _Claimed | None = None
+        if token is None:
             state, call_id, round_no = CallState(), new_call_id(), 1
+        else:
+            claims = Claims.decode(server.keys.open(token, server.max_token_chars))
+            claims.verify(binding, principal)
+            call_id, round_no = claims.call_id, claims.round_no + 1
+            if ledger is not None:
+                fingerprint = responses_fingerprint(responses)
+                admission = await ledger.admit(call_id.hex(), claims.round_no, fingerprint)
+                if admission.cached is not None:
+                    return RoundReply(
+                        "cached", cached=admission.cached, call_id=call_id.hex(), round_no=round_no
+                    )
+                if admission.retry:
+                    return RoundReply(
+                        "input_required",
+                        request_state=token,
+                        call_id=call_id.hex(),
+                        round_no=round_no,
+                    )
+                claimed = _Claimed(call_id.hex(), claims.round_no, fingerprint)
+        try:
+            if token is not None:
+                state = CallState.decode(await self._state_bytes(claims, call_id))
+            reply = await self._execute(
+                handler, request, args, asker, state, call_id, round_no, binding, principal
+            )
+        except BaseException:
+            if claimed is not None and ledger is not None:
+                await ledger.abandon(claimed.call_id, claimed.round_no, claimed.fingerprint)
+            raise
+        if ledger is not None:
+            reply.finish = self._finisher(ledger, claimed, handler, request, reply, started)
+        return reply
+
+    async def _state_bytes(self, claims: Claims, call_id: bytes) -> bytes:
+        if isinstance(claims.state, bytes):
+            return claims.state
+        ledger = self.server.ledger
+        if ledger is None:
+            raise InvalidRequestState("state by reference but no store is configured")
+        return await ledger.fetch(call_id.hex(), claims.state)
+
+    async def _execute(
+        self,
+        handler: Handler,
+        request: CallRequest,
+        args: dict[str, Any] | None,
+        asker: Asker | None,
+        state: CallState,
+        call_id: bytes,
+        round_no: int,
+        binding: Binding,
+        principal: str | None,
+    ) -> RoundReply:
+        server = self.server
+        call_hex = call_id.hex()
         signature = handler.planned(
             server.dependency_overrides, server.dependency_overrides.version
         )
@@ -107,21 +186,21 @@ class RoundRunner:
                 args if args is not None else validate_arguments(signature, request.arguments)
             )
         except InvalidArguments as exc:
-            return RoundReply("error", error=str(exc))
-        replay = asker is None
-        active: Asker
+            return _failed(handler, request, str(exc), call_hex, round_no)
+        replay: ReplayAsker | None = None
         if asker is None:
-            replay_asker = ReplayAsker(
+            replay = ReplayAsker(
                 state,
-                responses,
+                request.input_responses,
                 request.scope.capabilities,
                 trust_unsolicited=server.trust_unsolicited_answers,
             )
-            active, next_state = replay_asker, replay_asker.next_state
+            active: Asker = replay
+            next_state = replay.next_state
         else:
             active, next_state = asker, CallState()
         call = CallScope(handler.name, active, state, next_state, round_no)
-        call.call_id = call_id.hex()
+        call.call_id = call_hex
         ctx: Context[Any] = Context(server, request.scope, call)
         try:
             outcome = await Round(signature, signature.plan, ctx, call, active).run(arguments)
@@ -131,46 +210,36 @@ class RoundRunner:
             return RoundReply(
                 "error",
                 error=f"{_verb(handler)} {handler.name}: {exc}",
-                call_id=call.call_id,
+                call_id=call_hex,
                 round_no=round_no,
             )
         except Exception:
             log.exception("%s %r failed", handler.role, handler.name)
-            return RoundReply(
-                "error",
-                error=f"{_verb(handler)} {handler.name}: an unexpected error occurred; the "
-                "server log has the details",
-                call_id=call.call_id,
+            text = (
+                f"{_verb(handler)} {handler.name}: an unexpected error occurred; the server log "
+                "has the details"
+            )
+            return _failed(handler, request, text, call_hex, round_no)
+        if isinstance(outcome, Completed):
+            reply = RoundReply("complete", outcome.value, call_id=call_hex, round_no=round_no)
+        else:
+            assert replay is not None, "a back-channel asker never suspends a round"
+            requests = {key: rendered.request() for key, rendered in replay.pending.items()}
+            try:
+                sealed = await self.seal(next_state, binding, principal, call_id, round_no)
+            except OversizedState as exc:
+                return _failed(handler, request, str(exc), call_hex, round_no)
+            reply = RoundReply(
+                "input_required",
+                input_requests=requests,
+                request_state=sealed,
+                call_id=call_hex,
                 round_no=round_no,
             )
-        if isinstance(outcome, Completed):
-            return RoundReply("complete", outcome.value, call_id=call.call_id, round_no=round_no)
-        assert replay, "a back-channel asker never suspends a round"
-        pending = replay_asker.pending
-        requests = {key: rendered.request() for key, rendered in pending.items()}
-        try:
-            sealed = self.seal(next_state, binding, principal, call_id, round_no)
-        except OversizedState as exc:
-            return RoundReply("error", error=str(exc), call_id=call.call_id, round_no=round_no)
-        return RoundReply(
-            "input_required",
-            input_requests=requests,
-            request_state=sealed,
-            call_id=call.call_id,
-            round_no=round_no,
-        )
+        reply.trace = replay
+        return reply
 
-    def restore(
-        self, token: Any, binding: Binding, principal: str | None
-    ) -> tuple[CallState, bytes, int]:
-        server = self.server
-        claims = Claims.decode(server.keys.open(token, server.max_token_chars))
-        claims.verify(binding, principal)
-        if not isinstance(claims.state, bytes):
-            raise InvalidRequestState("state by reference needs a store")
-        return CallState.decode(claims.state), claims.call_id, claims.round_no + 1
-
-    def seal(
+    async def seal(
         self,
         state: CallState,
         binding: Binding,
@@ -180,7 +249,11 @@ class RoundRunner:
     ) -> str:
         server = self.server
         encoded = state.encode()
-        if len(encoded) > server.max_inline_state:
+        carried: bytes | StateRef = encoded
+        ledger = server.ledger
+        if ledger is not None and len(encoded) > server.spill_threshold:
+            carried = await ledger.spill(call_id.hex(), encoded)
+        elif ledger is None and len(encoded) > server.max_inline_state:
             raise OversizedState(
                 f"This call's state grew to {len(encoded)} bytes, over the inline limit of "
                 f"{server.max_inline_state} bytes. Configure a store (store='sqlite:///calls.db' "
@@ -194,9 +267,74 @@ class RoundRunner:
             principal=principal_tag(principal) if principal is not None else None,
             call_id=call_id,
             round_no=round_no,
-            state=encoded,
+            state=carried,
         )
         return server.keys.seal(claims.encode())
+
+    def _finisher(
+        self,
+        ledger: Ledger,
+        claimed: _Claimed | None,
+        handler: Handler,
+        request: CallRequest,
+        reply: RoundReply,
+        started: float,
+    ) -> Finish:
+        server = self.server
+
+        async def finish(response: bytes) -> None:
+            event = journal_event(server, handler, request, reply, response, started)
+            async with anyio.create_task_group() as tg:
+                if claimed is not None:
+                    tg.start_soon(
+                        ledger.settle,
+                        claimed.call_id,
+                        claimed.round_no,
+                        claimed.fingerprint,
+                        response,
+                    )
+                tg.start_soon(ledger.record, reply.call_id or "", event)
+
+        return finish
+
+
+def journal_event(
+    server: MCPServer,
+    handler: Handler,
+    request: CallRequest,
+    reply: RoundReply,
+    response: bytes,
+    started: float,
+) -> dict[str, Any]:
+    """The journal entry of one round: what was asked, answered, checkpointed and returned."""
+    replay = reply.trace
+    event: dict[str, Any] = {
+        "v": 1,
+        "ts": time.time(),
+        "kind": reply.kind,
+        "target": handler.name,
+        "method": request.method,
+        "round": reply.round_no,
+        "arguments": request.arguments if server.journal_arguments else None,
+        "questions": reply.input_requests or {},
+        "answers": replay.accepted if replay is not None else {},
+        "checkpoints": replay.new_checkpoints() if replay is not None else {},
+        "response": response,
+        "duration_ms": round((time.perf_counter() - started) * 1000, 3),
+        "replica": server.replica_id,
+        "code": handler.code_fingerprint,
+    }
+    return event
+
+
+def _failed(
+    handler: Handler, request: CallRequest, text: str, call_id: str, round_no: int
+) -> RoundReply:
+    """A tool failure is an error *result*; a prompt or resource failure is a protocol error."""
+    if handler.role == "tool":
+        return RoundReply("error", error=text, call_id=call_id, round_no=round_no)
+    data = {"uri": request.target} if handler.role == "resource" else {"name": request.target}
+    raise MCPError(INVALID_PARAMS, text, data)
 
 
 def _verb(handler: Handler) -> str:

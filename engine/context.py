@@ -105,18 +105,43 @@ class RequestContext(Generic[LifespanT]):
 class CallScope:
     """Per-round bookkeeping for questions and checkpoints taken inside a handler body."""
 
-    __slots__ = ("asker", "call_id", "next_state", "round_no", "state", "steps", "target")
+    __slots__ = (
+        "asker",
+        "call_id",
+        "next_state",
+        "prefix",
+        "round_no",
+        "state",
+        "steps",
+        "target",
+    )
 
     def __init__(
-        self, target: str, asker: Asker, state: CallState, next_state: CallState, round_no: int
+        self,
+        target: str,
+        asker: Asker,
+        state: CallState,
+        next_state: CallState,
+        round_no: int,
+        prefix: str = "",
     ) -> None:
         self.target = target
         self.asker = asker
         self.state = state
         self.next_state = next_state
         self.round_no = round_no
+        self.prefix = prefix
         self.steps = 0
         self.call_id = ""
+
+    def child(self, resolver_key: str) -> CallScope:
+        """A scope whose steps are counted apart: a resolver's own questions and checkpoints
+        get keys that do not depend on how concurrent resolvers were scheduled."""
+        scope = CallScope(
+            self.target, self.asker, self.state, self.next_state, self.round_no, f"{resolver_key}."
+        )
+        scope.call_id = self.call_id
+        return scope
 
 
 class Suspend(BaseException):
@@ -135,6 +160,12 @@ class Context(Generic[LifespanT]):
         self._server = server
         self._scope = scope
         self._call = call
+
+    def for_resolver(self, key: str) -> Context[LifespanT]:
+        """The Context a resolver receives: the same request, its own question keys."""
+        if self._call is None:
+            return self
+        return Context(self._server, self._scope, self._call.child(key))
 
     @property
     def mcp_server(self) -> MCPServer:
@@ -235,8 +266,9 @@ class Context(Generic[LifespanT]):
         """
         call = self._require_call("ask")
         call.steps += 1
-        wire_key = key or f"{question.kind}#{call.steps}"
-        outcome = await call.asker.ask(wire_key, Rendered.of(question), f"{call.target!r}")
+        wire_key = key or f"{call.prefix}{question.kind}#{call.steps}"
+        rendered = Rendered.of(question, from_body=True)
+        outcome = await call.asker.ask(wire_key, rendered, f"{call.target!r}")
         if outcome is PENDING:
             raise Suspend
         return outcome
@@ -295,7 +327,7 @@ class Context(Generic[LifespanT]):
         """
         call = self._require_call("once")
         call.steps += 1
-        key = f"once#{call.steps}"
+        key = f"{call.prefix}once#{call.steps}"
         adapter = _return_adapter(fn)
         if key in call.state.checkpoints:
             recorded = call.state.checkpoints[key]

@@ -22,8 +22,10 @@ from engine.questions import (
     AcceptedElicitation,
     CancelledElicitation,
     DeclinedElicitation,
+    Elicit,
     ElicitationResult,
     Question,
+    elicitation_schema,
 )
 
 ParamKind = Literal["context", "resolved", "argument"]
@@ -74,6 +76,8 @@ class Node:
     is_async: bool
     generator: Literal["sync", "async"] | None
     value_type: Any
+    form_model: type[BaseModel] | None = None
+    """The model of the form this resolver asks for, when its annotations say."""
     deps: list[Node] = field(default_factory=list)
     index: int = 0
 
@@ -304,6 +308,7 @@ class Planner:
                 "a resolver asks one question - split it into separate resolvers"
             )
         value_type = _value_type(values, consumer_type)
+        form_model = _form_model(name, arms, value_type)
         node = Node(
             fn=fn,
             name=name,
@@ -313,6 +318,7 @@ class Planner:
             is_async=is_async,
             generator=generator,
             value_type=value_type,
+            form_model=form_model,
         )
         node.deps = _unique(s.node for s in sources if s.node is not None)
         self.stack.pop()
@@ -335,6 +341,30 @@ class Planner:
                 key = f"{name}_{n}"
         self.keys[key] = None  # type: ignore[assignment]
         return key
+
+
+def _form_model(name: str, arms: list[Any], value_type: Any) -> type[BaseModel] | None:
+    """The form model an ``Elicit[X]`` arm (or an ``ElicitationResult[X]`` consumer) names.
+
+    A model that cannot be shown as a form fails here, at registration.
+    """
+    elicits = [arm for arm in arms if (get_origin(arm) or arm) is Elicit]
+    candidates = [get_args(arm)[0] for arm in elicits if get_args(arm)]
+    if not candidates:
+        origin = get_origin(value_type)
+        if origin is ElicitationResult or value_type is ElicitationResult:
+            candidates = list(get_args(value_type)[:1])
+        else:
+            candidates = [value_type]
+    model = candidates[0] if candidates else None
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        return None
+    if elicits:
+        try:
+            elicitation_schema(model)
+        except TypeError as exc:
+            raise InvalidSignature(f"Resolver {name!r} asks for {model.__name__}: {exc}") from None
+    return model
 
 
 def _value_type(values: list[Any], consumer_type: Any) -> Any:

@@ -8,9 +8,12 @@ computed before a request arrives (schemas, listings, output adapters) is comput
 from __future__ import annotations
 
 import base64
+import functools
+import hashlib
 import inspect
 import json
 import re
+import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, get_args, get_origin
@@ -45,6 +48,30 @@ def _description(fn: Callable[..., Any], given: str | None) -> str:
     return inspect.cleandoc(fn.__doc__) if fn.__doc__ else ""
 
 
+def code_digest(fns: list[Callable[..., Any]]) -> str:
+    """A fingerprint of the code of some functions: changes when their bytecode does."""
+    h = hashlib.sha256()
+
+    def feed(code: types.CodeType) -> None:
+        h.update(code.co_qualname.encode() + b"\0" + code.co_code)
+        for const in code.co_consts:
+            if isinstance(const, types.CodeType):
+                feed(const)
+            else:
+                h.update(repr(const).encode())
+
+    for fn in fns:
+        target = inspect.unwrap(fn)
+        code = getattr(target, "__code__", None)
+        if code is None:
+            code = getattr(type(target).__call__, "__code__", None)
+        if isinstance(code, types.CodeType):
+            feed(code)
+        else:
+            h.update(callable_name(fn).encode())
+    return h.hexdigest()[:16]
+
+
 @dataclass(eq=False)
 class Handler:
     """A user function plus its registration-time analysis."""
@@ -54,6 +81,11 @@ class Handler:
     role: str
     signature: Signature
     plans: dict[int, Signature] = field(default_factory=dict)
+
+    @functools.cached_property
+    def code_fingerprint(self) -> str:
+        """Changes when the code of the handler or any of its resolvers changes."""
+        return code_digest([self.fn, *(node.fn for node in self.signature.plan.nodes)])
 
     def planned(self, overrides: Overrides, version: int) -> Signature:
         """The signature planned with the current dependency overrides (cached per version)."""

@@ -294,11 +294,16 @@ class Rendered:
     question: Question
     params: dict[str, Any]
     fingerprint: bytes
+    from_body: bool = False
+    """Asked from a body, which receives any outcome (a resolver re-asks an accepted URL)."""
 
     @classmethod
-    def of(cls, question: Question) -> Rendered:
+    def of(cls, question: Question, *, from_body: bool = False) -> Rendered:
         params = question.render()
-        return cls(question, params, fingerprint(params))
+        return cls(question, params, fingerprint(params), from_body)
+
+    def settles(self, outcome: Any) -> bool:
+        return self.from_body or self.question.settles(outcome)
 
     def request(self) -> dict[str, Any]:
         if self.params:

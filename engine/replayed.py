@@ -34,15 +34,12 @@ class _Replayed(Question):
         return self.inner.settles(outcome)
 
 
-def restore_question(kind: str, params: dict[str, Any], value_type: Any) -> Question:
+def restore_question(
+    kind: str, params: dict[str, Any], form_model: type[BaseModel] | None
+) -> Question:
     inner: Question
     if kind == Elicit.kind:
-        schema = (
-            value_type
-            if isinstance(value_type, type) and issubclass(value_type, BaseModel)
-            else BaseModel
-        )
-        inner = Elicit(params.get("message", ""), schema)
+        inner = Elicit(params.get("message", ""), form_model or BaseModel)
     elif kind == ElicitURL.kind:
         inner = ElicitURL(params.get("message", ""), params.get("url", ""))
     elif kind == Sample.kind:

@@ -27,6 +27,7 @@ from engine.questions import (
     REFUSALS,
     Accepted,
     AcceptedElicitation,
+    ElicitURL,
     Question,
     Rendered,
 )
@@ -194,7 +195,8 @@ class Round:
             return await self._from_checkpoint(node, checkpoint)
         value = await self._call(node)
         if isinstance(value, Question):
-            if node.once:
+            # A URL question is re-decided by its resolver every round, so it is never frozen.
+            if node.once and value.kind != ElicitURL.kind:
                 self.call.next_state.checkpoints[node.key] = [0, value.kind, value.render()]
             return await self._ask(node, value)
         if node.once:
@@ -209,13 +211,13 @@ class Round:
         if is_value:
             return node.adapter.validate_python(rest[0])
         kind, params = rest
-        return await self._ask(node, restore_question(kind, params, node.value_type))
+        return await self._ask(node, restore_question(kind, params, node.form_model))
 
     async def _ask(self, node: Node, question: Question) -> Any:
         return await self.asker.ask(node.key, Rendered.of(question), f"resolver {node.key!r}")
 
     async def _call(self, node: Node) -> Any:
-        kwargs = self._kwargs(node.sources)
+        kwargs = self._kwargs(node.sources, node)
         fn = node.fn
         if node.generator == "async":
             return await self.exits.enter_async_context(
@@ -234,13 +236,13 @@ class Round:
             return await fn(**kwargs)
         return await anyio.to_thread.run_sync(functools.partial(fn, **kwargs))
 
-    def _kwargs(self, sources: list[Source]) -> dict[str, Any]:
+    def _kwargs(self, sources: list[Source], node: Node | None = None) -> dict[str, Any]:
         kwargs: dict[str, Any] = {}
         for source in sources:
             if source.kind == "argument":
                 kwargs[source.name] = self.arguments[source.name]
             elif source.kind == "context":
-                kwargs[source.name] = self.ctx
+                kwargs[source.name] = self.ctx if node is None else self.ctx.for_resolver(node.key)
             else:
                 assert source.node is not None
                 kwargs[source.name] = deliver(self.values[source.node], source)

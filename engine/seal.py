@@ -16,6 +16,7 @@ import binascii
 import hashlib
 import logging
 import os
+import re
 import secrets
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ _KID_LEN = 4
 _NONCE_LEN = 12
 _TAG_LEN = 16
 MIN_SECRET_BYTES = 32
+_LABEL = re.compile(r"[A-Za-z0-9_.-]{1,32}")
 
 log = logging.getLogger("engine.seal")
 
@@ -108,7 +110,8 @@ class KeyRing:
             if not part:
                 continue
             label, sep, secret = part.partition("=")
-            specs.append((label, secret) if sep and label and len(secret) >= 1 else part)
+            named = sep and _LABEL.fullmatch(label) and len(secret) >= MIN_SECRET_BYTES
+            specs.append((label, secret) if named else part)
         return cls(specs)
 
     @property

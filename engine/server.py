@@ -9,10 +9,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
 import anyio
+import msgpack
 
 from engine.calls import CallRequest, Principal, RoundReply, RoundRunner
 from engine.context import RequestScope
-from engine.errors import INVALID_PARAMS, MCPError
+from engine.errors import INVALID_PARAMS, MCPError, ResourceError
 from engine.handlers import (
     Handler,
     Prompt,
@@ -23,8 +24,10 @@ from engine.handlers import (
     error_result,
     resource_contents,
 )
+from engine.ledger import Ledger
 from engine.seal import KeyRing, KeySpec, ring_from
 from engine.types import Icon, ToolAnnotations
+from stores import Store, StoreUnavailable, open_store
 
 log = logging.getLogger("engine.server")
 
@@ -81,11 +84,16 @@ class MCPServer:
         principal: Principal | None = None,
         state_ttl: int = 600,
         max_token_chars: int = 64 * 1024,
-        max_inline_state: int = 48 * 1024,
+        max_inline_state: int | None = None,
         trust_unsolicited_answers: bool = False,
         lifespan: Lifespan | None = None,
         list_ttl_ms: int = 0,
         replica_id: str | None = None,
+        store: str | Store | None = None,
+        spill_threshold: int = 4 * 1024,
+        journal_arguments: bool = False,
+        journal_ttl: float = 24 * 3600,
+        duplicate_wait: float = 2.0,
     ) -> None:
         if state_ttl <= 0:
             raise ValueError("state_ttl must be a positive number of seconds")
@@ -97,13 +105,34 @@ class MCPServer:
         self.principal = principal
         self.state_ttl = int(state_ttl)
         self.max_token_chars = max_token_chars
-        self.max_inline_state = max_inline_state
+        # A sealed token is about 4/3 of the state plus ~100 characters of claims: the default
+        # keeps every token this server mints under the cap it enforces on the way in.
+        self.max_inline_state = (
+            max_inline_state if max_inline_state is not None else max_token_chars * 3 // 4 - 256
+        )
         self.trust_unsolicited_answers = trust_unsolicited_answers
         self.lifespan = lifespan
         self.lifespan_context: Any = {}
         self.list_ttl_ms = list_ttl_ms
         self.replica_id = replica_id or os.environ.get("ENGINE_REPLICA_ID") or f"pid-{os.getpid()}"
         self.dependency_overrides = DependencyOverrides()
+        store = store if store is not None else os.environ.get("ENGINE_STORE") or None
+        self.store: Store | None = open_store(store) if store is not None else None
+        self._owns_store = isinstance(store, str)
+        """A store opened from a URL is closed with the server; a store object is the caller's."""
+        self.spill_threshold = spill_threshold
+        self.journal_arguments = journal_arguments
+        self.ledger: Ledger | None = (
+            Ledger(
+                self.store,
+                ttl=self.state_ttl,
+                wait_duplicates=duplicate_wait,
+                journal_ttl=journal_ttl,
+            )
+            if self.store is not None
+            else None
+        )
+        self._relaying = False
         self._tools: dict[str, Tool] = {}
         self._prompts: dict[str, Prompt] = {}
         self._resources: dict[str, Resource] = {}
@@ -264,8 +293,6 @@ class MCPServer:
         reply = await self.rounds.run(prompt, request)
         if reply.kind == "complete":
             reply.value = prompt.result(reply.value)
-        elif reply.kind == "error":
-            raise MCPError(INVALID_PARAMS, reply.error or "Error getting prompt")
         return reply
 
     def find_resource(self, uri: str) -> tuple[Resource, dict[str, str]] | None:
@@ -282,14 +309,12 @@ class MCPServer:
         uri = request.target
         found = self.find_resource(uri)
         if found is None:
-            raise MCPError(INVALID_PARAMS, f"Resource not found: {uri}", {"uri": uri})
+            raise MCPError(INVALID_PARAMS, f"Unknown resource: {uri}", {"uri": uri})
         resource, params = found
         request.arguments = params
         reply = await self.rounds.run(resource, request)
         if reply.kind == "complete":
             reply.value = {"contents": resource_contents(uri, reply.value, resource.mime_type)}
-        elif reply.kind == "error":
-            raise MCPError(INVALID_PARAMS, reply.error or "Error reading resource", {"uri": uri})
         return reply
 
     async def read_resource_contents(
@@ -297,10 +322,14 @@ class MCPServer:
     ) -> list[ReadResourceContents]:
         """``ctx.read_resource``: the same registry as ``resources/read``, from inside a handler."""
         request = CallRequest("resources/read", uri, None, None, None, scope)
-        reply = await self.read_resource(request)
+        try:
+            reply = await self.read_resource(request)
+        except MCPError as exc:
+            raise ResourceError(exc.message) from None
         if reply.kind != "complete":
-            raise RuntimeError(
-                f"Resource {uri!r} needs input from the client; read it from a client instead"
+            raise ResourceError(
+                f"Resource {uri!r} asks the client a question, so it can only be read by a "
+                "client, not from inside a handler"
             )
         return contents_for_server(reply.value["contents"])
 
@@ -337,7 +366,23 @@ class MCPServer:
     def remove_listener(self, listener: Listener) -> None:
         self._listeners.discard(listener)
 
+    @property
+    def _bus_topic(self) -> str:
+        return f"notifications:{self.audience}"
+
     async def _broadcast(self, method: str, params: dict[str, Any]) -> None:
+        """Deliver a notification to listeners on every replica (through the store's bus)."""
+        if self.store is not None:
+            try:
+                await self.store.publish(self._bus_topic, msgpack.packb([method, params]))
+            except StoreUnavailable as exc:
+                log.warning("notification %s not published to other replicas: %s", method, exc)
+            else:
+                if self._relaying:
+                    return
+        await self._deliver(method, params)
+
+    async def _deliver(self, method: str, params: dict[str, Any]) -> None:
         for listener in list(self._listeners):
             try:
                 await listener(method, params)
@@ -387,16 +432,42 @@ class MCPServer:
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[MCPServer]:
-        """Enter the lifespan (if any) for as long as the server serves requests."""
-        if self.lifespan is None:
+        """Serve: the lifespan (if any), the store, and the relay of the notification bus."""
+        async with contextlib.AsyncExitStack() as stack:
+            if self.lifespan is not None:
+                value = await stack.enter_async_context(self.lifespan(self))
+                self.lifespan_context = value if value is not None else {}
+                stack.callback(setattr, self, "lifespan_context", {})
+            if self.store is not None:
+                if self._owns_store:
+                    stack.push_async_callback(self.store.aclose)
+                tg = await stack.enter_async_context(anyio.create_task_group())
+                stack.callback(tg.cancel_scope.cancel)
+                await tg.start(self._relay)
             yield self
-            return
-        async with self.lifespan(self) as value:
-            self.lifespan_context = value if value is not None else {}
+
+    async def _relay(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
+        """Forward notifications from the bus to this process's listeners, reconnecting."""
+        assert self.store is not None
+        started = False
+        while True:
             try:
-                yield self
+                async with self.store.subscribe(self._bus_topic) as messages:
+                    self._relaying = True
+                    if not started:
+                        started = True
+                        task_status.started()
+                    async for message in messages:
+                        method, params = msgpack.unpackb(message)
+                        await self._deliver(method, params)
+            except StoreUnavailable as exc:
+                log.warning("notification bus unavailable, retrying: %s", exc)
             finally:
-                self.lifespan_context = {}
+                self._relaying = False
+            if not started:
+                started = True
+                task_status.started()
+            await anyio.sleep(1)
 
 
 __all__ = ["DependencyOverrides", "Handler", "MCPServer", "error_result"]

@@ -105,6 +105,10 @@ class Client:
         self.max_rounds = max_rounds
         self.notifications: list[dict[str, Any]] = []
         self._ids = itertools.count(1)
+        self.last_server = 0
+        """Which of the servers answered the last request (its index)."""
+        self.last_body = b""
+        """The raw bytes of the last response, as a transport would have sent them."""
 
     async def __aenter__(self) -> Client:
         self._stack = contextlib.AsyncExitStack()
@@ -141,7 +145,8 @@ class Client:
         if "error" in reply:
             raise ProtocolError(reply["error"], response.status)
         result: dict[str, Any] = reply["result"]
-        result.setdefault("_meta", {})["engine/server"] = index
+        self.last_server = index
+        self.last_body = response.body
         return result
 
     async def list_tools(self) -> list[dict[str, Any]]:
@@ -180,7 +185,7 @@ class Client:
                 round_params["requestState"] = state
             result = await self.send(method, round_params)
             rounds.append(result)
-            servers.append(str(result["_meta"]["engine/server"]))
+            servers.append(str(self.last_server))
             if result.get("resultType") != "input_required":
                 return CallResult(result, rounds, servers)
             requests = result.get("inputRequests") or {}

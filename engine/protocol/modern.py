@@ -29,6 +29,7 @@ SUPPORTED_VERSIONS = [MODERN]
 META_VERSION = "io.modelcontextprotocol/protocolVersion"
 META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
 META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
+META_REPLICA = "engine/replica"
 INPUT_METHODS = frozenset({"tools/call", "prompts/get", "resources/read"})
 
 
@@ -74,7 +75,9 @@ def check_version(version: str) -> None:
         )
 
 
-Operation = Callable[["MCPServer", dict[str, Any], RequestScope], Awaitable[dict[str, Any]]]
+Operation = Callable[
+    ["MCPServer", dict[str, Any], RequestScope], Awaitable[dict[str, Any] | RoundReply]
+]
 
 
 def _cacheable(server: MCPServer, result: dict[str, Any]) -> dict[str, Any]:
@@ -153,44 +156,38 @@ def round_result(reply: RoundReply) -> dict[str, Any]:
         result: dict[str, Any] = {"resultType": "input_required"}
         if reply.input_requests:
             result["inputRequests"] = reply.input_requests
-        result["requestState"] = reply.request_state
+        if reply.request_state is not None:
+            result["requestState"] = reply.request_state
         return result
     result = error_result(reply.error or "error") if reply.kind == "error" else reply.value
     result["resultType"] = "complete"
     return result
 
 
-async def _call_tool(
-    server: MCPServer, params: dict[str, Any], scope: RequestScope
-) -> dict[str, Any]:
+async def _call_tool(server: MCPServer, params: dict[str, Any], scope: RequestScope) -> RoundReply:
     name = _string_param(params, "name")
     arguments = params.get("arguments")
     if arguments is not None and not isinstance(arguments, dict):
         raise MCPError(INVALID_PARAMS, "Invalid params: 'arguments' must be an object")
-    reply = await server.call_tool(_call_request("tools/call", name, params, scope, arguments))
-    return round_result(reply)
+    return await server.call_tool(_call_request("tools/call", name, params, scope, arguments))
 
 
-async def _get_prompt(
-    server: MCPServer, params: dict[str, Any], scope: RequestScope
-) -> dict[str, Any]:
+async def _get_prompt(server: MCPServer, params: dict[str, Any], scope: RequestScope) -> RoundReply:
     name = _string_param(params, "name")
     arguments = params.get("arguments")
     if arguments is not None and not isinstance(arguments, dict):
         raise MCPError(INVALID_PARAMS, "Invalid params: 'arguments' must be an object")
-    reply = await server.get_prompt(_call_request("prompts/get", name, params, scope, arguments))
-    return round_result(reply)
+    return await server.get_prompt(_call_request("prompts/get", name, params, scope, arguments))
 
 
 async def _read_resource(
     server: MCPServer, params: dict[str, Any], scope: RequestScope
-) -> dict[str, Any]:
+) -> RoundReply:
     uri = _string_param(params, "uri")
     reply = await server.read_resource(_call_request("resources/read", uri, params, scope, None))
-    result = round_result(reply)
     if reply.kind == "complete":
-        _cacheable(server, result)
-    return result
+        _cacheable(server, reply.value)
+    return reply
 
 
 async def _complete(
@@ -238,12 +235,20 @@ async def handle(server: MCPServer, message: Message, exchange: Exchange) -> byt
         meta=meta,
         notify=exchange.notify,
     )
-    result = await operation(server, params, scope)
-    result.setdefault("resultType", "complete")
-    result_meta = result.get("_meta")
-    info = {"name": server.name, "version": server.version}
-    if isinstance(result_meta, dict):
-        result_meta[META_SERVER_INFO] = info
+    outcome = await operation(server, params, scope)
+    if isinstance(outcome, RoundReply):
+        if outcome.cached is not None:
+            return outcome.cached
+        result = round_result(outcome)
     else:
-        result["_meta"] = {META_SERVER_INFO: info}
-    return dumps(result)
+        result = outcome
+        result.setdefault("resultType", "complete")
+    result_meta = result.get("_meta")
+    if not isinstance(result_meta, dict):
+        result_meta = result["_meta"] = {}
+    result_meta[META_SERVER_INFO] = {"name": server.name, "version": server.version}
+    result_meta[META_REPLICA] = server.replica_id
+    body = dumps(result)
+    if isinstance(outcome, RoundReply) and outcome.finish is not None:
+        await outcome.finish(body)
+    return body

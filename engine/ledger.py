@@ -1,0 +1,129 @@
+"""What a store adds to a call: state by reference, single-use rounds, one body run, a journal.
+
+With a store configured, each retry first *claims* the round its token was minted for. The first
+attempt runs; a duplicate with the same answers gets the first attempt's response byte for byte;
+a concurrent duplicate waits (bounded) for it, then gets a state-only ``input_required`` that
+tells the client to retry; different answers for an already used round are refused. So a tool
+body never runs twice for one call, whichever replicas the duplicates reach.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+from engine.claims import StateRef, _sorted
+from engine.errors import INTERNAL_ERROR, InvalidRequestState, MCPError
+from stores import Claim, Store, StoreUnavailable
+
+log = logging.getLogger("engine.ledger")
+
+
+def store_error(exc: StoreUnavailable) -> MCPError:
+    log.error("store unavailable: %s", exc)
+    return MCPError(
+        INTERNAL_ERROR,
+        "The call store is unavailable; nothing was recorded for this round. Retry the request "
+        "shortly.",
+    )
+
+
+def responses_fingerprint(responses: Any) -> bytes:
+    """What makes two retries of one round the same request: their answers."""
+    from pydantic_core import to_json
+
+    canonical = to_json(_sorted(responses) if responses is not None else None, fallback=str)
+    return hashlib.sha256(canonical).digest()[:16]
+
+
+@dataclass(slots=True)
+class Admission:
+    """The claim's verdict: run (``fresh``), answer from ``cached`` bytes, or ask to ``retry``."""
+
+    fresh: bool = False
+    cached: bytes | None = None
+    retry: bool = False
+
+
+class Ledger:
+    """The engine's use of a :class:`~stores.Store` for one server."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        ttl: int,
+        wait_duplicates: float,
+        journal_ttl: float,
+    ) -> None:
+        self.store = store
+        self.ttl = ttl
+        self.wait_duplicates = wait_duplicates
+        self.journal_ttl = journal_ttl
+
+    async def admit(self, call_id: str, round_no: int, fingerprint: bytes) -> Admission:
+        try:
+            claim = await self.store.claim(call_id, round_no, fingerprint, self.ttl)
+            if claim.status is Claim.FRESH:
+                return Admission(fresh=True)
+            if claim.status is Claim.DUPLICATE:
+                return Admission(cached=claim.response)
+            if claim.status is Claim.CONFLICT:
+                raise InvalidRequestState("round already answered with other inputResponses")
+            response = await self.store.wait_complete(
+                call_id, round_no, fingerprint, self.wait_duplicates
+            )
+        except StoreUnavailable as exc:
+            raise store_error(exc) from None
+        if response is not None:
+            return Admission(cached=response)
+        return Admission(retry=True)
+
+    async def settle(
+        self, call_id: str, round_no: int, fingerprint: bytes, response: bytes
+    ) -> None:
+        try:
+            await self.store.complete(call_id, round_no, fingerprint, response, self.ttl)
+        except StoreUnavailable as exc:
+            raise store_error(exc) from None
+
+    async def abandon(self, call_id: str, round_no: int, fingerprint: bytes) -> None:
+        """Give the round back after a failure that produced no response to keep."""
+        with anyio.CancelScope(shield=True), anyio.move_on_after(2):
+            try:
+                await self.store.release(call_id, round_no, fingerprint)
+            except StoreUnavailable as exc:
+                log.warning("could not release round %s of call %s: %s", round_no, call_id, exc)
+
+    async def spill(self, call_id: str, state: bytes) -> StateRef:
+        blob_id = os.urandom(9).hex()
+        try:
+            await self.store.put_blob(call_id, blob_id, state, self.ttl)
+        except StoreUnavailable as exc:
+            raise store_error(exc) from None
+        return StateRef(blob_id, hashlib.sha256(state).digest())
+
+    async def fetch(self, call_id: str, ref: StateRef) -> bytes:
+        try:
+            blob = await self.store.get_blob(call_id, ref.blob_id)
+        except StoreUnavailable as exc:
+            raise store_error(exc) from None
+        if blob is None:
+            raise InvalidRequestState("state blob missing or expired")
+        if hashlib.sha256(blob).digest() != ref.sha256:
+            raise InvalidRequestState("state blob does not match its digest")
+        return blob
+
+    async def record(self, call_id: str, event: dict[str, Any]) -> None:
+        """Append a journal event; a journal failure is logged, never fails the call."""
+        try:
+            await self.store.append(call_id, event, self.journal_ttl)
+        except StoreUnavailable as exc:
+            log.warning("journal event for call %s not written: %s", call_id, exc)
+        except TypeError as exc:
+            log.warning("journal event for call %s not serialisable: %s", call_id, exc)

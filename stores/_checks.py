@@ -1,0 +1,29 @@
+"""Argument checks shared by every store, so a bad call fails the same way on each backend."""
+
+from __future__ import annotations
+
+import math
+
+
+def check_call_id(call_id: str) -> None:
+    """Call ids name every key of a call; an empty one would merge unrelated calls."""
+    if not isinstance(call_id, str) or not call_id:
+        raise ValueError(f"call_id must be a non-empty string, got {call_id!r}")
+
+
+def check_ttl(ttl: float, name: str = "ttl") -> None:
+    """A zero, negative or infinite TTL is always a caller bug: say so before storing."""
+    if not isinstance(ttl, int | float) or not math.isfinite(ttl) or ttl <= 0:
+        raise ValueError(f"{name} must be a positive number of seconds, got {ttl!r}")
+
+
+def check_limit(limit: int) -> None:
+    """Listing limits are positive: an unbounded listing is never what a debugger wants."""
+    if not isinstance(limit, int) or limit <= 0:
+        raise ValueError(f"limit must be a positive integer, got {limit!r}")
+
+
+def check_round(round_no: int) -> None:
+    """Round numbers are keys; a bool or negative number is a caller bug."""
+    if not isinstance(round_no, int) or isinstance(round_no, bool) or round_no < 0:
+        raise ValueError(f"round_no must be a non-negative integer, got {round_no!r}")

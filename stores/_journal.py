@@ -1,0 +1,58 @@
+"""Journal event encoding and the listing fields derived from it, shared by every store."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+
+
+@dataclass(frozen=True, slots=True)
+class IndexFields:
+    """What the call listing learns from one event."""
+
+    ts: float
+    target: str | None
+    kind: str | None
+
+
+def encode_event(event: dict[str, Any]) -> bytes:
+    """Serialise with msgpack so every backend stores, and returns, the same thing."""
+    if not isinstance(event, dict):
+        raise TypeError(f"journal events must be dicts, got {type(event).__name__}")
+    try:
+        return msgpack.packb(event, use_bin_type=True)  # type: ignore[no-any-return]
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise TypeError(
+            f"journal event is not msgpack-serialisable ({exc}); "
+            "use str, bytes, int, float, bool, None, lists and dicts"
+        ) from exc
+
+
+def decode_event(data: bytes) -> dict[str, Any]:
+    """Inverse of `encode_event` (tuples come back as lists, as msgpack has no tuple)."""
+    event = msgpack.unpackb(data, raw=False, strict_map_key=False)
+    if not isinstance(event, dict):
+        raise ValueError("journal entry is not a msgpack map; was it written by another tool?")
+    return event
+
+
+def index_fields(event: dict[str, Any]) -> IndexFields:
+    """Read the optional ``ts``/``target``/``kind`` keys.
+
+    An event without a usable ``ts`` counts as now; an empty or non-string target or kind as
+    absent.
+    """
+    ts = event.get("ts")
+    target = event.get("target")
+    kind = event.get("kind")
+    if isinstance(ts, bool) or not isinstance(ts, int | float) or not math.isfinite(ts):
+        ts = time.time()
+    return IndexFields(
+        ts=float(ts),
+        target=target if isinstance(target, str) and target else None,
+        kind=kind if isinstance(kind, str) and kind else None,
+    )

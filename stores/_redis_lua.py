@@ -1,0 +1,115 @@
+"""Lua scripts of `RedisStore`: each runs atomically on the server, so no half-written state.
+
+Scripts touch only the keys they are given. Per-call scripts get keys of one call (one hash
+tag, so one cluster slot); index scripts get only the global index keys (another tag). A round
+is a hash: ``fp`` (the fingerprint of the request that holds it) and, once done, ``response``.
+"""
+
+from __future__ import annotations
+
+CLAIM = """
+local fp = redis.call('HGET', KEYS[1], 'fp')
+if not fp then
+  redis.call('HSET', KEYS[1], 'fp', ARGV[1])
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return {'fresh'}
+end
+if fp ~= ARGV[1] then
+  return {'conflict'}
+end
+local response = redis.call('HGET', KEYS[1], 'response')
+if response then
+  return {'duplicate', response}
+end
+return {'in_progress'}
+"""
+"""KEYS: round. ARGV: fingerprint, ttl ms. Returns {status[, response]}."""
+
+COMPLETE = """
+local fp = redis.call('HGET', KEYS[1], 'fp')
+if fp and (fp ~= ARGV[1] or redis.call('HEXISTS', KEYS[1], 'response') == 1) then
+  return 0
+end
+redis.call('HSET', KEYS[1], 'fp', ARGV[1], 'response', ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return 1
+"""
+"""KEYS: round. ARGV: fingerprint, response, ttl ms. Returns 1 if recorded."""
+
+RELEASE = """
+if redis.call('HGET', KEYS[1], 'fp') == ARGV[1]
+    and redis.call('HEXISTS', KEYS[1], 'response') == 0 then
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+return 0
+"""
+"""KEYS: round. ARGV: fingerprint. Returns 1 if a claim was dropped."""
+
+APPEND = """
+local n = redis.call('RPUSH', KEYS[1], ARGV[1])
+if n == 1 then
+  redis.call('DEL', KEYS[2])
+end
+local ts = tonumber(ARGV[3])
+local first = tonumber(redis.call('HGET', KEYS[2], 'first_ts'))
+if not first or ts < first then
+  redis.call('HSET', KEYS[2], 'first_ts', ARGV[3])
+end
+local last = tonumber(redis.call('HGET', KEYS[2], 'last_ts'))
+if not last or ts > last then
+  redis.call('HSET', KEYS[2], 'last_ts', ARGV[3])
+end
+if ARGV[4] ~= '' then
+  redis.call('HSETNX', KEYS[2], 'target', ARGV[4])
+end
+if ARGV[5] ~= '' then
+  redis.call('HSET', KEYS[2], 'last_kind', ARGV[5])
+end
+redis.call('HSET', KEYS[2], 'events', n)
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
+return {redis.call('HGET', KEYS[2], 'last_ts'), redis.call('HGET', KEYS[2], 'target') or ''}
+"""
+"""KEYS: journal list, summary hash. ARGV: event, ttl ms, ts, target or '', kind or ''.
+
+Returns {last_ts, target or ''} for the index. A new journal (first event) starts a new summary.
+"""
+
+INDEX = """
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
+if KEYS[4] then
+  redis.call('HSET', KEYS[3], ARGV[1], ARGV[4])
+  redis.call('ZADD', KEYS[4], ARGV[2], ARGV[1])
+end
+"""
+"""KEYS: by-time zset, expiry zset, call->target hash[, target zset].
+
+ARGV: call id, last ts, expiry (epoch s)[, target]. Lists the call under its latest activity.
+"""
+
+PRUNE = """
+local now = tonumber(ARGV[1])
+local removed = 0
+for i = 2, #ARGV, 2 do
+  local member = ARGV[i]
+  local expires = tonumber(redis.call('ZSCORE', KEYS[2], member))
+  if expires and expires <= now then
+    redis.call('ZREM', KEYS[1], member)
+    redis.call('ZREM', KEYS[2], member)
+    redis.call('HDEL', KEYS[3], member)
+    local target_key = tonumber(ARGV[i + 1])
+    if target_key > 0 then
+      redis.call('ZREM', KEYS[target_key], member)
+    end
+    removed = removed + 1
+  end
+end
+return removed
+"""
+"""KEYS: by-time zset, expiry zset, call->target hash, then target zsets.
+
+ARGV: now (epoch s), then pairs (call id, index in KEYS of its target zset or 0). Re-checks the
+expiry inside the script, so a call refreshed since it was read is left alone.
+"""

@@ -1,0 +1,225 @@
+"""The SQL side of `SQLiteStore`: schema, and each operation as a function of a connection.
+
+The functions run in a worker thread, on the store's one connection, one at a time. Writes that
+read first are ``BEGIN IMMEDIATE`` transactions, so they are atomic across processes too.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from ._journal import IndexFields, decode_event
+from .base import CallSummary, Claim, ClaimResult, StoreUnavailable
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS blobs (
+        call_id TEXT NOT NULL, blob_id TEXT NOT NULL, data BLOB NOT NULL,
+        expires_at REAL NOT NULL, PRIMARY KEY (call_id, blob_id)
+    ) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS rounds (
+        call_id TEXT NOT NULL, round_no INTEGER NOT NULL, fingerprint BLOB NOT NULL,
+        response BLOB, expires_at REAL NOT NULL, PRIMARY KEY (call_id, round_no)
+    ) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS calls (
+        call_id TEXT PRIMARY KEY, target TEXT, first_ts REAL NOT NULL, last_ts REAL NOT NULL,
+        events INTEGER NOT NULL, last_kind TEXT, expires_at REAL NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS calls_by_last_ts ON calls (last_ts)",
+    "CREATE INDEX IF NOT EXISTS calls_by_target ON calls (target, last_ts)",
+    """CREATE TABLE IF NOT EXISTS journal (
+        call_id TEXT NOT NULL, seq INTEGER NOT NULL, event BLOB NOT NULL,
+        PRIMARY KEY (call_id, seq)
+    ) WITHOUT ROWID""",
+)
+"""Applied in one transaction on first open (``executescript`` would commit half-way)."""
+
+
+@contextmanager
+def transaction(conn: sqlite3.Connection, mode: str = "IMMEDIATE") -> Iterator[None]:
+    """IMMEDIATE takes the write lock up front, so read-then-write cannot interleave."""
+    conn.execute(f"BEGIN {mode}")
+    try:
+        yield
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def connect(path: str, op_timeout: float) -> sqlite3.Connection:
+    """Open in WAL mode with the schema in place; a file of another schema is refused."""
+    conn = sqlite3.connect(path, timeout=op_timeout, isolation_level=None, check_same_thread=False)
+    try:
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")  # durable across crashes of this process
+        if _schema_version(conn, path) == 0:  # a new file: create the schema, once
+            with transaction(conn):
+                if _schema_version(conn, path) == 0:
+                    for statement in _SCHEMA:
+                        conn.execute(statement)
+                    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _schema_version(conn: sqlite3.Connection, path: str) -> int:
+    (version,) = conn.execute("PRAGMA user_version").fetchone()
+    if version not in (0, SCHEMA_VERSION):
+        raise StoreUnavailable(
+            f"SQLite store {path!r} has schema version {version}; this engine reads "
+            f"version {SCHEMA_VERSION}. Point the store at a new file."
+        )
+    return int(version)
+
+
+# --- operations ---
+
+
+def put_blob(conn: sqlite3.Connection, key: tuple[str, str], data: bytes, ttl: float) -> None:
+    conn.execute(
+        "INSERT OR REPLACE INTO blobs VALUES (?, ?, ?, ?)", (*key, data, time.time() + ttl)
+    )
+
+
+def get_blob(conn: sqlite3.Connection, key: tuple[str, str]) -> bytes | None:
+    row = conn.execute(
+        "SELECT data FROM blobs WHERE call_id = ? AND blob_id = ? AND expires_at > ?",
+        (*key, time.time()),
+    ).fetchone()
+    return None if row is None else bytes(row[0])
+
+
+def read_round(
+    conn: sqlite3.Connection, key: tuple[str, int], now: float
+) -> tuple[bytes, bytes | None] | None:
+    row = conn.execute(
+        "SELECT fingerprint, response FROM rounds"
+        " WHERE call_id = ? AND round_no = ? AND expires_at > ?",
+        (*key, now),
+    ).fetchone()
+    return None if row is None else (bytes(row[0]), None if row[1] is None else bytes(row[1]))
+
+
+def claim(
+    conn: sqlite3.Connection, key: tuple[str, int], fingerprint: bytes, ttl: float
+) -> ClaimResult:
+    with transaction(conn):
+        now = time.time()
+        record = read_round(conn, key, now)
+        if record is None:
+            conn.execute(
+                "INSERT OR REPLACE INTO rounds VALUES (?, ?, ?, NULL, ?)",
+                (*key, fingerprint, now + ttl),
+            )
+            return ClaimResult(Claim.FRESH)
+    theirs, response = record
+    if theirs != fingerprint:
+        return ClaimResult(Claim.CONFLICT)
+    if response is not None:
+        return ClaimResult(Claim.DUPLICATE, response)
+    return ClaimResult(Claim.IN_PROGRESS)
+
+
+def complete(
+    conn: sqlite3.Connection, key: tuple[str, int], fingerprint: bytes, response: bytes, ttl: float
+) -> bool:
+    with transaction(conn):
+        now = time.time()
+        record = read_round(conn, key, now)
+        if record is not None and (record[0] != fingerprint or record[1] is not None):
+            return False
+        conn.execute(
+            "INSERT OR REPLACE INTO rounds VALUES (?, ?, ?, ?, ?)",
+            (*key, fingerprint, response, now + ttl),
+        )
+        return True
+
+
+def release(conn: sqlite3.Connection, key: tuple[str, int], fingerprint: bytes) -> bool:
+    cursor = conn.execute(
+        "DELETE FROM rounds WHERE call_id = ? AND round_no = ? AND fingerprint = ?"
+        " AND response IS NULL",
+        (*key, fingerprint),
+    )
+    return cursor.rowcount > 0
+
+
+def append(
+    conn: sqlite3.Connection, call_id: str, data: bytes, fields: IndexFields, ttl: float
+) -> None:
+    with transaction(conn):
+        now = time.time()
+        row = conn.execute(
+            "SELECT events, expires_at FROM calls WHERE call_id = ?", (call_id,)
+        ).fetchone()
+        if row is not None and row[1] <= now:  # an expired journal restarts from scratch
+            conn.execute("DELETE FROM journal WHERE call_id = ?", (call_id,))
+            conn.execute("DELETE FROM calls WHERE call_id = ?", (call_id,))
+            row = None
+        seq = 0 if row is None else row[0]
+        conn.execute("INSERT INTO journal VALUES (?, ?, ?)", (call_id, seq, data))
+        conn.execute(
+            "INSERT INTO calls VALUES (?, ?, ?, ?, 1, ?, ?) ON CONFLICT (call_id) DO UPDATE SET"
+            " target = coalesce(target, excluded.target),"
+            " first_ts = min(first_ts, excluded.first_ts),"
+            " last_ts = max(last_ts, excluded.last_ts),"
+            " events = events + 1,"
+            " last_kind = coalesce(excluded.last_kind, last_kind),"
+            " expires_at = excluded.expires_at",
+            (call_id, fields.target, fields.ts, fields.ts, fields.kind, now + ttl),
+        )
+
+
+def events(conn: sqlite3.Connection, call_id: str) -> list[dict[str, Any]]:
+    with transaction(conn, "DEFERRED"):  # one snapshot for both reads
+        live = conn.execute(
+            "SELECT 1 FROM calls WHERE call_id = ? AND expires_at > ?", (call_id, time.time())
+        ).fetchone()
+        if live is None:
+            return []
+        rows = conn.execute(
+            "SELECT event FROM journal WHERE call_id = ? ORDER BY seq", (call_id,)
+        ).fetchall()
+    return [decode_event(bytes(data)) for (data,) in rows]
+
+
+def calls(
+    conn: sqlite3.Connection, limit: int, since: float | None, target: str | None
+) -> list[CallSummary]:
+    sql = "SELECT call_id, target, first_ts, last_ts, events, last_kind FROM calls"
+    sql += " WHERE expires_at > ?"
+    params: list[Any] = [time.time()]
+    if since is not None:
+        sql += " AND last_ts >= ?"
+        params.append(since)
+    if target is not None:
+        sql += " AND target = ?"
+        params.append(target)
+    sql += " ORDER BY last_ts DESC LIMIT ?"
+    params.append(limit)
+    return [
+        CallSummary(call_id, tgt, first, last, count, last_kind=kind)
+        for call_id, tgt, first, last, count, kind in conn.execute(sql, params)
+    ]
+
+
+def purge(conn: sqlite3.Connection) -> None:
+    now = time.time()
+    with transaction(conn):
+        conn.execute("DELETE FROM blobs WHERE expires_at <= ?", (now,))
+        conn.execute("DELETE FROM rounds WHERE expires_at <= ?", (now,))
+        conn.execute(
+            "DELETE FROM journal"
+            " WHERE call_id IN (SELECT call_id FROM calls WHERE expires_at <= ?)",
+            (now,),
+        )
+        conn.execute("DELETE FROM calls WHERE expires_at <= ?", (now,))

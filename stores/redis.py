@@ -1,0 +1,370 @@
+"""`RedisStore`: shared state for many replicas, on Redis or Redis Cluster.
+
+Every key of a call carries the call id as its hash tag (``{prefix}:{<call id>}:round:3``), so
+the atomic scripts, which only ever touch one call's keys, work on a cluster. The call listing
+lives in global index keys under their own tag and is written in a separate step.
+
+Each store object owns one connection pool (closed by `aclose`). It is a blocking pool: a burst
+of operations beyond `max_connections` queues for a connection (within the operation timeout)
+instead of opening ever more sockets. Connections are made on demand, so the store carries on by
+itself after Redis restarts. Operations are retried a few times with exponential backoff on
+connection errors, but never beyond the operation timeout, after which they raise
+`StoreUnavailable`. redis.asyncio requires the asyncio backend of anyio.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from functools import partial
+from typing import Any, TypeVar
+
+import anyio
+
+from . import _redis_lua as lua
+from ._checks import check_call_id, check_limit, check_round, check_ttl
+from ._journal import decode_event, encode_event, index_fields
+from ._redis_client import UNAVAILABLE, Messages, RedisClient, as_bytes, client_from_url
+from ._waiters import Waiters, wait_settled
+from .base import (
+    DEFAULT_OP_TIMEOUT,
+    CallSummary,
+    Claim,
+    ClaimResult,
+    StoreUnavailable,
+    unavailable,
+)
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+_PRUNE_BATCH = 100
+
+
+def _tag(call_id: str) -> str:
+    """Escape the call id so it can neither end its hash tag early nor forge another key."""
+    return call_id.replace("%", "%25").replace("}", "%7D")
+
+
+def _ms(seconds: float) -> int:
+    return max(1, math.ceil(seconds * 1000))
+
+
+class RedisStore:
+    """A `Store` in Redis, shared by every replica that uses the same URL and prefix."""
+
+    def __init__(
+        self,
+        url_or_client: str | RedisClient,
+        *,
+        prefix: str = "engine",
+        op_timeout: float = DEFAULT_OP_TIMEOUT,
+        retries: int = 3,
+        max_connections: int = 100,
+        poll_interval: float = 0.05,
+        purge_interval: float = 60.0,
+    ) -> None:
+        """Connect lazily to `url_or_client`; a client passed in stays the caller's to close.
+
+        Each open subscription holds one of the `max_connections` for its lifetime.
+        `wait_complete` re-reads the round every `poll_interval` s to see completions made by
+        other replicas (completions in this process wake it at once).
+        """
+        check_ttl(op_timeout, "op_timeout")
+        if not prefix or "{" in prefix or "}" in prefix:
+            raise ValueError(f"Redis key prefix must be non-empty without braces, got {prefix!r}")
+        if isinstance(url_or_client, str):
+            self._client = client_from_url(
+                url_or_client,
+                op_timeout=op_timeout,
+                retries=retries,
+                max_connections=max_connections,
+            )
+            self._owns_client = True
+        else:
+            self._client = url_or_client
+            self._owns_client = False
+        self.prefix = prefix
+        self._op_timeout = op_timeout
+        self._poll_interval = poll_interval
+        self._purge_interval = purge_interval
+        self._next_prune = 0.0
+        self._closed = False
+        self._subscriptions: set[Messages] = set()
+        self._waiters = Waiters()
+        self._claim = self._client.register_script(lua.CLAIM)
+        self._complete = self._client.register_script(lua.COMPLETE)
+        self._release = self._client.register_script(lua.RELEASE)
+        self._append = self._client.register_script(lua.APPEND)
+        self._index = self._client.register_script(lua.INDEX)
+        self._prune = self._client.register_script(lua.PRUNE)
+
+    def __repr__(self) -> str:
+        return f"RedisStore({type(self._client).__name__}, prefix={self.prefix!r})"
+
+    # --- keys ---
+
+    def _key(self, call_id: str, *parts: str | int) -> str:
+        return ":".join([self.prefix, f"{{{_tag(call_id)}}}", *map(str, parts)])
+
+    def _index_key(self, name: str) -> str:
+        return f"{self.prefix}:index:{{{self.prefix}}}:{name}"
+
+    def _target_key(self, target: str) -> str:
+        return self._index_key(f"target:{target}")
+
+    # --- plumbing ---
+
+    async def _call(self, what: str, op: Callable[[], Awaitable[T]]) -> T:
+        """Run one operation under the timeout, turning backend trouble into StoreUnavailable."""
+        if self._closed:
+            raise RuntimeError("this RedisStore is closed; open a new store")
+        try:
+            with anyio.fail_after(self._op_timeout):
+                return await op()
+        except TimeoutError:
+            raise unavailable("Redis", what, f"no answer within {self._op_timeout} s") from None
+        except UNAVAILABLE as exc:
+            raise unavailable("Redis", what, f"{type(exc).__name__}: {exc}") from exc
+
+    @asynccontextmanager
+    async def _subscription(self, channel: str, what: str) -> AsyncIterator[Messages]:
+        pubsub = self._client.pubsub()
+
+        async def subscribed() -> None:
+            await pubsub.subscribe(channel)
+            while True:  # wait for the server's confirmation: from here on nothing is missed
+                reply = await pubsub.get_message(timeout=self._op_timeout)
+                if reply is not None and reply.get("type") == "subscribe":
+                    return
+
+        messages = Messages(pubsub, channel, retry_cap=max(self._op_timeout, 1.0))
+        try:
+            await self._call(what, subscribed)
+            self._subscriptions.add(messages)
+            yield messages
+        finally:
+            self._subscriptions.discard(messages)
+            messages.end()
+            with anyio.CancelScope(shield=True), anyio.move_on_after(self._op_timeout):
+                await pubsub.aclose()  # type: ignore[no-untyped-call]
+
+    async def _maybe_prune(self) -> None:
+        """Housekeeping after writes; a failure only postpones it."""
+        if time.monotonic() < self._next_prune:
+            return
+        self._next_prune = time.monotonic() + self._purge_interval
+        try:
+            await self._call("pruning the call index", self._prune_index)
+        except StoreUnavailable as exc:  # never fail the operation that triggered it
+            log.debug("Redis call index pruning postponed: %s", exc)
+        except Exception:
+            log.warning("Redis call index pruning failed; will try again", exc_info=True)
+
+    async def _prune_index(self) -> None:
+        """Drop expired calls from the listing index, a bounded batch at a time."""
+        now = time.time()
+        expiry, targets = self._index_key("expiry"), self._index_key("targets")
+        members = await self._client.zrangebyscore(expiry, "-inf", now, start=0, num=_PRUNE_BATCH)
+        if not members:
+            return
+        names = [as_bytes(m, "the call index") for m in members]
+        keys = [self._index_key("by_ts"), expiry, targets]
+        args: list[bytes | str | int] = [repr(now)]
+        positions: dict[bytes, int] = {}  # target -> its zset's (1-based) position in KEYS
+        for name, target in zip(names, await self._client.hmget(targets, names), strict=True):
+            position = 0
+            if target is not None:
+                target = as_bytes(target, "a call target")
+                if target not in positions:
+                    keys.append(self._target_key(target.decode()))
+                    positions[target] = len(keys)
+                position = positions[target]
+            args += [name, position]
+        await self._prune(keys=keys, args=args)
+
+    # --- blobs ---
+
+    async def put_blob(self, call_id: str, blob_id: str, data: bytes, ttl: float) -> None:
+        check_call_id(call_id)
+        check_ttl(ttl)
+        key = self._key(call_id, "blob", blob_id)
+        await self._call(
+            f"put_blob {blob_id!r} of call {call_id!r}",
+            lambda: self._client.set(key, bytes(data), px=_ms(ttl)),
+        )
+
+    async def get_blob(self, call_id: str, blob_id: str) -> bytes | None:
+        key = self._key(call_id, "blob", blob_id)
+        value = await self._call(
+            f"get_blob {blob_id!r} of call {call_id!r}", lambda: self._client.get(key)
+        )
+        return None if value is None else as_bytes(value, "a blob")
+
+    # --- rounds ---
+
+    async def claim(
+        self, call_id: str, round_no: int, fingerprint: bytes, ttl: float
+    ) -> ClaimResult:
+        check_call_id(call_id)
+        check_round(round_no)
+        check_ttl(ttl)
+        key = self._key(call_id, "round", round_no)
+        reply = await self._call(
+            f"claim of call {call_id!r} round {round_no}",
+            lambda: self._claim(keys=[key], args=[bytes(fingerprint), _ms(ttl)]),
+        )
+        status = Claim(as_bytes(reply[0], "a claim").decode())
+        response = as_bytes(reply[1], "a response") if status is Claim.DUPLICATE else None
+        return ClaimResult(status, response)
+
+    async def complete(
+        self, call_id: str, round_no: int, fingerprint: bytes, response: bytes, ttl: float
+    ) -> None:
+        check_call_id(call_id)
+        check_round(round_no)
+        check_ttl(ttl)
+        key = self._key(call_id, "round", round_no)
+        args: list[bytes | int] = [bytes(fingerprint), bytes(response), _ms(ttl)]
+        if await self._call(
+            f"complete of call {call_id!r} round {round_no}",
+            lambda: self._complete(keys=[key], args=args),
+        ):
+            self._waiters.notify(key)
+
+    async def release(self, call_id: str, round_no: int, fingerprint: bytes) -> None:
+        check_call_id(call_id)
+        key = self._key(call_id, "round", round_no)
+        if await self._call(
+            f"release of call {call_id!r} round {round_no}",
+            lambda: self._release(keys=[key], args=[bytes(fingerprint)]),
+        ):
+            self._waiters.notify(key)
+
+    async def wait_complete(
+        self,
+        call_id: str,
+        round_no: int,
+        fingerprint: bytes,
+        timeout: float,  # noqa: ASYNC109 - a bound on the wait, which then returns None
+    ) -> bytes | None:
+        # Polling rather than a pub/sub notice: a waiter then holds no connection between
+        # reads, so a storm of retries cannot drain the pool.
+        check_call_id(call_id)
+        key = self._key(call_id, "round", round_no)
+
+        async def peek() -> tuple[bool, bytes | None]:
+            fp, response = await self._call(
+                f"wait_complete of call {call_id!r} round {round_no}",
+                lambda: self._client.hmget(key, ["fp", "response"]),
+            )
+            if fp != fingerprint:
+                return False, None  # released, expired, or never ours
+            if response is None:
+                return True, None
+            return False, as_bytes(response, "a response")
+
+        return await wait_settled(peek, self._waiters, key, timeout, poll=self._poll_interval)
+
+    # --- journal ---
+
+    async def append(self, call_id: str, event: dict[str, Any], ttl: float) -> None:
+        check_call_id(call_id)
+        check_ttl(ttl)
+        data, fields = encode_event(event), index_fields(event)
+        keys = [self._key(call_id, "journal"), self._key(call_id, "summary")]
+        args: list[bytes | str | int] = [
+            data,
+            _ms(ttl),
+            repr(fields.ts),
+            fields.target or "",
+            fields.kind or "",
+        ]
+        what = f"append to the journal of call {call_id!r}"
+        last_ts, target = await self._call(what, lambda: self._append(keys=keys, args=args))
+        # The index is global (another cluster slot): a second, separate step.
+        index_keys = [self._index_key(n) for n in ("by_ts", "expiry", "targets")]
+        index_args: list[bytes | str] = [call_id, last_ts, repr(time.time() + ttl)]
+        if target:
+            index_keys.append(self._target_key(as_bytes(target, "a call target").decode()))
+            index_args.append(target)
+        await self._call(what, lambda: self._index(keys=index_keys, args=index_args))
+        await self._maybe_prune()
+
+    async def events(self, call_id: str) -> list[dict[str, Any]]:
+        key = self._key(call_id, "journal")
+        items = await self._call(
+            f"reading the journal of call {call_id!r}", lambda: self._client.lrange(key, 0, -1)
+        )
+        return [decode_event(as_bytes(item, "a journal event")) for item in items]
+
+    async def calls(
+        self, *, limit: int = 50, since: float | None = None, target: str | None = None
+    ) -> list[CallSummary]:
+        check_limit(limit)
+        await self._maybe_prune()
+        index = self._index_key("by_ts") if target is None else self._target_key(target)
+        low: float | str = "-inf" if since is None else since
+        found: list[CallSummary] = []
+
+        async def page(start: int, size: int) -> tuple[list[bytes], list[Any]]:
+            ids = await self._client.zrevrangebyscore(index, "+inf", low, start=start, num=size)
+            names = [as_bytes(i, "the call index") for i in ids]
+            pipe = self._client.pipeline(transaction=False)  # one call's keys per command
+            for name in names:
+                pipe.hgetall(self._key(name.decode(), "summary"))
+            return names, (await pipe.execute() if names else [])
+
+        start = 0
+        while len(found) < limit:
+            size = max(limit - len(found), 16)
+            names, summaries = await self._call("listing calls", partial(page, start, size))
+            for name, summary in zip(names, summaries, strict=True):
+                if summary and len(found) < limit:  # an empty summary has expired
+                    found.append(_summary(name.decode(), summary))
+            if len(names) < size:
+                break
+            start += size
+        return found
+
+    # --- bus ---
+
+    async def publish(self, topic: str, message: bytes) -> None:
+        channel = f"{self.prefix}:bus:{topic}"
+        await self._call(
+            f"publish on {topic!r}", lambda: self._client.publish(channel, bytes(message))
+        )
+
+    def subscribe(self, topic: str) -> AbstractAsyncContextManager[AsyncIterator[bytes]]:
+        return self._subscription(f"{self.prefix}:bus:{topic}", f"subscribe to {topic!r}")
+
+    # --- lifecycle ---
+
+    async def ping(self) -> None:
+        await self._call("ping", self._client.ping)
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for messages in tuple(self._subscriptions):
+            messages.end()
+        if self._owns_client:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(self._op_timeout):
+                await self._client.aclose()
+
+
+def _summary(call_id: str, fields: dict[bytes, bytes]) -> CallSummary:
+    target, kind = fields.get(b"target"), fields.get(b"last_kind")
+    return CallSummary(
+        call_id=call_id,
+        target=None if target is None else target.decode(),
+        first_ts=float(fields[b"first_ts"]),
+        last_ts=float(fields[b"last_ts"]),
+        events=int(fields[b"events"]),
+        last_kind=None if kind is None else kind.decode(),
+    )

@@ -1,0 +1,221 @@
+"""`SQLiteStore`: the embedded default, one file that survives restarts.
+
+Other processes may open the same file while a server writes it (a CLI reading journals, say):
+the database runs in WAL mode, so readers never block the writer, and every connection waits up
+to the operation timeout (``busy_timeout``) for a lock instead of failing at once.
+
+Threading: the store owns one connection, used from worker threads one operation at a time
+under an `anyio.Lock`. SQLite admits a single writer per file anyway, so more connections would
+only contend on its lock; one connection also means no per-thread connections to track and
+close. Every claim is a ``BEGIN IMMEDIATE`` transaction, atomic across processes too.
+
+Expiry uses the wall clock (the file outlives the process, a monotonic clock does not): expired
+rows are ignored on read and purged now and then after writes. The bus is in-process only.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+import anyio.lowlevel
+import anyio.to_thread
+
+from . import _sqlite_sql as sql
+from ._bus import DEFAULT_BUFFER, LocalBus
+from ._checks import check_call_id, check_limit, check_round, check_ttl
+from ._journal import encode_event, index_fields
+from ._waiters import Waiters, wait_settled
+from .base import (
+    DEFAULT_OP_TIMEOUT,
+    CallSummary,
+    ClaimResult,
+    StoreUnavailable,
+    unavailable,
+)
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class SQLiteStore:
+    """A `Store` in one SQLite file; pass the same path again to pick up where it left off."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        op_timeout: float = DEFAULT_OP_TIMEOUT,
+        bus_buffer: int = DEFAULT_BUFFER,
+        purge_interval: float = 60.0,
+        poll_interval: float = 0.1,
+    ) -> None:
+        """Open (creating if needed) the database at `path`: blocking file I/O, so open at startup.
+
+        `poll_interval` is how often `wait_complete` re-reads a round, which is how it sees
+        completions made by other processes on the same file.
+        """
+        check_ttl(op_timeout, "op_timeout")
+        self.path = os.fspath(path)
+        self._op_timeout = op_timeout
+        self._purge_interval = purge_interval
+        self._poll_interval = poll_interval
+        self._next_purge = 0.0
+        try:
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            self._conn: sqlite3.Connection | None = sql.connect(self.path, op_timeout)
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreUnavailable(
+                f"cannot open SQLite store at {self.path!r} ({exc}). "
+                "Check that the directory exists and this process may write to it."
+            ) from exc
+        self._lock = anyio.Lock()
+        self._bus = LocalBus(bus_buffer)
+        self._waiters = Waiters()
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({self.path!r})"
+
+    async def _run(self, what: str, op: Callable[[sqlite3.Connection], T], write: bool) -> T:
+        """Run `op` in a worker thread, one at a time, mapping lock and I/O trouble."""
+        try:
+            with anyio.fail_after(self._op_timeout):
+                await self._lock.acquire()
+        except TimeoutError:
+            raise unavailable(
+                "SQLite", what, f"other operations held the database for {self._op_timeout} s"
+            ) from None
+        try:
+            conn = self._conn
+            if conn is None:
+                raise RuntimeError("this SQLiteStore is closed; open a new store")
+            result = await anyio.to_thread.run_sync(op, conn)
+            if write and time.monotonic() >= self._next_purge:
+                self._next_purge = time.monotonic() + self._purge_interval
+                await anyio.to_thread.run_sync(self._purge_quietly, conn)
+            return result
+        except sqlite3.OperationalError as exc:
+            raise unavailable("SQLite", f"{what} on {self.path!r}", str(exc)) from exc
+        finally:
+            self._lock.release()
+
+    @staticmethod
+    def _purge_quietly(conn: sqlite3.Connection) -> None:
+        """Purging is housekeeping: a busy database only postpones it."""
+        try:
+            sql.purge(conn)
+        except sqlite3.OperationalError as exc:
+            log.debug("SQLite purge postponed: %s", exc)
+
+    # --- blobs ---
+
+    async def put_blob(self, call_id: str, blob_id: str, data: bytes, ttl: float) -> None:
+        check_call_id(call_id)
+        check_ttl(ttl)
+        key, data = (call_id, blob_id), bytes(data)
+        await self._run("put_blob", lambda conn: sql.put_blob(conn, key, data, ttl), write=True)
+
+    async def get_blob(self, call_id: str, blob_id: str) -> bytes | None:
+        key = (call_id, blob_id)
+        return await self._run("get_blob", lambda conn: sql.get_blob(conn, key), write=False)
+
+    # --- rounds ---
+
+    async def claim(
+        self, call_id: str, round_no: int, fingerprint: bytes, ttl: float
+    ) -> ClaimResult:
+        check_call_id(call_id)
+        check_round(round_no)
+        check_ttl(ttl)
+        key, fp = (call_id, round_no), bytes(fingerprint)
+        return await self._run("claim", lambda conn: sql.claim(conn, key, fp, ttl), write=True)
+
+    async def complete(
+        self, call_id: str, round_no: int, fingerprint: bytes, response: bytes, ttl: float
+    ) -> None:
+        check_call_id(call_id)
+        check_round(round_no)
+        check_ttl(ttl)
+        key, fp, resp = (call_id, round_no), bytes(fingerprint), bytes(response)
+        if await self._run(
+            "complete", lambda conn: sql.complete(conn, key, fp, resp, ttl), write=True
+        ):
+            self._waiters.notify(key)
+
+    async def release(self, call_id: str, round_no: int, fingerprint: bytes) -> None:
+        check_call_id(call_id)
+        key, fp = (call_id, round_no), bytes(fingerprint)
+        if await self._run("release", lambda conn: sql.release(conn, key, fp), write=True):
+            self._waiters.notify(key)
+
+    async def wait_complete(
+        self,
+        call_id: str,
+        round_no: int,
+        fingerprint: bytes,
+        timeout: float,  # noqa: ASYNC109 - a bound on the wait, which then returns None
+    ) -> bytes | None:
+        check_call_id(call_id)
+        key = (call_id, round_no)
+
+        async def peek() -> tuple[bool, bytes | None]:
+            record = await self._run(
+                "wait_complete", lambda conn: sql.read_round(conn, key, time.time()), write=False
+            )
+            if record is None or record[0] != fingerprint:
+                return False, None
+            return record[1] is None, record[1]
+
+        return await wait_settled(peek, self._waiters, key, timeout, poll=self._poll_interval)
+
+    # --- journal ---
+
+    async def append(self, call_id: str, event: dict[str, Any], ttl: float) -> None:
+        check_call_id(call_id)
+        check_ttl(ttl)
+        data, fields = encode_event(event), index_fields(event)
+        await self._run(
+            "append", lambda conn: sql.append(conn, call_id, data, fields, ttl), write=True
+        )
+
+    async def events(self, call_id: str) -> list[dict[str, Any]]:
+        return await self._run("events", lambda conn: sql.events(conn, call_id), write=False)
+
+    async def calls(
+        self, *, limit: int = 50, since: float | None = None, target: str | None = None
+    ) -> list[CallSummary]:
+        check_limit(limit)
+        return await self._run(
+            "calls", lambda conn: sql.calls(conn, limit, since, target), write=False
+        )
+
+    # --- bus (in-process) ---
+
+    async def publish(self, topic: str, message: bytes) -> None:
+        if self._conn is None:
+            raise RuntimeError("this SQLiteStore is closed; open a new store")
+        self._bus.publish(topic, bytes(message))
+        await anyio.lowlevel.checkpoint()
+
+    def subscribe(self, topic: str) -> AbstractAsyncContextManager[AsyncIterator[bytes]]:
+        return self._bus.subscribe(topic)
+
+    # --- lifecycle ---
+
+    async def ping(self) -> None:
+        await self._run("ping", lambda conn: conn.execute("SELECT 1").fetchone(), write=False)
+
+    async def aclose(self) -> None:
+        self._bus.close()
+        async with self._lock:
+            conn, self._conn = self._conn, None
+            if conn is not None:
+                await anyio.to_thread.run_sync(conn.close)

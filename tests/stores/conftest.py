@@ -1,0 +1,130 @@
+"""Fixtures for the store tests: real backends only (a real Redis comes from the environment).
+
+Run through ``python tests/redis_server.py -- pytest ...`` (``make pytest`` does), which exports
+``ENGINE_TEST_REDIS_URL``. Without a reachable Redis the Redis tests fail, never skip: a green
+run must mean the Redis store was tested.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from redis.asyncio import Redis
+
+from stores import MemoryStore, RedisStore, SQLiteStore, Store, StoreUnavailable
+
+REDIS_URL_ENV = "ENGINE_TEST_REDIS_URL"
+
+Replica = Callable[[], Awaitable[Store]]
+"""Opens another store object on the same backend and data, as a second replica would."""
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # redis.asyncio needs asyncio
+
+
+def redis_url() -> str:
+    url = os.environ.get(REDIS_URL_ENV)
+    if not url:
+        pytest.fail(
+            f"{REDIS_URL_ENV} is not set, so the Redis store cannot be tested. Run the tests "
+            "through `python tests/redis_server.py -- pytest ...` (as `make pytest` does), "
+            f"or export {REDIS_URL_ENV}=redis://host:port/db.",
+            pytrace=False,
+        )
+    return url
+
+
+@pytest.fixture
+def redis_test_url() -> str:
+    """The URL of the test Redis; fails the test when none is configured."""
+    return redis_url()
+
+
+async def _delete_prefix(url: str, prefix: str) -> None:
+    client = Redis.from_url(url)
+    try:
+        keys = [key async for key in client.scan_iter(match=f"{prefix}:*", count=500)]
+        if keys:
+            await client.delete(*keys)
+    finally:
+        await client.aclose()
+
+
+@pytest.fixture
+async def redis_replicas() -> AsyncIterator[Callable[..., Awaitable[RedisStore]]]:
+    """Opens RedisStores sharing one fresh random prefix; closes them and deletes the keys."""
+    prefix = f"test-{uuid.uuid4().hex[:12]}"
+    opened: list[RedisStore] = []
+
+    async def open_replica(**options: Any) -> RedisStore:
+        url = redis_url()
+        store = RedisStore(url, prefix=prefix, **options)
+        try:
+            await store.ping()
+        except StoreUnavailable as exc:
+            problem = str(exc)
+        else:
+            opened.append(store)
+            return store
+        await store.aclose()
+        pytest.fail(
+            f"Redis at {url} does not answer: {problem} Start redis-server, or run the tests "
+            "through `python tests/redis_server.py -- pytest ...` (as `make pytest` does).",
+            pytrace=False,
+        )
+
+    try:
+        yield open_replica
+    finally:
+        for store in opened:
+            await store.aclose()
+        if opened:
+            await _delete_prefix(redis_url(), prefix)
+
+
+@pytest.fixture(params=["memory", "sqlite", pytest.param("redis", marks=pytest.mark.redis)])
+async def backend(
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    redis_replicas: Callable[..., Awaitable[RedisStore]],
+) -> AsyncIterator[tuple[Store, Replica]]:
+    """A store of each kind, and a way to open a second replica on the same data."""
+    kind: str = request.param
+    extra: list[Store] = []
+    if kind == "memory":
+        store: Store = MemoryStore()
+
+        async def replica() -> Store:
+            return store  # one process is all a memory store has
+
+    elif kind == "sqlite":
+        path = tmp_path / "engine.db"
+        store = SQLiteStore(path, poll_interval=0.05)
+
+        async def replica() -> Store:
+            extra.append(SQLiteStore(path, poll_interval=0.05))
+            return extra[-1]
+
+    else:
+        store = await redis_replicas()
+
+        async def replica() -> Store:
+            return await redis_replicas()
+
+    try:
+        yield store, replica
+    finally:
+        for opened in (store, *extra):
+            await opened.aclose()
+
+
+@pytest.fixture
+def store(backend: tuple[Store, Replica]) -> Store:
+    return backend[0]

@@ -1,0 +1,318 @@
+"""RedisStore beyond the shared contract: replicas, key layout, pool behaviour, and outages."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import socket
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+import pytest
+from redis.asyncio import Redis
+from redis.crc import key_slot
+
+from stores import Claim, ClaimResult, RedisStore, StoreUnavailable, open_store
+
+pytestmark = [pytest.mark.anyio, pytest.mark.redis]
+
+Replicas = Callable[..., Awaitable[RedisStore]]
+REDIS_SERVER = "/usr/bin/redis-server"
+
+
+async def test_bus_reaches_another_replica(redis_replicas: Replicas) -> None:
+    a, b = await redis_replicas(), await redis_replicas()
+    async with a.subscribe("cancel") as on_a, b.subscribe("cancel") as on_b:
+        await b.publish("cancel", b"call-1")
+        with anyio.fail_after(5):
+            assert await anext(on_a) == b"call-1"
+            assert await anext(on_b) == b"call-1"
+
+
+async def test_replicas_share_claims_and_journal(redis_replicas: Replicas) -> None:
+    a, b = await redis_replicas(), await redis_replicas()
+    assert (await a.claim("c1", 1, b"fp", ttl=30)).status is Claim.FRESH
+    assert (await b.claim("c1", 1, b"fp", ttl=30)).status is Claim.IN_PROGRESS
+    await a.append("c1", {"ts": 1.0, "target": "tool"}, ttl=30)
+    assert await b.events("c1") == [{"ts": 1.0, "target": "tool"}]
+    assert [c.call_id for c in await b.calls()] == ["c1"]
+
+
+async def test_every_key_of_a_call_shares_one_cluster_slot(
+    redis_replicas: Replicas, redis_test_url: str
+) -> None:
+    store = await redis_replicas()
+    call = "call/with:odd{chars"
+    await store.put_blob(call, "state", b"x", ttl=30)
+    await store.claim(call, 3, b"fp", ttl=30)
+    await store.append(call, {"ts": 1.0, "target": "tool"}, ttl=30)
+    client = Redis.from_url(redis_test_url)
+    try:
+        keys = [k.decode() async for k in client.scan_iter(match=f"{store.prefix}:*")]
+    finally:
+        await client.aclose()
+    call_keys = [k for k in keys if ":index:" not in k]
+    assert len(call_keys) == 4  # blob, round, journal, summary
+    assert {key_slot(k.encode()) for k in call_keys} == {key_slot(call.encode())}
+    index_keys = [k for k in keys if ":index:" in k]
+    assert len({key_slot(k.encode()) for k in index_keys}) == 1
+
+
+async def test_call_ids_cannot_escape_their_hash_tag(redis_replicas: Replicas) -> None:
+    store = await redis_replicas()
+    await store.put_blob("a}:blob:x", "y", b"first", ttl=30)
+    await store.put_blob("a", "x}:blob:y", b"second", ttl=30)
+    await store.put_blob("a%7D:blob:x", "y", b"third", ttl=30)
+    assert await store.get_blob("a}:blob:x", "y") == b"first"
+    assert await store.get_blob("a", "x}:blob:y") == b"second"
+    assert await store.get_blob("a%7D:blob:x", "y") == b"third"
+
+
+async def test_prefixes_keep_deployments_apart(
+    redis_replicas: Replicas, redis_test_url: str
+) -> None:
+    store = await redis_replicas()
+    other = RedisStore(redis_test_url, prefix=f"{store.prefix}-other")
+    try:
+        await store.put_blob("c1", "b", b"mine", ttl=30)
+        await store.append("c1", {"ts": 1.0}, ttl=30)
+        assert await other.get_blob("c1", "b") is None
+        assert await other.calls() == []
+    finally:
+        await other.aclose()
+
+
+async def test_a_burst_larger_than_the_pool_queues(redis_replicas: Replicas) -> None:
+    store = await redis_replicas(max_connections=4)
+    async with anyio.create_task_group() as tg:
+        for i in range(300):
+            tg.start_soon(store.put_blob, "c1", f"b{i}", b"x", 30.0)
+    assert await store.get_blob("c1", "b299") == b"x"
+
+
+async def test_expired_calls_leave_the_index(redis_replicas: Replicas, redis_test_url: str) -> None:
+    store = await redis_replicas(purge_interval=0)
+    await store.append("gone", {"ts": 1.0, "target": "tool"}, ttl=0.1)
+    await store.append("kept", {"ts": 2.0, "target": "tool"}, ttl=30)
+    await anyio.sleep(0.2)
+    assert [c.call_id for c in await store.calls(target="tool")] == ["kept"]
+    client = Redis.from_url(redis_test_url)
+    try:
+        index = [k.decode() async for k in client.scan_iter(match=f"{store.prefix}:index:*")]
+        for key in index:
+            members = await client.zrange(key, 0, -1) if "targets" not in key else []
+            assert b"gone" not in members, key
+        assert await client.hkeys(f"{store.prefix}:index:{{{store.prefix}}}:targets") == [b"kept"]
+    finally:
+        await client.aclose()
+
+
+async def test_a_client_passed_in_stays_open(redis_replicas: Replicas, redis_test_url: str) -> None:
+    client = Redis.from_url(redis_test_url)
+    prefix = (await redis_replicas()).prefix  # cleaned up by the fixture
+    store = RedisStore(client, prefix=prefix)
+    await store.put_blob("c1", "b", b"x", ttl=30)
+    await store.aclose()
+    try:
+        assert await client.exists(f"{prefix}:{{c1}}:blob:b") == 1
+    finally:
+        await client.aclose()
+
+
+# --- outages, against a private redis-server this test may kill ---
+
+
+def free_ports(count: int) -> list[int]:
+    """Distinct free ports: every socket stays bound until all are chosen."""
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for sock in socks:
+            sock.bind(("127.0.0.1", 0))
+        return [int(sock.getsockname()[1]) for sock in socks]
+
+
+class PrivateRedis:
+    """A redis-server child process on a fixed port that can be killed, paused and restarted."""
+
+    def __init__(self, workdir: Path, port: int, *options: str) -> None:
+        self.port = port
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self._workdir = workdir
+        self._options = options
+        self._process: anyio.abc.Process | None = None
+
+    async def start(self) -> None:
+        self._process = await anyio.open_process(
+            [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", str(self._workdir), *self._options],
+        )  # fmt: skip
+        with anyio.fail_after(10):
+            while True:
+                try:
+                    stream = await anyio.connect_tcp("127.0.0.1", self.port)
+                except OSError:
+                    await anyio.sleep(0.02)
+                    continue
+                await stream.aclose()
+                return
+
+    async def kill(self) -> None:
+        if self._process is not None:
+            with contextlib.suppress(ProcessLookupError):  # it may have died by itself
+                self._process.kill()
+            await self._process.wait()
+            await self._process.aclose()
+            self._process = None
+
+    def signal(self, sig: signal.Signals) -> None:
+        assert self._process is not None
+        self._process.send_signal(sig)
+
+
+@pytest.fixture
+async def private_redis(tmp_path: Path) -> AsyncIterator[PrivateRedis]:
+    if not Path(REDIS_SERVER).exists():
+        pytest.fail(f"{REDIS_SERVER} is missing: install redis-server to test outages")
+    server = PrivateRedis(tmp_path, free_ports(1)[0])
+    try:
+        await server.start()
+        yield server
+    finally:
+        await server.kill()
+
+
+async def _cluster(client: Redis, *args: str | int) -> Any:
+    return await client.execute_command("CLUSTER", *args)  # type: ignore[no-untyped-call]
+
+
+async def _cluster_ok(client: Redis) -> bool:
+    return b"cluster_state:ok" in await _cluster(client, "INFO")
+
+
+@pytest.fixture
+async def private_cluster(tmp_path: Path) -> AsyncIterator[str]:
+    """A three-primary Redis Cluster of our own; yields its ``redis+cluster://`` URL."""
+    if not Path(REDIS_SERVER).exists():
+        pytest.fail(f"{REDIS_SERVER} is missing: install redis-server to test Redis Cluster")
+    ports = free_ports(6)  # a client port and a cluster bus port per node
+    buses = ports[3:]
+    nodes = [
+        PrivateRedis(tmp_path, port, "--cluster-enabled", "yes", "--cluster-port", str(bus),
+                     "--cluster-config-file", f"nodes-{port}.conf")
+        for port, bus in zip(ports[:3], buses, strict=True)
+    ]  # fmt: skip
+    clients = [Redis(host="127.0.0.1", port=node.port) for node in nodes]
+    try:
+        slots = [(0, 5460), (5461, 10922), (10923, 16383)]
+        for node, client, (first, last) in zip(nodes, clients, slots, strict=True):
+            await node.start()
+            await _cluster(client, "ADDSLOTSRANGE", first, last)
+        for epoch, client in enumerate(clients, start=1):  # distinct epochs converge faster
+            await _cluster(client, "SET-CONFIG-EPOCH", epoch)
+        for node, bus in zip(nodes[1:], buses[1:], strict=True):
+            await _cluster(clients[0], "MEET", "127.0.0.1", node.port, bus)
+        with anyio.fail_after(10):
+            for client in clients:
+                while not await _cluster_ok(client):  # noqa: ASYNC110 - another process's state
+                    await anyio.sleep(0.05)
+        yield f"redis+cluster://127.0.0.1:{nodes[0].port}"
+    finally:
+        for client in clients:
+            await client.aclose()
+        for node in nodes:
+            await node.kill()
+
+
+async def _fails_fast(op: Awaitable[object], limit: float) -> None:
+    started = time.monotonic()
+    with pytest.raises(StoreUnavailable, match="can be retried"):
+        await op
+    assert time.monotonic() - started < limit
+
+
+async def test_outage_fails_fast_and_the_same_store_recovers(private_redis: PrivateRedis) -> None:
+    store = RedisStore(private_redis.url, prefix="outage", op_timeout=0.5)
+    try:
+        await store.put_blob("c1", "b", b"before", ttl=30)
+        assert (await store.claim("c1", 1, b"fp", ttl=30)).status is Claim.FRESH
+        async with store.subscribe("news") as news:
+            await private_redis.kill()
+            limit = 0.5 + 0.4
+            await _fails_fast(store.ping(), limit)
+            await _fails_fast(store.get_blob("c1", "b"), limit)
+            await _fails_fast(store.claim("c1", 2, b"fp", ttl=30), limit)
+            await _fails_fast(store.complete("c1", 1, b"fp", b"r", ttl=30), limit)
+            await _fails_fast(store.append("c1", {"ts": 1.0}, ttl=30), limit)
+            await _fails_fast(store.calls(), limit)
+            await _fails_fast(store.publish("news", b"lost"), limit)
+            await _fails_fast(store.wait_complete("c1", 1, b"fp", timeout=5), limit)
+
+            await private_redis.start()  # same port, empty dataset
+            await store.ping()
+            assert await store.get_blob("c1", "b") is None
+            await store.put_blob("c1", "b", b"after", ttl=30)
+            assert await store.get_blob("c1", "b") == b"after"
+            assert (await store.claim("c1", 1, b"fp", ttl=30)).status is Claim.FRESH  # scripts
+            await store.append("c1", {"ts": 2.0}, ttl=30)
+            assert await store.events("c1") == [{"ts": 2.0}]
+
+            # The subscription reconnects by itself; messages sent meanwhile are lost.
+            async with anyio.create_task_group() as tg:
+
+                async def keep_publishing() -> None:
+                    while True:
+                        await store.publish("news", b"back")
+                        await anyio.sleep(0.05)
+
+                tg.start_soon(keep_publishing)
+                with anyio.fail_after(5):
+                    assert await anext(news) == b"back"
+                tg.cancel_scope.cancel()
+    finally:
+        await store.aclose()
+
+
+async def test_a_stalled_server_times_out_within_the_op_timeout(
+    private_redis: PrivateRedis,
+) -> None:
+    store = RedisStore(private_redis.url, prefix="stall", op_timeout=0.5)
+    try:
+        await store.put_blob("c1", "b", b"x", ttl=30)
+        private_redis.signal(signal.SIGSTOP)
+        try:
+            started = time.monotonic()
+            with pytest.raises(StoreUnavailable, match="get_blob"):
+                await store.get_blob("c1", "b")
+            assert 0.4 < time.monotonic() - started < 1.2
+        finally:
+            private_redis.signal(signal.SIGCONT)
+        assert await store.get_blob("c1", "b") == b"x"
+    finally:
+        await store.aclose()
+
+
+async def test_redis_cluster(private_cluster: str) -> None:
+    store = open_store(f"{private_cluster}?prefix=cl")
+    try:
+        assert isinstance(store, RedisStore)
+        calls = [f"call-{i}" for i in range(12)]  # spread over the three primaries
+        for i, call in enumerate(calls):
+            assert (await store.claim(call, 1, b"fp", ttl=30)).status is Claim.FRESH
+            await store.complete(call, 1, b"fp", b"r%d" % i, ttl=30)
+            await store.put_blob(call, "state", b"s%d" % i, ttl=30)
+            await store.append(call, {"ts": float(i), "target": f"t{i % 3}"}, ttl=30)
+        assert await store.claim(calls[5], 1, b"fp", ttl=30) == ClaimResult(Claim.DUPLICATE, b"r5")
+        assert await store.get_blob(calls[7], "state") == b"s7"
+        assert await store.events(calls[2]) == [{"ts": 2.0, "target": "t2"}]
+        listed = await store.calls(target="t1", limit=3)
+        assert [c.call_id for c in listed] == ["call-10", "call-7", "call-4"]
+        async with store.subscribe("news") as news:
+            await store.publish("news", b"to every node")
+            with anyio.fail_after(5):
+                assert await anext(news) == b"to every node"
+    finally:
+        await store.aclose()

@@ -1,0 +1,309 @@
+"""The `Store` contract, run against every implementation on its real backend."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+import pytest
+
+from stores import CallSummary, Claim, ClaimResult, Store
+
+pytestmark = pytest.mark.anyio
+
+FP = b"\x00fingerprint-a\xff"
+OTHER_FP = b"fingerprint-b"
+RESPONSE = b'{"result": 1}\x00\xff binary-safe'
+
+Replica = Callable[[], Awaitable[Store]]
+
+
+# --- blobs ---
+
+
+async def test_blob_round_trip_and_overwrite(store: Store) -> None:
+    assert await store.get_blob("c1", "state") is None
+    await store.put_blob("c1", "state", b"\x00\x01 first", ttl=30)
+    await store.put_blob("c1", "other", b"other", ttl=30)
+    assert await store.get_blob("c1", "state") == b"\x00\x01 first"
+    await store.put_blob("c1", "state", b"second", ttl=30)
+    assert await store.get_blob("c1", "state") == b"second"
+    assert await store.get_blob("c2", "state") is None
+
+
+async def test_blob_expires_after_ttl(store: Store) -> None:
+    await store.put_blob("c1", "state", b"short-lived", ttl=0.2)
+    assert await store.get_blob("c1", "state") == b"short-lived"
+    await anyio.sleep(0.35)
+    assert await store.get_blob("c1", "state") is None
+
+
+async def test_large_blob(store: Store) -> None:
+    data = bytes(range(256)) * 8192  # 2 MiB
+    await store.put_blob("c1", "big", data, ttl=30)
+    assert await store.get_blob("c1", "big") == data
+
+
+# --- claims ---
+
+
+async def test_claim_state_machine(store: Store) -> None:
+    assert await store.claim("c1", 1, FP, ttl=30) == ClaimResult(Claim.FRESH)
+    assert await store.claim("c1", 1, FP, ttl=30) == ClaimResult(Claim.IN_PROGRESS)
+    assert await store.claim("c1", 1, OTHER_FP, ttl=30) == ClaimResult(Claim.CONFLICT)
+    assert await store.claim("c1", 2, OTHER_FP, ttl=30) == ClaimResult(Claim.FRESH)
+    assert await store.claim("c2", 1, OTHER_FP, ttl=30) == ClaimResult(Claim.FRESH)
+
+    await store.complete("c1", 1, FP, RESPONSE, ttl=30)
+    assert await store.claim("c1", 1, FP, ttl=30) == ClaimResult(Claim.DUPLICATE, RESPONSE)
+    assert await store.claim("c1", 1, OTHER_FP, ttl=30) == ClaimResult(Claim.CONFLICT)
+
+
+async def test_empty_response_is_a_response(store: Store) -> None:
+    await store.claim("c1", 0, FP, ttl=30)
+    await store.complete("c1", 0, FP, b"", ttl=30)
+    assert await store.claim("c1", 0, FP, ttl=30) == ClaimResult(Claim.DUPLICATE, b"")
+
+
+async def test_complete_only_by_the_holder_and_first_response_wins(store: Store) -> None:
+    await store.claim("c1", 1, FP, ttl=30)
+    await store.complete("c1", 1, OTHER_FP, b"intruder", ttl=30)
+    assert await store.claim("c1", 1, FP, ttl=30) == ClaimResult(Claim.IN_PROGRESS)
+    await store.complete("c1", 1, FP, b"first", ttl=30)
+    await store.complete("c1", 1, FP, b"second", ttl=30)
+    assert await store.claim("c1", 1, FP, ttl=30) == ClaimResult(Claim.DUPLICATE, b"first")
+
+
+async def test_complete_after_the_claim_expired_still_records(store: Store) -> None:
+    await store.claim("c1", 1, FP, ttl=0.1)
+    await anyio.sleep(0.2)
+    await store.complete("c1", 1, FP, RESPONSE, ttl=30)
+    assert await store.claim("c1", 1, FP, ttl=30) == ClaimResult(Claim.DUPLICATE, RESPONSE)
+
+
+async def test_release_lets_a_retry_run(store: Store) -> None:
+    await store.claim("c1", 1, FP, ttl=30)
+    await store.release("c1", 1, OTHER_FP)  # not ours: ignored
+    assert await store.claim("c1", 1, FP, ttl=30) == ClaimResult(Claim.IN_PROGRESS)
+    await store.release("c1", 1, FP)
+    assert await store.claim("c1", 1, OTHER_FP, ttl=30) == ClaimResult(Claim.FRESH)
+
+
+async def test_release_never_drops_a_completed_round(store: Store) -> None:
+    await store.claim("c1", 1, FP, ttl=30)
+    await store.complete("c1", 1, FP, RESPONSE, ttl=30)
+    await store.release("c1", 1, FP)
+    assert await store.claim("c1", 1, FP, ttl=30) == ClaimResult(Claim.DUPLICATE, RESPONSE)
+
+
+async def test_claim_expires_after_ttl(store: Store) -> None:
+    await store.claim("c1", 1, FP, ttl=0.2)
+    await anyio.sleep(0.35)
+    assert await store.claim("c1", 1, OTHER_FP, ttl=30) == ClaimResult(Claim.FRESH)
+
+
+async def test_completed_response_expires_after_its_ttl(store: Store) -> None:
+    await store.claim("c1", 1, FP, ttl=30)
+    await store.complete("c1", 1, FP, RESPONSE, ttl=0.2)
+    await anyio.sleep(0.35)
+    assert await store.claim("c1", 1, FP, ttl=30) == ClaimResult(Claim.FRESH)
+
+
+async def test_200_concurrent_claims_make_exactly_one_fresh(store: Store) -> None:
+    results: list[Claim] = []
+
+    async def attempt() -> None:
+        results.append((await store.claim("hot", 7, FP, ttl=30)).status)
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(200):
+            tg.start_soon(attempt)
+    assert results.count(Claim.FRESH) == 1
+    assert results.count(Claim.IN_PROGRESS) == 199
+
+
+# --- waiting for a concurrent attempt ---
+
+
+async def test_wait_complete_returns_the_concurrent_response(store: Store) -> None:
+    await store.claim("c1", 1, FP, ttl=30)
+
+    async def completer() -> None:
+        await anyio.sleep(0.2)
+        await store.complete("c1", 1, FP, RESPONSE, ttl=30)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(completer)
+        started = time.monotonic()
+        assert await store.wait_complete("c1", 1, FP, timeout=5) == RESPONSE
+        assert time.monotonic() - started < 2
+
+
+async def test_wait_complete_on_another_replica(backend: tuple[Store, Replica]) -> None:
+    store, open_replica = backend
+    other = await open_replica()
+    assert (await store.claim("c1", 1, FP, ttl=30)).status is Claim.FRESH
+    assert (await other.claim("c1", 1, FP, ttl=30)).status is Claim.IN_PROGRESS
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(store.complete, "c1", 1, FP, RESPONSE, 30.0)
+        assert await other.wait_complete("c1", 1, FP, timeout=5) == RESPONSE
+    assert await other.claim("c1", 1, FP, ttl=30) == ClaimResult(Claim.DUPLICATE, RESPONSE)
+
+
+async def test_wait_complete_ends_with_none_on_release(store: Store) -> None:
+    await store.claim("c1", 1, FP, ttl=30)
+
+    async def releaser() -> None:
+        await anyio.sleep(0.1)
+        await store.release("c1", 1, FP)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(releaser)
+        started = time.monotonic()
+        assert await store.wait_complete("c1", 1, FP, timeout=5) is None
+        assert time.monotonic() - started < 2
+
+
+async def test_wait_complete_times_out_with_none(store: Store) -> None:
+    await store.claim("c1", 1, FP, ttl=30)
+    started = time.monotonic()
+    assert await store.wait_complete("c1", 1, FP, timeout=0.3) is None
+    assert 0.25 < time.monotonic() - started < 1.5
+
+
+async def test_wait_complete_without_a_matching_claim_returns_at_once(store: Store) -> None:
+    started = time.monotonic()
+    assert await store.wait_complete("nobody", 1, FP, timeout=5) is None
+    await store.claim("c1", 1, OTHER_FP, ttl=30)
+    assert await store.wait_complete("c1", 1, FP, timeout=5) is None
+    await store.complete("c1", 1, OTHER_FP, RESPONSE, ttl=30)
+    assert await store.wait_complete("c1", 1, OTHER_FP, timeout=5) == RESPONSE
+    assert time.monotonic() - started < 1
+
+
+# --- journal ---
+
+
+async def test_journal_keeps_append_order_and_content(store: Store) -> None:
+    events: list[dict[str, Any]] = [
+        {"ts": 1000.0 + i, "kind": "step", "n": i, "blob": bytes([i]), "nested": {"a": [i, None]}}
+        for i in range(25)
+    ]
+    for event in events:
+        await store.append("c1", event, ttl=30)
+    assert await store.events("c1") == events
+    assert await store.events("unknown") == []
+
+
+async def test_journal_stores_events_as_given(store: Store) -> None:
+    await store.append("c1", {"no": "index keys"}, ttl=30)
+    await store.append("c1", {"ts": "not a number", "target": 3}, ttl=30)
+    assert await store.events("c1") == [{"no": "index keys"}, {"ts": "not a number", "target": 3}]
+    [summary] = await store.calls()
+    assert summary.events == 2 and summary.target is None
+
+
+async def test_listing_newest_first_with_summary(store: Store) -> None:
+    await store.append("old", {"ts": 100.0, "target": "search", "kind": "start"}, ttl=30)
+    await store.append("mid", {"ts": 200.0, "target": "fetch", "kind": "start"}, ttl=30)
+    await store.append("new", {"ts": 300.0, "target": "search", "kind": "start"}, ttl=30)
+    await store.append("old", {"ts": 400.0, "kind": "done", "target": "ignored"}, ttl=30)
+    await store.append("old", {"ts": 410.0, "note": "no kind"}, ttl=30)
+
+    assert await store.calls() == [
+        CallSummary("old", "search", 100.0, 410.0, 3, last_kind="done"),
+        CallSummary("new", "search", 300.0, 300.0, 1, last_kind="start"),
+        CallSummary("mid", "fetch", 200.0, 200.0, 1, last_kind="start"),
+    ]
+    assert [c.call_id for c in await store.calls(limit=2)] == ["old", "new"]
+    assert [c.call_id for c in await store.calls(target="search")] == ["old", "new"]
+    assert [c.call_id for c in await store.calls(target="search", limit=1)] == ["old"]
+    assert [c.call_id for c in await store.calls(target="nothing")] == []
+    assert [c.call_id for c in await store.calls(since=250.0)] == ["old", "new"]
+    assert [c.call_id for c in await store.calls(since=300.0, target="fetch")] == []
+
+
+async def test_listing_pages_past_the_limit(store: Store) -> None:
+    for i in range(40):
+        target = "rare" if i % 10 == 0 else "common"
+        await store.append(f"call-{i:02}", {"ts": float(i), "target": target}, ttl=30)
+    rare = await store.calls(target="rare", limit=3)
+    assert [c.call_id for c in rare] == ["call-30", "call-20", "call-10"]
+    everything = await store.calls(limit=100)
+    assert len(everything) == 40 and everything[0].call_id == "call-39"
+
+
+async def test_event_without_ts_counts_as_now(store: Store) -> None:
+    before = time.time()
+    await store.append("c1", {"kind": "start"}, ttl=30)
+    [summary] = await store.calls(since=before - 1)
+    assert before - 1 <= summary.first_ts <= time.time() + 1
+
+
+async def test_journal_expires_after_ttl(store: Store) -> None:
+    await store.append("gone", {"ts": 1.0}, ttl=0.2)
+    await store.append("kept", {"ts": 2.0}, ttl=30)
+    await anyio.sleep(0.35)
+    assert await store.events("gone") == []
+    assert [c.call_id for c in await store.calls()] == ["kept"]
+    await store.append("gone", {"ts": 3.0, "target": "again"}, ttl=30)  # starts afresh
+    assert await store.events("gone") == [{"ts": 3.0, "target": "again"}]
+    assert (await store.calls())[0] == CallSummary("gone", "again", 3.0, 3.0, 1)
+
+
+# --- bus ---
+
+
+async def test_bus_delivers_messages_published_after_subscribing(store: Store) -> None:
+    await store.publish("news", b"before anyone listens")
+    async with store.subscribe("news") as first, store.subscribe("news") as second:
+        await store.publish("other", b"elsewhere")
+        for n in range(3):
+            await store.publish("news", b"msg-%d" % n)
+        with anyio.fail_after(5):
+            assert [await anext(first) for _ in range(3)] == [b"msg-0", b"msg-1", b"msg-2"]
+            assert [await anext(second) for _ in range(3)] == [b"msg-0", b"msg-1", b"msg-2"]
+
+
+async def test_subscription_ends_when_the_store_closes(store: Store) -> None:
+    received: list[bytes] = []
+    first = anyio.Event()
+    async with store.subscribe("news") as messages:
+
+        async def consume() -> None:
+            async for message in messages:
+                received.append(message)
+                first.set()
+
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(consume)
+                await store.publish("news", b"last")
+                await first.wait()
+                await store.aclose()  # ends the iteration, so the task group can finish
+    assert received == [b"last"]
+
+
+# --- arguments and lifecycle ---
+
+
+async def test_bad_arguments_are_refused_with_a_reason(store: Store) -> None:
+    with pytest.raises(ValueError, match="ttl must be a positive"):
+        await store.put_blob("c1", "b", b"x", ttl=0)
+    with pytest.raises(ValueError, match="call_id must be a non-empty"):
+        await store.claim("", 1, FP, ttl=30)
+    with pytest.raises(ValueError, match="round_no"):
+        await store.claim("c1", -1, FP, ttl=30)
+    with pytest.raises(TypeError, match="not msgpack-serialisable"):
+        await store.append("c1", {"obj": object()}, ttl=30)
+    with pytest.raises(ValueError, match="limit"):
+        await store.calls(limit=0)
+
+
+async def test_ping_and_use_after_close(store: Store) -> None:
+    await store.ping()
+    await store.aclose()
+    with pytest.raises(RuntimeError, match="closed"):
+        await store.get_blob("c1", "b")

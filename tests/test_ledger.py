@@ -1,0 +1,245 @@
+"""With a store: state by reference, single-use rounds, one body run per call, the journal."""
+
+import os
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+import anyio
+import pytest
+
+from engine import Context, MCPServer, Resolve, Sample
+from engine.testing import Client, ProtocolError
+from engine.types import CreateMessageResult, SamplingMessage, TextContent
+from stores import MemoryStore, Store
+from tests.conftest import KEY
+
+pytestmark = pytest.mark.anyio
+
+BIG = "x" * 1_000_000
+YES = {"action": "accept", "content": {"confirm": True}}
+
+
+def ask_model() -> Sample:
+    return Sample(
+        [SamplingMessage(role="user", content=TextContent(text="Write a lot"))], max_tokens=10
+    )
+
+
+def essay_server(store: Store | str | None, counter: list[int]) -> MCPServer:
+    from pydantic import BaseModel
+
+    class Ok(BaseModel):
+        ok: bool
+
+    mcp = MCPServer("Essays", keys=[KEY], store=store)
+
+    async def confirm(essay: Annotated[CreateMessageResult, Resolve(ask_model)], ctx: Context):
+        from engine import Elicit
+
+        return Elicit(f"Publish {len(essay.content.text)} characters?", Ok)  # type: ignore[union-attr]
+
+    @mcp.tool()
+    async def publish(
+        essay: Annotated[CreateMessageResult, Resolve(ask_model)],
+        ok: Annotated[Ok, Resolve(confirm)],
+    ) -> str:
+        counter.append(1)
+        return f"published {len(essay.content.text)} characters"  # type: ignore[union-attr]
+
+    return mcp
+
+
+def big_answer(params: dict[str, Any]) -> dict[str, Any]:
+    return {"role": "assistant", "content": {"type": "text", "text": BIG}, "model": "m"}
+
+
+async def test_a_large_answer_goes_by_reference_and_the_token_stays_small() -> None:
+    store = MemoryStore()
+    counter: list[int] = []
+    a, b = essay_server(store, counter), essay_server(store, counter)
+    async with Client(
+        a,
+        b,
+        sampling=big_answer,
+        elicitation=lambda p: {"action": "accept", "content": {"ok": True}},
+    ) as client:
+        result = await client.call_tool("publish", {})
+    assert result.text == "published 1000000 characters"
+    assert len(result.rounds) == 3
+    assert len(result.rounds[1]["requestState"]) <= 300
+    assert result.servers == ["0", "1", "0"]
+
+
+async def test_without_a_store_a_large_state_is_refused_clearly() -> None:
+    ok = {"action": "accept", "content": {"ok": True}}
+    async with Client(
+        essay_server(None, []), sampling=big_answer, elicitation=lambda p: ok
+    ) as client:
+        result = await client.call_tool("publish", {})
+    assert result.is_error
+    assert "over the inline limit" in result.text
+    assert "Configure a store" in result.text
+
+
+def order_server(store: Store | str, counter: list[int]) -> MCPServer:
+    from examples.bookshop import build
+
+    mcp = build(keys=[KEY], store=store)
+    original = mcp.tools["order_book"].signature.fn
+
+    async def counting(**kwargs: Any) -> str:
+        counter.append(1)
+        return await original(**kwargs)
+
+    mcp.tools["order_book"].signature.fn = counting
+    return mcp
+
+
+async def first_round(client: Client) -> dict[str, Any]:
+    return await client.send(
+        "tools/call", {"name": "order_book", "arguments": {"title": "Neuromancer"}}
+    )
+
+
+def retry(state: str, answer: dict[str, Any] = YES) -> dict[str, Any]:
+    return {
+        "name": "order_book",
+        "arguments": {"title": "Neuromancer"},
+        "inputResponses": {"confirm_backorder": answer},
+        "requestState": state,
+    }
+
+
+async def test_a_duplicate_final_round_gets_the_same_bytes_and_the_body_runs_once() -> None:
+    counter: list[int] = []
+    store = MemoryStore()
+    a, b = order_server(store, counter), order_server(store, counter)
+    async with Client(a, b, elicitation=lambda p: YES) as client:
+        state = (await first_round(client))["requestState"]
+        first = await client.send("tools/call", retry(state))
+        second = await client.send("tools/call", retry(state))
+    assert first == second
+    assert first["content"][0]["text"] == "Backordered 'Neuromancer'; it ships in 2-3 weeks."
+    assert counter == [1]
+
+
+async def test_different_answers_for_a_used_round_are_refused() -> None:
+    counter: list[int] = []
+    mcp = order_server(MemoryStore(), counter)
+    async with Client(mcp, elicitation=lambda p: YES) as client:
+        state = (await first_round(client))["requestState"]
+        await client.send("tools/call", retry(state))
+        with pytest.raises(ProtocolError) as caught:
+            no = {"action": "accept", "content": {"confirm": False}}
+            await client.send("tools/call", retry(state, no))
+    assert caught.value.message == "Invalid or expired requestState"
+    assert counter == [1]
+
+
+async def test_concurrent_duplicates_run_the_body_once() -> None:
+    counter: list[int] = []
+    store = MemoryStore()
+    servers = [order_server(store, counter) for _ in range(2)]
+    original = servers[0].tools["order_book"].signature.fn
+
+    async def slow(**kwargs: Any) -> str:
+        await anyio.sleep(0.05)
+        return await original(**kwargs)
+
+    servers[0].tools["order_book"].signature.fn = slow
+    servers[1].tools["order_book"].signature.fn = slow
+    results: list[dict[str, Any]] = []
+    async with Client(*servers, elicitation=lambda p: YES) as client:
+        state = (await first_round(client))["requestState"]
+
+        async def attempt() -> None:
+            results.append(await client.send("tools/call", retry(state)))
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(20):
+                tg.start_soon(attempt)
+    finals = [r for r in results if r["resultType"] == "complete"]
+    assert counter == [1]
+    assert len({str(r) for r in finals}) == 1
+    assert len(finals) == 20
+
+
+async def test_every_round_is_journaled() -> None:
+    store = MemoryStore()
+    mcp = order_server(store, [])
+    async with Client(mcp, elicitation=lambda p: YES) as client:
+        result = await client.call_tool("order_book", {"title": "Neuromancer"})
+    [summary] = await store.calls()
+    events = await store.events(summary.call_id)
+    assert summary.target == "order_book"
+    assert [e["kind"] for e in events] == ["input_required", "complete"]
+    assert events[0]["questions"]["confirm_backorder"]["method"] == "elicitation/create"
+    assert events[1]["answers"] == {"confirm_backorder": YES}
+    assert events[1]["round"] == 2
+    assert events[0]["arguments"] is None
+    assert events[0]["code"] == events[1]["code"]
+    assert result.text in events[1]["response"].decode()
+
+
+async def test_notifications_cross_replicas_through_the_store() -> None:
+    store = MemoryStore()
+    a, b = MCPServer("Bus", keys=[KEY], store=store), MCPServer("Bus", keys=[KEY], store=store)
+    heard: list[str] = []
+    arrived = anyio.Event()
+
+    async def listener(method: str, params: dict[str, Any]) -> None:
+        heard.append(method)
+        arrived.set()
+
+    b.add_listener(listener)
+    async with a.running(), b.running():
+        await a.notify_list_changed("tools")
+        with anyio.fail_after(2):
+            await arrived.wait()
+    assert heard == ["notifications/tools/list_changed"]
+
+
+REDIS = os.environ.get("ENGINE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
+@pytest.fixture
+async def redis_url() -> AsyncIterator[str]:
+    """A Redis store URL with a private key prefix, whose keys are dropped afterwards."""
+    import redis.asyncio
+
+    prefix = f"engine-test-{os.urandom(4).hex()}"
+    yield f"{REDIS}?prefix={prefix}"
+    client = redis.asyncio.Redis.from_url(REDIS)
+    async for key in client.scan_iter(match=f"{prefix}:*"):
+        await client.delete(key)
+    await client.aclose()
+
+
+async def test_a_thousand_duplicate_final_rounds_over_two_replicas_with_redis(
+    redis_url: str,
+) -> None:
+    counter: list[int] = []
+    a, b = order_server(redis_url, counter), order_server(redis_url, counter)
+    bodies: list[bytes] = []
+    async with Client(a, b, elicitation=lambda p: YES) as client:
+        state = (await first_round(client))["requestState"]
+        limiter = anyio.CapacityLimiter(50)
+
+        async def attempt(index: int) -> None:
+            async with limiter:
+                for _ in range(50):
+                    try:
+                        result = await client.send("tools/call", retry(state), server=index % 2)
+                    except ProtocolError:
+                        raise
+                    if result["resultType"] == "complete":
+                        bodies.append(str(result).encode())
+                        return
+                    await anyio.sleep(0.01)
+
+        async with anyio.create_task_group() as tg:
+            for index in range(1000):
+                tg.start_soon(attempt, index)
+    assert counter == [1]
+    assert len(bodies) == 1000
+    assert len(set(bodies)) == 1
