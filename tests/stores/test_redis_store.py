@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import signal
-import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -17,11 +15,11 @@ from redis.asyncio import Redis
 from redis.crc import key_slot
 
 from stores import Claim, ClaimResult, RedisStore, StoreUnavailable, open_store
+from tests.private_redis import REDIS_SERVER, PrivateRedis, free_ports
 
 pytestmark = [pytest.mark.anyio, pytest.mark.redis]
 
 Replicas = Callable[..., Awaitable[RedisStore]]
-REDIS_SERVER = "/usr/bin/redis-server"
 
 
 async def test_bus_reaches_another_replica(redis_replicas: Replicas) -> None:
@@ -126,57 +124,10 @@ async def test_a_client_passed_in_stays_open(redis_replicas: Replicas, redis_tes
 # --- outages, against a private redis-server this test may kill ---
 
 
-def free_ports(count: int) -> list[int]:
-    """Distinct free ports: every socket stays bound until all are chosen."""
-    with contextlib.ExitStack() as stack:
-        socks = [stack.enter_context(socket.socket()) for _ in range(count)]
-        for sock in socks:
-            sock.bind(("127.0.0.1", 0))
-        return [int(sock.getsockname()[1]) for sock in socks]
-
-
-class PrivateRedis:
-    """A redis-server child process on a fixed port that can be killed, paused and restarted."""
-
-    def __init__(self, workdir: Path, port: int, *options: str) -> None:
-        self.port = port
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self._workdir = workdir
-        self._options = options
-        self._process: anyio.abc.Process | None = None
-
-    async def start(self) -> None:
-        self._process = await anyio.open_process(
-            [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", str(self._workdir), *self._options],
-        )  # fmt: skip
-        with anyio.fail_after(10):
-            while True:
-                try:
-                    stream = await anyio.connect_tcp("127.0.0.1", self.port)
-                except OSError:
-                    await anyio.sleep(0.02)
-                    continue
-                await stream.aclose()
-                return
-
-    async def kill(self) -> None:
-        if self._process is not None:
-            with contextlib.suppress(ProcessLookupError):  # it may have died by itself
-                self._process.kill()
-            await self._process.wait()
-            await self._process.aclose()
-            self._process = None
-
-    def signal(self, sig: signal.Signals) -> None:
-        assert self._process is not None
-        self._process.send_signal(sig)
-
-
 @pytest.fixture
 async def private_redis(tmp_path: Path) -> AsyncIterator[PrivateRedis]:
-    if not Path(REDIS_SERVER).exists():
-        pytest.fail(f"{REDIS_SERVER} is missing: install redis-server to test outages")
+    if REDIS_SERVER is None:
+        pytest.fail("redis-server is not installed: install it to test outages")
     server = PrivateRedis(tmp_path, free_ports(1)[0])
     try:
         await server.start()
@@ -196,8 +147,8 @@ async def _cluster_ok(client: Redis) -> bool:
 @pytest.fixture
 async def private_cluster(tmp_path: Path) -> AsyncIterator[str]:
     """A three-primary Redis Cluster of our own; yields its ``redis+cluster://`` URL."""
-    if not Path(REDIS_SERVER).exists():
-        pytest.fail(f"{REDIS_SERVER} is missing: install redis-server to test Redis Cluster")
+    if REDIS_SERVER is None:
+        pytest.fail("redis-server is not installed: install it to test Redis Cluster")
     ports = free_ports(6)  # a client port and a cluster bus port per node
     buses = ports[3:]
     nodes = [
