@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import logging
+import os
 import secrets
 import sys
 from pathlib import Path
@@ -47,13 +48,29 @@ def load_server(target: str) -> MCPServer:
     )
 
 
-def _serve(args: argparse.Namespace) -> int:
-    import os
+DEFAULT_STORE = "sqlite:///.engine/calls.sqlite3"
 
+
+def store_url(given: str | None) -> str | None:
+    """``--store``, else ``ENGINE_STORE``, else the embedded default; ``none`` disables."""
+    url = given or os.environ.get("ENGINE_STORE") or DEFAULT_STORE
+    if url.lower() == "none":
+        return None
+    if url.startswith("sqlite:///"):
+        Path(url[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
+    return url
+
+
+def _serve(args: argparse.Namespace) -> int:
     if args.keys:
         os.environ["ENGINE_KEYS"] = args.keys
     if args.replica:
         os.environ["ENGINE_REPLICA_ID"] = args.replica
+    store = store_url(args.store)
+    if store is None:
+        os.environ.pop("ENGINE_STORE", None)
+    else:
+        os.environ["ENGINE_STORE"] = store
     server = load_server(args.target)
     if args.stdio:
         server.run("stdio")
@@ -78,6 +95,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--stdio", action="store_true", help="serve on stdin/stdout instead")
     serve.add_argument("--keys", help="comma-separated requestState secrets (or ENGINE_KEYS)")
     serve.add_argument("--replica", help="this replica's id, shown in responses")
+    serve.add_argument(
+        "--store",
+        help=f"store URL (or ENGINE_STORE; default {DEFAULT_STORE}; 'none' for no store)",
+    )
     serve.set_defaults(func=_serve)
 
     keygen = commands.add_parser("keygen", help="print a new requestState secret")

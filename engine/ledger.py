@@ -12,6 +12,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +24,9 @@ from engine.errors import INTERNAL_ERROR, InvalidRequestState, MCPError
 from stores import Claim, Store, StoreUnavailable
 
 log = logging.getLogger("engine.ledger")
+
+Deferred = tuple[Callable[[], Awaitable[None]], str, float]
+"""A store write to retry: the write, what it is (for the log), until when (monotonic)."""
 
 
 def store_error(exc: StoreUnavailable) -> MCPError:
@@ -65,6 +70,7 @@ class Ledger:
         self.ttl = ttl
         self.wait_duplicates = wait_duplicates
         self.journal_ttl = journal_ttl
+        self._deferred, self._pending = anyio.create_memory_object_stream[Deferred](10_000)
 
     async def admit(self, call_id: str, round_no: int, fingerprint: bytes) -> Admission:
         try:
@@ -87,18 +93,53 @@ class Ledger:
     async def settle(
         self, call_id: str, round_no: int, fingerprint: bytes, response: bytes
     ) -> None:
-        try:
+        """Keep the round's response for duplicates.
+
+        The body has run by now, so the response is delivered even when the store is down;
+        keeping it is then retried in the background until the store is back (for one TTL).
+        """
+
+        async def write() -> None:
             await self.store.complete(call_id, round_no, fingerprint, response, self.ttl)
-        except StoreUnavailable as exc:
-            raise store_error(exc) from None
+
+        await self._write_or_defer(write, f"the response of round {round_no} of call {call_id}")
 
     async def abandon(self, call_id: str, round_no: int, fingerprint: bytes) -> None:
         """Give the round back after a failure that produced no response to keep."""
-        with anyio.CancelScope(shield=True), anyio.move_on_after(2):
+
+        async def write() -> None:
+            await self.store.release(call_id, round_no, fingerprint)
+
+        with anyio.CancelScope(shield=True):
+            await self._write_or_defer(write, f"the release of round {round_no} of call {call_id}")
+
+    async def _write_or_defer(self, write: Callable[[], Awaitable[None]], what: str) -> None:
+        try:
+            await write()
+        except StoreUnavailable as exc:
+            log.warning("store unavailable, will retry writing %s: %s", what, exc)
             try:
-                await self.store.release(call_id, round_no, fingerprint)
-            except StoreUnavailable as exc:
-                log.warning("could not release round %s of call %s: %s", round_no, call_id, exc)
+                self._deferred.send_nowait((write, what, time.monotonic() + self.ttl))
+            except anyio.WouldBlock:
+                log.error("too many deferred store writes; %s is lost", what)
+
+    async def run_deferred(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
+        """Retry the writes that failed while the store was down, oldest first."""
+        task_status.started()
+        async for write, what, deadline in self._pending:
+            delay = 0.2
+            while True:
+                try:
+                    await write()
+                except StoreUnavailable:
+                    if time.monotonic() + delay > deadline:
+                        log.error("gave up writing %s: the store stayed unavailable", what)
+                        break
+                    await anyio.sleep(delay)
+                    delay = min(delay * 2, 5.0)
+                else:
+                    log.info("wrote %s once the store was back", what)
+                    break
 
     async def spill(self, call_id: str, state: bytes) -> StateRef:
         blob_id = os.urandom(9).hex()

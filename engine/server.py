@@ -444,6 +444,8 @@ class MCPServer:
                 tg = await stack.enter_async_context(anyio.create_task_group())
                 stack.callback(tg.cancel_scope.cancel)
                 await tg.start(self._relay)
+                if self.ledger is not None:
+                    await tg.start(self.ledger.run_deferred)
             yield self
 
     async def _relay(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:

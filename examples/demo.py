@@ -10,10 +10,12 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -29,8 +31,8 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_replica(name: str, port: int, key: str) -> subprocess.Popen[bytes]:
-    env = dict(os.environ, ENGINE_KEYS=key, PYTHONPATH=str(ROOT))
+def start_replica(name: str, port: int, key: str, store: str) -> subprocess.Popen[bytes]:
+    env = dict(os.environ, ENGINE_KEYS=key, ENGINE_STORE=store, PYTHONPATH=str(ROOT))
     return subprocess.Popen(
         [
             sys.executable,
@@ -89,13 +91,15 @@ def show(title: str, payload: Any) -> None:
 
 def main(once: bool) -> int:
     key = secrets.token_hex(32)
+    workdir = tempfile.mkdtemp(prefix="engine-demo-")
+    store = f"sqlite:///{workdir}/calls.sqlite3"
     ports = {"A": free_port(), "B": free_port()}
-    replicas = [start_replica(name, port, key) for name, port in ports.items()]
+    replicas = [start_replica(name, port, key, store) for name, port in ports.items()]
     try:
         for port in ports.values():
             wait_listening(port)
         urls = [f"http://127.0.0.1:{port}/mcp" for port in ports.values()]
-        print("Two replicas of the bookshop share one key:")
+        print("Two replicas of the bookshop share one key and one embedded store (SQLite):")
         for name, url in zip(ports, urls, strict=True):
             print(f"  replica {name}: {url}")
         print("\nOrdering 'Neuromancer', which is out of stock: the server has to ask.")
@@ -129,6 +133,7 @@ def main(once: bool) -> int:
             replica.terminate()
         for replica in replicas:
             replica.wait(timeout=10)
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":

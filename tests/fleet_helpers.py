@@ -98,6 +98,7 @@ def _spawn_engine(target: str, replica: str, keys: str, log_dir: Path) -> Engine
     for name in ("ENGINE_KEYS", "ENGINE_REPLICA_ID", "ENGINE_ALLOWED_HOSTS"):
         env.pop(name, None)
     env["ENGINE_KEYS"] = keys
+    env["ENGINE_STORE"] = "none"
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
     env["PYTHONUNBUFFERED"] = "1"
     log_path = log_dir / f"{replica}.log"

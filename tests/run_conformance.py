@@ -41,7 +41,7 @@ def main(versions: list[str]) -> int:
         print(f"conformance runner not found at {RUNNER}", file=sys.stderr)
         return 2
     port = free_port()
-    env = dict(os.environ, ENGINE_KEYS=secrets.token_hex(32))
+    env = dict(os.environ, ENGINE_KEYS=secrets.token_hex(32), ENGINE_STORE="memory://")
     server = subprocess.Popen(
         [
             sys.executable,

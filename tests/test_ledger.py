@@ -243,3 +243,42 @@ async def test_a_thousand_duplicate_final_rounds_over_two_replicas_with_redis(
     assert counter == [1]
     assert len(bodies) == 1000
     assert len(set(bodies)) == 1
+
+
+class FlakyStore(MemoryStore):
+    """A memory store whose next ``failures`` completions fail as if the backend were down."""
+
+    failures = 0
+
+    async def complete(self, *args: Any, **kwargs: Any) -> None:
+        if self.failures:
+            self.failures -= 1
+            from stores import StoreUnavailable
+
+            raise StoreUnavailable("memory store unavailable: complete failed (test)")
+        await super().complete(*args, **kwargs)
+
+
+async def test_a_response_that_could_not_be_kept_is_delivered_and_kept_later() -> None:
+    counter: list[int] = []
+    store = FlakyStore()
+    mcp = order_server(store, counter)
+    mcp.ledger.wait_duplicates = 0.05  # type: ignore[union-attr]
+    async with Client(mcp, elicitation=lambda p: YES) as client:
+        state = (await first_round(client))["requestState"]
+        store.failures = 2
+        first = await client.send("tools/call", retry(state))
+        with anyio.fail_after(5):
+            while True:
+                again = await client.send("tools/call", retry(state))
+                if again["resultType"] == "complete":
+                    break
+                assert again == {
+                    "resultType": "input_required",
+                    "requestState": state,
+                    "_meta": again["_meta"],
+                }
+                await anyio.sleep(0.05)
+    assert first["content"][0]["text"] == "Backordered 'Neuromancer'; it ships in 2-3 weeks."
+    assert again == first
+    assert counter == [1]

@@ -21,7 +21,12 @@ def exchange(target: str, messages: list[dict[str, Any]], expect: int) -> list[d
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env={"PYTHONPATH": str(ROOT), "ENGINE_KEYS": "k" * 64, "PATH": "/usr/bin:/bin"},
+        env={
+            "PYTHONPATH": str(ROOT),
+            "ENGINE_KEYS": "k" * 64,
+            "ENGINE_STORE": "none",
+            "PATH": "/usr/bin:/bin",
+        },
     )
     assert process.stdin and process.stdout
     for message in messages:
