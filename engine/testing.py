@@ -149,6 +149,11 @@ class Client:
         self.last_body = response.body
         return result
 
+    @property
+    def last_result_bytes(self) -> bytes:
+        """The serialised ``result`` of the last response, exactly as the server produced it."""
+        return self.last_body.partition(b',"result":')[2][:-1]
+
     async def list_tools(self) -> list[dict[str, Any]]:
         result = await self.send("tools/list")
         tools: list[dict[str, Any]] = result["tools"]
