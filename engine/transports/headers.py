@@ -41,12 +41,15 @@ def expected_text(value: Any) -> str:
 
 
 def _same(header_value: str, body_value: Any) -> bool:
+    """Compare as the spec says: numbers numerically (``42`` equals ``42.0``), else as text."""
     if isinstance(body_value, bool):
         return header_value == expected_text(body_value)
     if isinstance(body_value, int | float):
         try:
+            if isinstance(body_value, int) and header_value.lstrip("+-").isdigit():
+                return int(header_value) == body_value
             return float(header_value) == float(body_value)
-        except ValueError:
+        except (ValueError, OverflowError):
             return False
     return header_value == expected_text(body_value)
 

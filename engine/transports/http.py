@@ -159,8 +159,11 @@ class StreamableHTTPApp:
         if method == "subscriptions/listen" and isinstance(raw, dict) and "id" in raw:
             await self._listen(raw, headers, receive, send)
             return
-        streaming = isinstance(meta, dict) and (
-            "progressToken" in meta or "io.modelcontextprotocol/logLevel" in meta
+        streaming = (
+            isinstance(raw, dict)
+            and "id" in raw
+            and isinstance(meta, dict)
+            and ("progressToken" in meta or "io.modelcontextprotocol/logLevel" in meta)
         )
         exchange = Exchange(headers=headers, validate=self._validator(headers))
         if streaming:
@@ -173,8 +176,9 @@ class StreamableHTTPApp:
 
         def validate(method: str, params: dict[str, Any], version: str) -> None:
             param_headers = None
-            if method == "tools/call":
-                tool = tools.get(params.get("name"))  # type: ignore[arg-type]
+            name = params.get("name")
+            if method == "tools/call" and isinstance(name, str):
+                tool = tools.get(name)
                 param_headers = tool.param_headers if tool is not None else None
             header_rules.check(headers, method, params, version, param_headers)
 
@@ -219,13 +223,19 @@ class StreamableHTTPApp:
         await self._json(send, response.status, response.body)
 
     async def _sse_call(self, raw: Any, exchange: Exchange, receive: Receive, send: Send) -> None:
-        sender, events = anyio.create_memory_object_stream[bytes](64)
+        """A request that may stream notifications before its response.
+
+        The response status is decided by the first thing to send: a notification starts a
+        ``text/event-stream`` (200); a response that comes first (an error, say) is sent as
+        plain JSON with its own status.
+        """
+        sender, events = anyio.create_memory_object_stream[tuple[int | None, bytes]](64)
 
         async def notify(method: str, params: dict[str, Any]) -> None:
-            await sender.send(notification_bytes(method, params))
+            await sender.send((None, notification_bytes(method, params)))
 
         exchange.notify = notify
-        await self._start_sse(send)
+        streaming = False
         async with anyio.create_task_group() as tg:
 
             async def watch() -> None:
@@ -235,16 +245,28 @@ class StreamableHTTPApp:
             async def run() -> None:
                 async with sender:
                     response = await dispatch(self.server, raw, exchange)
-                    if response.body is not None:
-                        await sender.send(response.body)
+                    await sender.send((response.status, response.body or b""))
 
             tg.start_soon(watch)
             tg.start_soon(run)
             async with events:
-                async for event in events:
-                    await _sse_event(send, event)
+                async for status, data in events:
+                    if status is None:
+                        if not streaming:
+                            streaming = True
+                            await self._start_sse(send)
+                        await _sse_event(send, data)
+                        continue
+                    if streaming:
+                        await _sse_event(send, data)
+                    elif data:
+                        await self._json(send, status, data)
+                    else:
+                        await self._plain(send, status, b"")
+                    break
             tg.cancel_scope.cancel()
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        if streaming:
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def _listen(
         self, raw: dict[str, Any], headers: dict[str, str], receive: Receive, send: Send
