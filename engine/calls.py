@@ -91,10 +91,14 @@ class RoundRunner:
         if binder is None:
             return None
         try:
-            return binder(scope)
+            principal = binder(scope)
         except Exception:
             log.exception("the principal callback raised; refusing the request")
             raise
+        if principal is not None and not isinstance(principal, str):
+            log.error("the principal callback returned %s, not str or None", type(principal))
+            raise TypeError("the principal callback must return str or None")
+        return principal
 
     async def run(
         self,

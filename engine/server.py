@@ -95,8 +95,8 @@ class MCPServer:
         journal_ttl: float = 24 * 3600,
         duplicate_wait: float = 2.0,
     ) -> None:
-        if state_ttl <= 0:
-            raise ValueError("state_ttl must be a positive number of seconds")
+        if int(state_ttl) < 1:
+            raise ValueError("state_ttl must be a whole number of seconds, at least 1")
         self.name = name
         self.instructions = instructions
         self.version = version

@@ -53,10 +53,16 @@ def big_answer(params: dict[str, Any]) -> dict[str, Any]:
     return {"role": "assistant", "content": {"type": "text", "text": BIG}, "model": "m"}
 
 
-async def test_a_large_answer_goes_by_reference_and_the_token_stays_small() -> None:
-    store = MemoryStore()
+@pytest.mark.parametrize("backend", ["memory", "redis"])
+async def test_a_large_answer_goes_by_reference_and_the_token_stays_small(
+    backend: str, redis_url: str
+) -> None:
     counter: list[int] = []
-    a, b = essay_server(store, counter), essay_server(store, counter)
+    if backend == "memory":
+        store = MemoryStore()
+        a, b = essay_server(store, counter), essay_server(store, counter)
+    else:  # two replicas, each with its own connection to Redis
+        a, b = essay_server(redis_url, counter), essay_server(redis_url, counter)
     async with Client(
         a,
         b,
@@ -181,9 +187,14 @@ async def test_every_round_is_journaled() -> None:
     assert result.text in events[1]["response"].decode()
 
 
-async def test_notifications_cross_replicas_through_the_store() -> None:
-    store = MemoryStore()
-    a, b = MCPServer("Bus", keys=[KEY], store=store), MCPServer("Bus", keys=[KEY], store=store)
+@pytest.mark.parametrize("backend", ["memory", "redis"])
+async def test_notifications_cross_replicas_through_the_store(backend: str, redis_url: str) -> None:
+    shared = MemoryStore()
+
+    def replica() -> MCPServer:
+        return MCPServer("Bus", keys=[KEY], store=shared if backend == "memory" else redis_url)
+
+    a, b = replica(), replica()
     heard: list[str] = []
     arrived = anyio.Event()
 
