@@ -21,6 +21,7 @@ import anyio
 
 from engine.claims import StateRef, _sorted
 from engine.errors import INTERNAL_ERROR, InvalidRequestState, MCPError
+from engine.metrics import Metrics
 from stores import Claim, Store, StoreUnavailable
 
 log = logging.getLogger("engine.ledger")
@@ -29,8 +30,10 @@ Deferred = tuple[Callable[[], Awaitable[None]], str, float]
 """A store write to retry: the write, what it is (for the log), until when (monotonic)."""
 
 
-def store_error(exc: StoreUnavailable) -> MCPError:
+def store_error(exc: StoreUnavailable, metrics: Metrics | None = None) -> MCPError:
     log.error("store unavailable: %s", exc)
+    if metrics is not None:
+        metrics.inc("engine_store_errors_total")
     return MCPError(
         INTERNAL_ERROR,
         "The call store is unavailable; nothing was recorded for this round. Retry the request "
@@ -65,11 +68,13 @@ class Ledger:
         ttl: int,
         wait_duplicates: float,
         journal_ttl: float,
+        metrics: Metrics | None = None,
     ) -> None:
         self.store = store
         self.ttl = ttl
         self.wait_duplicates = wait_duplicates
         self.journal_ttl = journal_ttl
+        self.metrics = metrics
         self._deferred, self._pending = anyio.create_memory_object_stream[Deferred](10_000)
 
     async def admit(self, call_id: str, round_no: int, fingerprint: bytes) -> Admission:
@@ -85,7 +90,7 @@ class Ledger:
                 call_id, round_no, fingerprint, self.wait_duplicates
             )
         except StoreUnavailable as exc:
-            raise store_error(exc) from None
+            raise store_error(exc, self.metrics) from None
         if response is not None:
             return Admission(cached=response)
         return Admission(retry=True)
@@ -146,14 +151,16 @@ class Ledger:
         try:
             await self.store.put_blob(call_id, blob_id, state, self.ttl)
         except StoreUnavailable as exc:
-            raise store_error(exc) from None
+            raise store_error(exc, self.metrics) from None
+        if self.metrics is not None:
+            self.metrics.inc("engine_state_spills_total")
         return StateRef(blob_id, hashlib.sha256(state).digest())
 
     async def fetch(self, call_id: str, ref: StateRef) -> bytes:
         try:
             blob = await self.store.get_blob(call_id, ref.blob_id)
         except StoreUnavailable as exc:
-            raise store_error(exc) from None
+            raise store_error(exc, self.metrics) from None
         if blob is None:
             raise InvalidRequestState("state blob missing or expired")
         if hashlib.sha256(blob).digest() != ref.sha256:

@@ -25,6 +25,7 @@ from engine.handlers import (
     resource_contents,
 )
 from engine.ledger import Ledger
+from engine.metrics import Metrics
 from engine.seal import KeyRing, KeySpec, ring_from
 from engine.types import Icon, ToolAnnotations
 from stores import Store, StoreUnavailable, open_store
@@ -116,6 +117,7 @@ class MCPServer:
         self.list_ttl_ms = list_ttl_ms
         self.replica_id = replica_id or os.environ.get("ENGINE_REPLICA_ID") or f"pid-{os.getpid()}"
         self.dependency_overrides = DependencyOverrides()
+        self.metrics = Metrics()
         store = store if store is not None else os.environ.get("ENGINE_STORE") or None
         self.store: Store | None = open_store(store) if store is not None else None
         self._owns_store = isinstance(store, str)
@@ -128,6 +130,7 @@ class MCPServer:
                 ttl=self.state_ttl,
                 wait_duplicates=duplicate_wait,
                 journal_ttl=journal_ttl,
+                metrics=self.metrics,
             )
             if self.store is not None
             else None
@@ -427,6 +430,20 @@ class MCPServer:
             allowed = ["127.0.0.1", "localhost", "::1", host]
         app = self.streamable_http_app(allowed_hosts=allowed, **options)
         uvicorn.run(app, host=host, port=port, log_level="info", lifespan="on")
+
+    async def health(self) -> tuple[bool, dict[str, Any]]:
+        """``(healthy, details)``: the process answers and its store (if any) does too."""
+        details: dict[str, Any] = {"replica": self.replica_id, "store": None}
+        if self.store is None:
+            return True, details
+        try:
+            with anyio.fail_after(2):
+                await self.store.ping()
+        except (StoreUnavailable, TimeoutError) as exc:
+            details["store"] = f"unavailable: {exc}"
+            return False, details
+        details["store"] = "ok"
+        return True, details
 
     # --- lifecycle ------------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ from engine.errors import (
     InvalidRequestState,
     MCPError,
 )
+from engine.metrics import reason_label
 from engine.protocol import modern
 from engine.protocol.jsonrpc import error_bytes, parse, request_id_of, result_bytes
 from engine.protocol.modern import Exchange
@@ -62,6 +63,7 @@ async def dispatch(server: MCPServer, raw: Any, exchange: Exchange) -> Response:
         return Response(200, result_bytes(message.id, body))
     except InvalidRequestState as exc:
         log.warning("requestState rejected: %s", exc.reason)
+        server.metrics.inc("engine_token_rejections_total", reason=reason_label(exc.reason))
         return error_response(request_id, exc)
     except MCPError as exc:
         return error_response(request_id, exc)

@@ -19,7 +19,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 from engine.errors import INVALID_REQUEST, PARSE_ERROR, MCPError
 from engine.protocol.dispatch import Response, dispatch, error_response
-from engine.protocol.jsonrpc import error_bytes, loads, notification_bytes
+from engine.protocol.jsonrpc import dumps, error_bytes, loads, notification_bytes
 from engine.protocol.modern import Exchange
 from engine.transports import headers as header_rules
 
@@ -82,8 +82,15 @@ class StreamableHTTPApp:
         root = scope.get("root_path", "")
         if root and path.startswith(root):
             path = path[len(root) :]
-        if (path.rstrip("/") or "/") != self.path:
-            await self._plain(send, 404, b"Not Found")
+        route = path.rstrip("/") or "/"
+        if route != self.path:
+            if route == "/healthz" and scope["method"] in ("GET", "HEAD"):
+                await self._health(send)
+            elif route == "/metrics" and scope["method"] in ("GET", "HEAD"):
+                body = self.server.metrics.exposition().encode()
+                await self._plain(send, 200, body, content_type=b"text/plain; version=0.0.4")
+            else:
+                await self._plain(send, 404, b"Not Found")
             return
         headers = _headers(scope)
         refused = self._refuse_origin(headers)
@@ -306,6 +313,12 @@ class StreamableHTTPApp:
                         }
                     )
 
+    async def _health(self, send: Send) -> None:
+        """``/healthz``: 200 when the process and its store answer, 503 otherwise."""
+        healthy, details = await self.server.health()
+        details["status"] = "ok" if healthy else "unavailable"
+        await self._json(send, 200 if healthy else 503, dumps(details))
+
     # --- writing ------------------------------------------------------------------------------
 
     async def _start_sse(self, send: Send) -> None:
@@ -337,14 +350,19 @@ class StreamableHTTPApp:
         await send({"type": "http.response.body", "body": body})
 
     async def _plain(
-        self, send: Send, status: int, body: bytes, extra: list[tuple[bytes, bytes]] | None = None
+        self,
+        send: Send,
+        status: int,
+        body: bytes,
+        extra: list[tuple[bytes, bytes]] | None = None,
+        content_type: bytes = b"text/plain; charset=utf-8",
     ) -> None:
         await send(
             {
                 "type": "http.response.start",
                 "status": status,
                 "headers": [
-                    (b"content-type", b"text/plain; charset=utf-8"),
+                    (b"content-type", content_type),
                     (b"content-length", str(len(body)).encode()),
                     self.replica_header,
                     *(extra or []),

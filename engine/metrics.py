@@ -1,0 +1,57 @@
+"""Counters an operator scrapes from ``/metrics``, in the Prometheus text exposition format.
+
+The format is a few lines of text; a client library would add a dependency for nothing the
+engine needs (no histograms, no push gateway).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+
+_HELP = {
+    "engine_rounds_total": "Rounds served, by method and outcome.",
+    "engine_calls_completed_total": "Calls that reached a final result.",
+    "engine_duplicates_served_total": "Retries answered with an earlier attempt's response.",
+    "engine_state_spills_total": "Rounds whose state went to the store by reference.",
+    "engine_token_rejections_total": "requestState tokens refused, by reason.",
+    "engine_store_errors_total": "Store operations that failed because the store was unavailable.",
+}
+
+
+class Metrics:
+    """Monotonic counters with labels; cheap enough to bump on every round."""
+
+    def __init__(self) -> None:
+        self._counts: Counter[tuple[str, tuple[tuple[str, str], ...]]] = Counter()
+
+    def inc(self, name: str, **labels: str) -> None:
+        self._counts[(name, tuple(sorted(labels.items())))] += 1
+
+    def value(self, name: str, **labels: str) -> int:
+        return self._counts[(name, tuple(sorted(labels.items())))]
+
+    def exposition(self, extra: Iterable[str] = ()) -> str:
+        lines: list[str] = []
+        for name, text in _HELP.items():
+            lines.append(f"# HELP {name} {text}")
+            lines.append(f"# TYPE {name} counter")
+            samples = [
+                (labels, n) for (metric, labels), n in self._counts.items() if metric == name
+            ]
+            if not samples:
+                lines.append(f"{name} 0")
+            for labels, n in sorted(samples):
+                rendered = ",".join(f'{k}="{_escape(v)}"' for k, v in labels)
+                lines.append(f"{name}{{{rendered}}} {n}" if rendered else f"{name} {n}")
+        lines.extend(extra)
+        return "\n".join(lines) + "\n"
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def reason_label(reason: str) -> str:
+    """The stable part of a rejection reason (``request binding: arguments`` → its head)."""
+    return reason.split(":", 1)[0].strip() or "unknown"

@@ -1,0 +1,76 @@
+"""What an operator sees: /healthz and /metrics."""
+
+from pathlib import Path
+
+import httpx
+import pytest
+
+from engine.testing import Client, ProtocolError
+from examples.bookshop import build
+from stores import MemoryStore, RedisStore
+from tests.conftest import KEY
+from tests.private_redis import PrivateRedis, free_ports
+
+pytestmark = pytest.mark.anyio
+
+YES = {"action": "accept", "content": {"confirm": True}}
+
+
+async def test_healthz_answers_when_the_process_and_store_do() -> None:
+    app = build(keys=[KEY], store=MemoryStore(), replica_id="r1").streamable_http_app()
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1"
+    ) as client:
+        response = await client.get("/healthz")
+    assert response.status_code == 200
+    assert response.json() == {"replica": "r1", "store": "ok", "status": "ok"}
+    assert response.headers["x-engine-replica"] == "r1"
+
+
+async def test_healthz_is_503_while_the_store_is_down(tmp_path: Path) -> None:
+    redis = PrivateRedis(tmp_path, free_ports(1)[0])
+    await redis.start()
+    mcp = build(keys=[KEY], store=RedisStore(redis.url, op_timeout=0.3))
+    app = mcp.streamable_http_app()
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1"
+    ) as client:
+        assert (await client.get("/healthz")).status_code == 200
+        await redis.kill()
+        down = await client.get("/healthz")
+        await redis.start()
+        back = await client.get("/healthz")
+    await redis.kill()
+    assert down.status_code == 503
+    assert down.json()["status"] == "unavailable"
+    assert back.status_code == 200
+
+
+async def test_metrics_count_rounds_duplicates_and_rejections() -> None:
+    mcp = build(keys=[KEY], store=MemoryStore())
+    async with Client(mcp, elicitation=lambda p: YES) as client:
+        await client.call_tool("order_book", {"title": "Neuromancer"})
+        first = await client.send(
+            "tools/call", {"name": "order_book", "arguments": {"title": "Neuromancer"}}
+        )
+        retry = {
+            "name": "order_book",
+            "arguments": {"title": "Neuromancer"},
+            "inputResponses": {"confirm_backorder": YES},
+            "requestState": first["requestState"],
+        }
+        await client.send("tools/call", retry)
+        await client.send("tools/call", retry)
+        with pytest.raises(ProtocolError):
+            await client.send("tools/call", {**retry, "requestState": "s1.nope"})
+    app = mcp.streamable_http_app()
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1"
+    ) as client:
+        text = (await client.get("/metrics")).text
+    assert 'engine_rounds_total{method="tools/call",outcome="input_required"} 2' in text
+    assert 'engine_rounds_total{method="tools/call",outcome="complete"} 2' in text
+    assert "engine_duplicates_served_total 1" in text
+    assert "engine_calls_completed_total 2" in text
+    assert 'engine_token_rejections_total{reason="malformed"} 1' in text
+    assert "# TYPE engine_state_spills_total counter" in text
