@@ -92,7 +92,7 @@ class MCPServer:
         replica_id: str | None = None,
         store: str | Store | None = None,
         spill_threshold: int = 4 * 1024,
-        journal_arguments: bool = False,
+        journal_arguments: bool | None = None,
         journal_ttl: float = 24 * 3600,
         duplicate_wait: float = 2.0,
     ) -> None:
@@ -123,6 +123,12 @@ class MCPServer:
         self._owns_store = isinstance(store, str)
         """A store opened from a URL is closed with the server; a store object is the caller's."""
         self.spill_threshold = spill_threshold
+        if journal_arguments is None:
+            journal_arguments = os.environ.get("ENGINE_JOURNAL_ARGUMENTS", "").lower() in (
+                "1",
+                "true",
+                "yes",
+            )
         self.journal_arguments = journal_arguments
         self.ledger: Ledger | None = (
             Ledger(
