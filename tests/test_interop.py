@@ -60,7 +60,7 @@ WORKSPACE_SERVER = textwrap.dedent(
 
     from pydantic import BaseModel
 
-    from engine import Elicit, ListRoots, Resolve
+    from engine import Context, Elicit, ListRoots, Resolve
     from engine.types import ListRootsResult
     from examples.bookshop import build
 
@@ -85,7 +85,8 @@ WORKSPACE_SERVER = textwrap.dedent(
         colour: str
 
 
-    def ask_name() -> Elicit[Name]:
+    async def ask_name(ctx: Context) -> Elicit[Name]:
+        await ctx.report_progress(0, 2, "asking for a name")  # streams when asked to
         return Elicit("What is your name?", Name)
 
 
@@ -404,7 +405,7 @@ async def test_a_three_round_chain_alternates_replicas_over_sse(
             proxied(fleet["replica-a"], fleet["replica-b"]) as (proxy, url),
             official_client(url, elicitation_callback=elicit) as (client, _),
         ):
-            # A progress token makes the server answer each round as text/event-stream.
+            # With a progress token, the progress each round reports streams as text/event-stream.
             result = await client.call_tool("favourite_colour", {}, progress_callback=progress)
     assert not result.is_error
     assert text_of(result) == "Ada likes teal"
