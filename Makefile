@@ -29,7 +29,7 @@ pytest: $(STAMP)
 test: lint typecheck pytest
 
 conformance: $(STAMP)
-	$(BIN)/python tests/run_conformance.py 2026-07-28
+	$(BIN)/python tests/run_conformance.py 2026-07-28 2025-11-25
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache

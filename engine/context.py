@@ -87,6 +87,8 @@ class RequestScope:
     meta: dict[str, Any] = field(default_factory=dict)
     notify: Notify | None = None
     session: Session = field(default_factory=Session)
+    close_stream: Callable[[], Awaitable[None]] | None = None
+    """Ends the HTTP response of a 2025-11-25 call early; the client resumes it with GET."""
 
 
 @dataclass(slots=True)
@@ -233,6 +235,12 @@ class Context(Generic[LifespanT]):
         if message is not None:
             params["message"] = message
         await self._scope.notify("notifications/progress", params)
+
+    async def close_sse_stream(self) -> None:
+        """Close this request's event stream now (2025-11-25 over HTTP); the call goes on, and
+        the client picks up the rest with ``GET`` + ``Last-Event-ID``. Elsewhere a no-op."""
+        if self._scope.close_stream is not None:
+            await self._scope.close_stream()
 
     async def notify_tools_changed(self) -> None:
         await self._server.notify_list_changed("tools")

@@ -9,8 +9,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
 import anyio
-import msgpack
 
+from engine.asking import Asker
+from engine.backchannel import BackChannel
+from engine.bus import Bus
 from engine.calls import CallRequest, Principal, RoundReply, RoundRunner
 from engine.context import RequestScope
 from engine.errors import INVALID_PARAMS, MCPError, ResourceError
@@ -27,6 +29,7 @@ from engine.handlers import (
 from engine.ledger import Ledger
 from engine.metrics import Metrics
 from engine.seal import KeyRing, KeySpec, ring_from
+from engine.sessions import SessionRegistry
 from engine.types import Icon, ToolAnnotations
 from stores import Store, StoreUnavailable, open_store
 
@@ -95,6 +98,8 @@ class MCPServer:
         journal_arguments: bool | None = None,
         journal_ttl: float = 24 * 3600,
         duplicate_wait: float = 2.0,
+        session_ttl: float = 3600,
+        legacy_answer_timeout: float = 300,
     ) -> None:
         if int(state_ttl) < 1:
             raise ValueError("state_ttl must be a whole number of seconds, at least 1")
@@ -141,7 +146,14 @@ class MCPServer:
             if self.store is not None
             else None
         )
-        self._relaying = False
+        self.bus = Bus(self.store, f"engine:{self.audience}")
+        self.bus.on("notify", self._deliver)
+        self.bus.on("session", self._deliver_session)
+        self.bus.on("response", self._accept_response)
+        self.backchannel = BackChannel(forward=self._forward_response)
+        self.sessions = SessionRegistry(self.store, session_ttl)
+        self.legacy_answer_timeout = legacy_answer_timeout
+        self._session_streams: dict[str, set[Listener]] = {}
         self._tools: dict[str, Tool] = {}
         self._prompts: dict[str, Prompt] = {}
         self._resources: dict[str, Resource] = {}
@@ -284,22 +296,22 @@ class MCPServer:
 
     # --- operations -----------------------------------------------------------------------------
 
-    async def call_tool(self, request: CallRequest) -> RoundReply:
+    async def call_tool(self, request: CallRequest, asker: Asker | None = None) -> RoundReply:
         tool = self._tools.get(request.target)
         if tool is None:
             return RoundReply("error", error=f"Unknown tool: {request.target}")
-        reply = await self.rounds.run(tool, request)
+        reply = await self.rounds.run(tool, request, asker=asker)
         if reply.kind == "complete":
             reply.value = tool.result(reply.value)
         return reply
 
-    async def get_prompt(self, request: CallRequest) -> RoundReply:
+    async def get_prompt(self, request: CallRequest, asker: Asker | None = None) -> RoundReply:
         prompt = self._prompts.get(request.target)
         if prompt is None:
             raise MCPError(
                 INVALID_PARAMS, f"Unknown prompt: {request.target}", {"name": request.target}
             )
-        reply = await self.rounds.run(prompt, request)
+        reply = await self.rounds.run(prompt, request, asker=asker)
         if reply.kind == "complete":
             reply.value = prompt.result(reply.value)
         return reply
@@ -314,14 +326,14 @@ class MCPServer:
                 return template, params
         return None
 
-    async def read_resource(self, request: CallRequest) -> RoundReply:
+    async def read_resource(self, request: CallRequest, asker: Asker | None = None) -> RoundReply:
         uri = request.target
         found = self.find_resource(uri)
         if found is None:
             raise MCPError(INVALID_PARAMS, f"Unknown resource: {uri}", {"uri": uri})
         resource, params = found
         request.arguments = params
-        reply = await self.rounds.run(resource, request)
+        reply = await self.rounds.run(resource, request, asker=asker)
         if reply.kind == "complete":
             reply.value = {"contents": resource_contents(uri, reply.value, resource.mime_type)}
         return reply
@@ -375,21 +387,9 @@ class MCPServer:
     def remove_listener(self, listener: Listener) -> None:
         self._listeners.discard(listener)
 
-    @property
-    def _bus_topic(self) -> str:
-        return f"notifications:{self.audience}"
-
     async def _broadcast(self, method: str, params: dict[str, Any]) -> None:
         """Deliver a notification to listeners on every replica (through the store's bus)."""
-        if self.store is not None:
-            try:
-                await self.store.publish(self._bus_topic, msgpack.packb([method, params]))
-            except StoreUnavailable as exc:
-                log.warning("notification %s not published to other replicas: %s", method, exc)
-            else:
-                if self._relaying:
-                    return
-        await self._deliver(method, params)
+        await self.bus.publish("notify", method, params)
 
     async def _deliver(self, method: str, params: dict[str, Any]) -> None:
         for listener in list(self._listeners):
@@ -401,6 +401,33 @@ class MCPServer:
     async def notify_list_changed(self, kind: str) -> None:
         """Tell every open ``subscriptions/listen`` stream that a list changed."""
         await self._broadcast(f"notifications/{kind}/list_changed", {})
+
+    async def notify_session(self, session_id: str, method: str, params: dict[str, Any]) -> None:
+        """A notification for one 2025-11-25 session's standalone stream, on any replica."""
+        await self.bus.publish("session", session_id, method, params)
+
+    def add_session_stream(self, session_id: str, listener: Listener) -> None:
+        self._session_streams.setdefault(session_id, set()).add(listener)
+
+    def remove_session_stream(self, session_id: str, listener: Listener) -> None:
+        streams = self._session_streams.get(session_id)
+        if streams is not None:
+            streams.discard(listener)
+            if not streams:
+                del self._session_streams[session_id]
+
+    async def _deliver_session(self, session_id: str, method: str, params: dict[str, Any]) -> None:
+        for listener in list(self._session_streams.get(session_id, ())):
+            try:
+                await listener(method, params)
+            except Exception:
+                log.exception("a session stream failed")
+
+    async def _forward_response(self, instance: str, message: dict[str, Any]) -> None:
+        await self.bus.publish("response", instance, message)
+
+    async def _accept_response(self, instance: str, message: dict[str, Any]) -> None:
+        self.backchannel.accept_forwarded(instance, message)
 
     async def notify_resource_updated(self, uri: str) -> None:
         await self._broadcast("notifications/resources/updated", {"uri": uri})
@@ -466,33 +493,10 @@ class MCPServer:
                     stack.push_async_callback(self.store.aclose)
                 tg = await stack.enter_async_context(anyio.create_task_group())
                 stack.callback(tg.cancel_scope.cancel)
-                await tg.start(self._relay)
+                await tg.start(self.bus.relay)
                 if self.ledger is not None:
                     await tg.start(self.ledger.run_deferred)
             yield self
-
-    async def _relay(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
-        """Forward notifications from the bus to this process's listeners, reconnecting."""
-        assert self.store is not None
-        started = False
-        while True:
-            try:
-                async with self.store.subscribe(self._bus_topic) as messages:
-                    self._relaying = True
-                    if not started:
-                        started = True
-                        task_status.started()
-                    async for message in messages:
-                        method, params = msgpack.unpackb(message)
-                        await self._deliver(method, params)
-            except StoreUnavailable as exc:
-                log.warning("notification bus unavailable, retrying: %s", exc)
-            finally:
-                self._relaying = False
-            if not started:
-                started = True
-                task_status.started()
-            await anyio.sleep(1)
 
 
 __all__ = ["DependencyOverrides", "Handler", "MCPServer", "error_result"]

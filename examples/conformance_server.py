@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 import base64
-from typing import Annotated, Any
+import logging
+from typing import Annotated, Any, Literal
 
+import anyio
 from pydantic import BaseModel, Field
 
-from engine import Context, Elicit, ListRoots, MCPServer, Resolve, Sample, ToolError
+from engine import (
+    AcceptedElicitation,
+    Context,
+    Elicit,
+    ListRoots,
+    MCPServer,
+    Resolve,
+    Sample,
+    ToolError,
+)
 from engine.types import (
     AudioContent,
     CreateMessageResult,
@@ -301,6 +312,99 @@ def test_input_required_result_capabilities(
 ) -> str:
     """Asks only what the client declared it can answer."""
     return f"sampling={answer is not None} elicitation={who is not None}"
+
+
+# --- 2025-11-25 fixtures: questions on the back-channel, logging, resumable streams -----------
+
+log = logging.getLogger("conformance.tools")
+log.setLevel(logging.DEBUG)
+
+
+@mcp.tool()
+async def test_tool_with_logging() -> str:
+    """Logs three lines, about 50 ms apart; they reach a client that asked for logs."""
+    for step in range(1, 4):
+        log.info("logging step %d of 3", step)
+        await anyio.sleep(0.05)
+    return "Logged three messages"
+
+
+class Contact(BaseModel):
+    username: str = Field(description="Your user name")
+    email: str = Field(description="Your email address")
+
+
+@mcp.tool()
+async def test_elicitation(message: str, ctx: Context) -> str:
+    """Asks the user for contact details, mid-call."""
+    answer = await ctx.elicit(message, Contact)
+    if isinstance(answer, AcceptedElicitation):
+        return f"User provided: {answer.data.username} <{answer.data.email}>"
+    return f"User {answer.action}d the request"
+
+
+@mcp.tool()
+async def test_sampling(prompt: str, ctx: Context) -> str:
+    """Asks the client's model, mid-call."""
+    reply = await ctx.sample(prompt, max_tokens=100)
+    text = reply.content.text if reply.content.type == "text" else "(non-text reply)"
+    return f"LLM response: {text}"
+
+
+class Defaults(BaseModel):
+    name: str = Field("John Doe", description="User name")
+    age: int = Field(30, description="User age")
+    score: float = Field(95.5, description="User score")
+    status: Literal["active", "inactive", "pending"] = Field("active", description="User status")
+    verified: bool = Field(True, description="Verification status")
+
+
+@mcp.tool()
+async def test_elicitation_sep1034_defaults(ctx: Context) -> str:
+    """A form whose every field has a default."""
+    answer = await ctx.elicit("Please review the defaults", Defaults)
+    return f"Elicitation result: {answer.action}"
+
+
+class Enums(BaseModel):
+    untitledSingle: Literal["option1", "option2", "option3"]
+    titledSingle: str = Field(
+        json_schema_extra={
+            "oneOf": [
+                {"const": "value1", "title": "First Option"},
+                {"const": "value2", "title": "Second Option"},
+            ]
+        }
+    )
+    legacyEnum: Literal["opt1", "opt2"] = Field(
+        json_schema_extra={"enumNames": ["Option One", "Option Two"]}
+    )
+    untitledMulti: list[Literal["option1", "option2", "option3"]]
+    titledMulti: list[str] = Field(
+        json_schema_extra={
+            "items": {
+                "anyOf": [
+                    {"const": "value1", "title": "First Choice"},
+                    {"const": "value2", "title": "Second Choice"},
+                ]
+            }
+        }
+    )
+
+
+@mcp.tool()
+async def test_elicitation_sep1330_enums(ctx: Context) -> str:
+    """A form with the five kinds of enum field."""
+    answer = await ctx.elicit("Please pick from the enums", Enums)
+    return f"Elicitation result: {answer.action}"
+
+
+@mcp.tool()
+async def test_reconnection(ctx: Context) -> str:
+    """Closes its event stream mid-call; the client resumes it to get this answer."""
+    await ctx.close_sse_stream()
+    await anyio.sleep(0.2)
+    return "Reconnection test completed successfully"
 
 
 # --- prompts ------------------------------------------------------------------------------------

@@ -48,8 +48,12 @@ class Response:
     body: bytes | None
 
 
+def status_of(error: MCPError) -> int:
+    return STATUS.get(error.code, 400)
+
+
 def error_response(request_id: Any, error: MCPError) -> Response:
-    return Response(STATUS.get(error.code, 400), error_bytes(request_id, error))
+    return Response(status_of(error), error_bytes(request_id, error))
 
 
 async def dispatch(server: MCPServer, raw: Any, exchange: Exchange) -> Response:

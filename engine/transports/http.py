@@ -22,6 +22,7 @@ from engine.protocol.dispatch import Response, dispatch, error_response
 from engine.protocol.jsonrpc import dumps, error_bytes, loads, notification_bytes
 from engine.protocol.modern import Exchange
 from engine.transports import headers as header_rules
+from engine.transports import legacy_http
 
 if TYPE_CHECKING:
     from engine.server import MCPServer
@@ -97,7 +98,12 @@ class StreamableHTTPApp:
         if refused is not None:
             await self._json(send, 403, error_bytes(None, MCPError(INVALID_REQUEST, refused)))
             return
-        if scope["method"] != "POST":
+        method = scope["method"]
+        session_id = headers.get("mcp-session-id")
+        if method in ("GET", "DELETE") and session_id is not None:
+            await self._legacy_session_request(method, session_id, headers, receive, send)
+            return
+        if method != "POST":
             await self._plain(send, 405, b"Method Not Allowed", [(b"allow", b"POST")])
             return
         await self._post(scope, receive, send, headers)
@@ -163,6 +169,17 @@ class StreamableHTTPApp:
         params = raw.get("params") if isinstance(raw, dict) else None
         meta = params.get("_meta") if isinstance(params, dict) else None
         method = raw.get("method") if isinstance(raw, dict) else None
+        if is_legacy(raw, meta, headers):
+            await legacy_http.post(
+                self.server,
+                raw,
+                headers,
+                headers.get("mcp-session-id"),
+                self.replica_header,
+                receive,
+                send,
+            )
+            return
         if method == "subscriptions/listen" and isinstance(raw, dict) and "id" in raw:
             await self._listen(raw, headers, receive, send)
             return
@@ -319,6 +336,24 @@ class StreamableHTTPApp:
         details["status"] = "ok" if healthy else "unavailable"
         await self._json(send, 200 if healthy else 503, dumps(details))
 
+    async def _legacy_session_request(
+        self, method: str, session_id: str, headers: dict[str, str], receive: Receive, send: Send
+    ) -> None:
+        """``GET`` (the session's stream, or a resumed one) and ``DELETE`` of 2025-11-25."""
+        session = await self.server.sessions.get(session_id)
+        if session is None:
+            error = MCPError(
+                INVALID_REQUEST,
+                "Session not found: it ended or expired; send "
+                "initialize again without MCP-Session-Id",
+            )
+            await self._json(send, 404, error_bytes(None, error))
+            return
+        if method == "DELETE":
+            await legacy_http.delete(self.server, session_id, self.replica_header, send)
+        else:
+            await legacy_http.get(self.server, headers, session, self.replica_header, receive, send)
+
     # --- writing ------------------------------------------------------------------------------
 
     async def _start_sse(self, send: Send) -> None:
@@ -370,6 +405,24 @@ class StreamableHTTPApp:
             }
         )
         await send({"type": "http.response.body", "body": body})
+
+
+LEGACY_HEADER_VERSIONS = frozenset({"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"})
+
+
+def is_legacy(raw: Any, meta: Any, headers: Mapping[str, str]) -> bool:
+    """Decide the era of one POST, as a dual-era server must: how the client opened.
+
+    A modern request carries its version in ``_meta``; ``initialize``, an ``MCP-Session-Id`` or
+    a 2025-era ``MCP-Protocol-Version`` header mark the legacy era.
+    """
+    if isinstance(meta, dict) and "io.modelcontextprotocol/protocolVersion" in meta:
+        return False
+    if not isinstance(raw, dict):
+        return False
+    if raw.get("method") == "initialize" or "mcp-session-id" in headers:
+        return True
+    return headers.get("mcp-protocol-version", "").strip() in LEGACY_HEADER_VERSIONS
 
 
 def _headers(scope: Scope) -> dict[str, str]:

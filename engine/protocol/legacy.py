@@ -1,0 +1,304 @@
+"""The 2025-11-25 era: ``initialize``, sessions, and questions asked on the back-channel.
+
+The same registries, resolvers and round machine as the 2026-07-28 era; only the delivery of
+questions differs: a question becomes a server→client request on the call's stream and the round
+waits for the answer in place (:class:`~engine.backchannel.BackChannelAsker`). Results have the
+2025-11-25 shapes: no ``resultType``, no caching hints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from engine.backchannel import BackChannelAsker, Outbox
+from engine.calls import CallRequest, RoundReply
+from engine.context import Notify, RequestScope, Session
+from engine.errors import INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, MCPError
+from engine.handlers import error_result
+from engine.logbridge import LEVELS, forwarding_logs
+from engine.protocol.jsonrpc import Message, dumps
+from engine.sessions import LegacySession, new_session_id
+
+if TYPE_CHECKING:
+    from engine.server import MCPServer
+
+LATEST = "2025-11-25"
+LEGACY_VERSIONS = ["2025-11-25", "2025-06-18", "2025-03-26"]
+
+
+@dataclass(slots=True)
+class LegacyExchange:
+    """What the transport provides to one legacy request."""
+
+    session: LegacySession | None
+    headers: Mapping[str, str] | None = None
+    outbox: Outbox | None = None
+    """Writes a message on this request's stream; ``None`` when it cannot carry requests."""
+    notify: Notify | None = None
+    new_session: LegacySession | None = None
+    """Set by ``initialize``: the transport returns its id (``MCP-Session-Id``)."""
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+def session_notifier(server: MCPServer, session: LegacySession) -> Notify:
+    """``ctx.session.send_*``: to this session's standalone stream, on whichever replica."""
+
+    async def notify(method: str, params: dict[str, Any]) -> None:
+        await server.notify_session(session.id, method, params)
+
+    return notify
+
+
+async def _initialize(server: MCPServer, params: Any, exchange: LegacyExchange) -> dict[str, Any]:
+    if not isinstance(params, dict):
+        raise MCPError(
+            INVALID_PARAMS,
+            "Invalid params: initialize needs protocolVersion, capabilities and clientInfo",
+        )
+    requested = params.get("protocolVersion")
+    capabilities = params.get("capabilities")
+    if not isinstance(requested, str) or not isinstance(capabilities, dict):
+        raise MCPError(
+            INVALID_PARAMS,
+            "Invalid params: initialize needs a protocolVersion string and a capabilities object",
+            {"supported": LEGACY_VERSIONS, "requested": requested},
+        )
+    version = requested if requested in LEGACY_VERSIONS else LATEST
+    info = params.get("clientInfo") if isinstance(params.get("clientInfo"), dict) else {}
+    session = LegacySession(new_session_id(), version, capabilities, info or {})
+    await server.sessions.save(session)
+    exchange.new_session = session
+    result: dict[str, Any] = {
+        "protocolVersion": version,
+        "capabilities": server.capabilities(),
+        "serverInfo": {"name": server.name, "version": server.version},
+    }
+    if server.instructions:
+        result["instructions"] = server.instructions
+    return result
+
+
+def _scope(
+    server: MCPServer, message: Message, session: LegacySession, exchange: LegacyExchange
+) -> RequestScope:
+    params = message.params if isinstance(message.params, dict) else {}
+    meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
+    return RequestScope(
+        request_id=message.id,
+        method=message.method,
+        protocol_version=session.protocol_version,
+        capabilities=session.capabilities,
+        headers=exchange.headers,
+        meta=meta or {},
+        notify=exchange.notify,
+        session=Session(session_notifier(server, session)),
+        close_stream=exchange.extras.get("close_stream"),
+    )
+
+
+def _asker(
+    server: MCPServer, session: LegacySession, exchange: LegacyExchange
+) -> BackChannelAsker | None:
+    if exchange.outbox is None:
+        return None
+    return BackChannelAsker(
+        server.backchannel,
+        exchange.outbox,
+        session.capabilities,
+        timeout=server.legacy_answer_timeout,
+    )
+
+
+def _round_result(reply: RoundReply) -> dict[str, Any]:
+    if reply.kind == "error":
+        return error_result(reply.error or "error")
+    if reply.kind != "complete":
+        raise MCPError(
+            INVALID_REQUEST,
+            "This request needs answers from the client, but its transport cannot carry "
+            "server→client requests; open an event stream (Accept: text/event-stream)",
+        )
+    result: dict[str, Any] = reply.value
+    return result
+
+
+def _name(params: Any, key: str) -> str:
+    value = params.get(key) if isinstance(params, dict) else None
+    if not isinstance(value, str):
+        raise MCPError(INVALID_PARAMS, f"Invalid params: {key!r} must be a string")
+    return value
+
+
+def _arguments(params: dict[str, Any]) -> Any:
+    arguments = params.get("arguments")
+    if arguments is not None and not isinstance(arguments, dict):
+        raise MCPError(INVALID_PARAMS, "Invalid params: 'arguments' must be an object")
+    return arguments
+
+
+Operation = Callable[
+    ["MCPServer", dict[str, Any], LegacySession, RequestScope, LegacyExchange],
+    Awaitable[dict[str, Any]],
+]
+
+
+async def _call_tool(
+    server: MCPServer,
+    params: dict[str, Any],
+    session: LegacySession,
+    scope: RequestScope,
+    exchange: LegacyExchange,
+) -> dict[str, Any]:
+    name = _name(params, "name")
+    request = CallRequest("tools/call", name, _arguments(params), None, None, scope)
+    reply = await server.call_tool(request, asker=_asker(server, session, exchange))
+    return _round_result(reply)
+
+
+async def _get_prompt(
+    server: MCPServer,
+    params: dict[str, Any],
+    session: LegacySession,
+    scope: RequestScope,
+    exchange: LegacyExchange,
+) -> dict[str, Any]:
+    name = _name(params, "name")
+    request = CallRequest("prompts/get", name, _arguments(params), None, None, scope)
+    reply = await server.get_prompt(request, asker=_asker(server, session, exchange))
+    return _round_result(reply)
+
+
+async def _read_resource(
+    server: MCPServer,
+    params: dict[str, Any],
+    session: LegacySession,
+    scope: RequestScope,
+    exchange: LegacyExchange,
+) -> dict[str, Any]:
+    uri = _name(params, "uri")
+    request = CallRequest("resources/read", uri, None, None, None, scope)
+    reply = await server.read_resource(request, asker=_asker(server, session, exchange))
+    return _round_result(reply)
+
+
+async def _simple(result: dict[str, Any]) -> dict[str, Any]:
+    return result
+
+
+async def _set_level(
+    server: MCPServer,
+    params: dict[str, Any],
+    session: LegacySession,
+    scope: RequestScope,
+    exchange: LegacyExchange,
+) -> dict[str, Any]:
+    level = params.get("level")
+    if level not in LEVELS:
+        raise MCPError(INVALID_PARAMS, f"Invalid params: level must be one of {list(LEVELS)}")
+    session.log_level = level
+    await server.sessions.save(session)
+    return {}
+
+
+async def _subscribe(
+    server: MCPServer,
+    params: dict[str, Any],
+    session: LegacySession,
+    scope: RequestScope,
+    exchange: LegacyExchange,
+) -> dict[str, Any]:
+    uri = _name(params, "uri")
+    if uri not in session.subscriptions:
+        session.subscriptions.append(uri)
+        await server.sessions.save(session)
+    return {}
+
+
+async def _unsubscribe(
+    server: MCPServer,
+    params: dict[str, Any],
+    session: LegacySession,
+    scope: RequestScope,
+    exchange: LegacyExchange,
+) -> dict[str, Any]:
+    uri = _name(params, "uri")
+    if uri in session.subscriptions:
+        session.subscriptions.remove(uri)
+        await server.sessions.save(session)
+    return {}
+
+
+def _lists(method: str) -> Operation:
+    async def listing(
+        server: MCPServer,
+        params: dict[str, Any],
+        session: LegacySession,
+        scope: RequestScope,
+        exchange: LegacyExchange,
+    ) -> dict[str, Any]:
+        if method == "ping":
+            return {}
+        if method == "tools/list":
+            return {"tools": server.list_tools()}
+        if method == "prompts/list":
+            return {"prompts": server.list_prompts()}
+        if method == "resources/list":
+            return {"resources": server.list_resources()}
+        return {"resourceTemplates": server.list_resource_templates()}
+
+    return listing
+
+
+async def _complete(
+    server: MCPServer,
+    params: dict[str, Any],
+    session: LegacySession,
+    scope: RequestScope,
+    exchange: LegacyExchange,
+) -> dict[str, Any]:
+    ref, argument = params.get("ref"), params.get("argument")
+    if not isinstance(ref, dict) or not isinstance(argument, dict):
+        raise MCPError(INVALID_PARAMS, "Invalid params: 'ref' and 'argument' are required")
+    values = await server.complete(ref, argument, params.get("context"))
+    return {
+        "completion": {"values": values[:100], "total": len(values), "hasMore": len(values) > 100}
+    }
+
+
+OPERATIONS: dict[str, Operation] = {
+    "ping": _lists("ping"),
+    "tools/list": _lists("tools/list"),
+    "prompts/list": _lists("prompts/list"),
+    "resources/list": _lists("resources/list"),
+    "resources/templates/list": _lists("resources/templates/list"),
+    "tools/call": _call_tool,
+    "prompts/get": _get_prompt,
+    "resources/read": _read_resource,
+    "logging/setLevel": _set_level,
+    "resources/subscribe": _subscribe,
+    "resources/unsubscribe": _unsubscribe,
+    "completion/complete": _complete,
+}
+
+
+async def handle(server: MCPServer, message: Message, exchange: LegacyExchange) -> bytes:
+    """Serve one legacy request; the serialised ``result`` (errors raise MCPError)."""
+    if message.method == "initialize":
+        return dumps(await _initialize(server, message.params, exchange))
+    session = exchange.session
+    if session is None:
+        raise MCPError(
+            INVALID_REQUEST,
+            "Bad Request: no session; send initialize first and "
+            "then the MCP-Session-Id it returned",
+        )
+    operation = OPERATIONS.get(message.method)
+    if operation is None:
+        raise MCPError(METHOD_NOT_FOUND, f"Method not found: {message.method}")
+    params = message.params if isinstance(message.params, dict) else {}
+    scope = _scope(server, message, session, exchange)
+    async with forwarding_logs(session.log_level or "info", exchange.notify):
+        result = await operation(server, params, session, scope, exchange)
+    return dumps(result)

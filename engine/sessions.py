@@ -1,0 +1,105 @@
+"""2025-11-25 sessions: what ``initialize`` negotiated, kept where every replica can read it.
+
+With a store, a session lives in it (as a small blob, refreshed while in use), so any replica
+accepts any request of any session and no load-balancer stickiness is needed. Without a store
+sessions live in this process only.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgpack
+
+from stores import Store
+
+SESSION_BLOB = "session"
+
+
+@dataclass(slots=True)
+class LegacySession:
+    """One 2025-11-25 client connection, as negotiated by ``initialize``."""
+
+    id: str
+    protocol_version: str
+    capabilities: dict[str, Any]
+    client_info: dict[str, Any] = field(default_factory=dict)
+    log_level: str | None = None
+    subscriptions: list[str] = field(default_factory=list)
+    touched: float = field(default_factory=time.time)
+
+    def encode(self) -> bytes:
+        return msgpack.packb(  # type: ignore[no-any-return]
+            [
+                1,
+                self.id,
+                self.protocol_version,
+                self.capabilities,
+                self.client_info,
+                self.log_level,
+                self.subscriptions,
+                self.touched,
+            ],
+            use_bin_type=True,
+        )
+
+    @classmethod
+    def decode(cls, data: bytes) -> LegacySession | None:
+        try:
+            raw = msgpack.unpackb(data, raw=False)
+            version, sid, protocol, caps, info, level, subs, touched = raw
+        except (ValueError, TypeError, msgpack.UnpackException):
+            return None
+        if version != 1:
+            return None
+        return cls(sid, protocol, caps, info, level, list(subs), touched)
+
+
+def new_session_id() -> str:
+    """Cryptographically random, visible ASCII, as the 2025-11-25 transport requires."""
+    return secrets.token_urlsafe(24)
+
+
+class SessionRegistry:
+    """Finds and saves sessions; in the store when there is one, else in this process."""
+
+    def __init__(self, store: Store | None, ttl: float) -> None:
+        self.store = store
+        self.ttl = ttl
+        self._local: dict[str, LegacySession] = {}
+
+    def _key(self, session_id: str) -> str:
+        return f"session-{session_id}"
+
+    async def get(self, session_id: str) -> LegacySession | None:
+        if self.store is None:
+            session = self._local.get(session_id)
+            if session is not None and time.time() - session.touched > self.ttl:
+                del self._local[session_id]
+                return None
+        else:
+            blob = await self.store.get_blob(self._key(session_id), SESSION_BLOB)
+            session = LegacySession.decode(blob) if blob is not None else None
+        if session is not None and time.time() - session.touched > self.ttl / 4:
+            await self.save(session)  # keep an active session alive
+        return session
+
+    async def save(self, session: LegacySession) -> None:
+        session.touched = time.time()
+        if self.store is None:
+            self._local[session.id] = session
+        else:
+            await self.store.put_blob(
+                self._key(session.id), SESSION_BLOB, session.encode(), self.ttl
+            )
+
+    async def delete(self, session_id: str) -> None:
+        if self.store is None:
+            self._local.pop(session_id, None)
+        else:
+            # A tombstone that expires at once: the store has no delete, and a deleted session
+            # must answer 404 on every replica right away.
+            await self.store.put_blob(self._key(session_id), SESSION_BLOB, b"", 1)
