@@ -92,7 +92,13 @@ class EngineProcess:
                 self.process.wait(timeout)
 
 
-def _spawn_engine(target: str, replica: str, keys: str, log_dir: Path) -> EngineProcess:
+def _spawn_engine(
+    target: str,
+    replica: str,
+    keys: str,
+    log_dir: Path,
+    extra_env: Mapping[str, str] | None = None,
+) -> EngineProcess:
     port = free_port()
     env = dict(os.environ)
     for name in ("ENGINE_KEYS", "ENGINE_REPLICA_ID", "ENGINE_ALLOWED_HOSTS"):
@@ -101,6 +107,7 @@ def _spawn_engine(target: str, replica: str, keys: str, log_dir: Path) -> Engine
     env["ENGINE_STORE"] = "none"
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
     env["PYTHONUNBUFFERED"] = "1"
+    env.update(extra_env or {})
     log_path = log_dir / f"{replica}.log"
     with log_path.open("wb") as log:  # the child keeps its own copy of the descriptor
         process = subprocess.Popen(
@@ -151,14 +158,18 @@ def _wait_listening(replicas: Sequence[EngineProcess], timeout: float) -> None:
 
 @contextlib.contextmanager
 def engine_fleet(
-    target: str, replicas: Mapping[str, str], log_dir: Path, start_timeout: float = 20.0
+    target: str,
+    replicas: Mapping[str, str],
+    log_dir: Path,
+    start_timeout: float = 20.0,
+    extra_env: Mapping[str, str] | None = None,
 ) -> Iterator[dict[str, EngineProcess]]:
     """Serve ``target`` once per ``{replica id: ENGINE_KEYS}``, all started in parallel."""
     log_dir.mkdir(parents=True, exist_ok=True)
     started: dict[str, EngineProcess] = {}
     try:
         for replica, keys in replicas.items():
-            started[replica] = _spawn_engine(target, replica, keys, log_dir)
+            started[replica] = _spawn_engine(target, replica, keys, log_dir, extra_env)
         _wait_listening(list(started.values()), start_timeout)
         yield started
     finally:

@@ -18,10 +18,17 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from engine.errors import INVALID_REQUEST, MCPError
+from engine.errors import INTERNAL_ERROR, INVALID_REQUEST, MCPError
 from engine.protocol import legacy
 from engine.protocol.dispatch import error_response, status_of
-from engine.protocol.jsonrpc import dumps, error_bytes, notification_bytes, parse, result_bytes
+from engine.protocol.jsonrpc import (
+    dumps,
+    error_bytes,
+    loads,
+    notification_bytes,
+    parse,
+    result_bytes,
+)
 from engine.sessions import LegacySession
 from stores import StoreUnavailable
 
@@ -34,7 +41,7 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 
 RETRY_MS = 1000
-HEARTBEAT = 5.0
+HEARTBEAT = 2.0
 EVENT_TTL = 600.0
 
 
@@ -115,6 +122,13 @@ class ResponseStream:
             for stream_id in [k for k, v in logs.items() if v.done][:500]:
                 del logs[stream_id]
         logs[self.log.stream_id] = self.log
+        store = self.server.store
+        if store is not None:
+            try:  # so another replica can answer for this request if this one dies
+                key = f"sse-{self.log.stream_id}"
+                await store.put_blob(key, "request", dumps(self.log.request_id), EVENT_TTL)
+            except StoreUnavailable as exc:
+                log.warning("stream not registered in the store: %s", exc)
         await self.send(
             {
                 "type": "http.response.start",
@@ -346,12 +360,14 @@ async def _resume_from_store(server: MCPServer, stream_id: str, seen: int, send:
                 return
             continue
         if await store.get_blob(key, "alive") is None and quiet > HEARTBEAT:
+            request = await store.get_blob(key, "request")
+            request_id = loads(request) if request else None
             error = MCPError(
-                -32603,
-                "The replica serving this request stopped before it "
-                "answered; send the request again",
+                INTERNAL_ERROR,
+                "The replica serving this request stopped before it answered; send the "
+                "request again",
             )
-            await _write(send, _event(f"{stream_id}_{seen + 1}", error_bytes(None, error)))
+            await _write(send, _event(f"{stream_id}_{seen + 1}", error_bytes(request_id, error)))
             return
         await anyio.sleep(0.1)
         quiet += 0.1

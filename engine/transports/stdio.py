@@ -15,12 +15,21 @@ import anyio
 from anyio.abc import TaskGroup
 
 from engine.errors import MCPError
+from engine.protocol import legacy
 from engine.protocol.dispatch import dispatch, error_response
-from engine.protocol.jsonrpc import error_bytes, loads, notification_bytes, request_id_of
+from engine.protocol.jsonrpc import (
+    error_bytes,
+    loads,
+    notification_bytes,
+    parse,
+    request_id_of,
+    result_bytes,
+)
 from engine.protocol.modern import Exchange
 
 if TYPE_CHECKING:
     from engine.server import MCPServer
+    from engine.sessions import LegacySession
 
 log = logging.getLogger("engine.stdio")
 
@@ -32,6 +41,8 @@ class StdioSession:
         self.lock = anyio.Lock()
         self.inflight: dict[Any, anyio.CancelScope] = {}
         self.listens: set[anyio.CancelScope] = set()
+        self.session: LegacySession | None = None
+        """Set by a 2025-11-25 ``initialize``: this process then speaks that era."""
 
     async def write(self, data: bytes) -> None:
         async with self.lock:
@@ -52,6 +63,9 @@ class StdioSession:
         except MCPError as exc:
             await self.write(error_bytes(None, exc))
             return
+        if isinstance(raw, dict) and "method" not in raw and ("result" in raw or "error" in raw):
+            await self.server.backchannel.deliver(raw)  # a response to one of our requests
+            return
         if isinstance(raw, dict) and raw.get("method") == "notifications/cancelled":
             params = raw.get("params")
             target = params.get("requestId") if isinstance(params, dict) else None
@@ -71,12 +85,51 @@ class StdioSession:
                     self.listens.add(scope)
                     await self.listen(raw)
                     return
+                if self._legacy(raw):
+                    await self.serve_legacy(raw)
+                    return
                 response = await dispatch(self.server, raw, Exchange(notify=self.notify))
                 if response.body is not None:
                     await self.write(response.body)
             finally:
                 self.inflight.pop(request_id, None)
                 self.listens.discard(scope)
+
+    def _legacy(self, raw: Any) -> bool:
+        """``initialize`` without modern ``_meta`` opens the 2025-11-25 era for this process."""
+        if not isinstance(raw, dict):
+            return False
+        params = raw.get("params")
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        if isinstance(meta, dict) and "io.modelcontextprotocol/protocolVersion" in meta:
+            return False
+        return raw.get("method") == "initialize" or self.session is not None
+
+    async def serve_legacy(self, raw: Any) -> None:
+        request_id = request_id_of(raw)
+        if not (isinstance(raw, dict) and "id" in raw):
+            return  # notifications/initialized and other notifications need no answer
+        exchange = legacy.LegacyExchange(self.session, None, outbox=self.write, notify=self.notify)
+        try:
+            message = parse(raw)
+            body = result_bytes(message.id, await legacy.handle(self.server, message, exchange))
+        except MCPError as exc:
+            body = error_bytes(request_id, exc)
+        if exchange.new_session is not None:
+            self.session = exchange.new_session
+            self.server.add_session_stream(self.session.id, self.notify)
+            self.server.add_listener(self.session_notification)
+        await self.write(body)
+
+    async def session_notification(self, method: str, params: dict[str, Any]) -> None:
+        """List changes, and updates of resources this session subscribed to."""
+        if self.session is None:
+            return
+        if method == "notifications/resources/updated":
+            current = await self.server.sessions.get(self.session.id)
+            if current is None or params.get("uri") not in current.subscriptions:
+                return
+        await self.notify(method, params)
 
     async def listen(self, raw: dict[str, Any]) -> None:
         from engine.protocol.subscriptions import open_subscription
