@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint typecheck pytest conformance clean
+.PHONY: install demo test lint typecheck pytest conformance clean fleet e2e
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -30,6 +30,12 @@ test: lint typecheck pytest
 
 conformance: $(STAMP)
 	$(BIN)/python tests/run_conformance.py 2026-07-28 2025-11-25
+
+fleet: $(STAMP)
+	$(BIN)/python deploy/fleet.py $(FLEET_ARGS)
+
+e2e: $(STAMP)
+	ENGINE_E2E=1 $(BIN)/python tests/redis_server.py -- $(BIN)/pytest tests/e2e $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache

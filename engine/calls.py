@@ -211,19 +211,15 @@ class RoundRunner:
         except MCPError:
             raise
         except ToolError as exc:
-            return RoundReply(
-                "error",
-                error=f"{_verb(handler)} {handler.name}: {exc}",
-                call_id=call_hex,
-                round_no=round_no,
-            )
+            text = f"{_verb(handler)} {handler.name}: {exc}"
+            return _traced(_failed(handler, request, text, call_hex, round_no), replay)
         except Exception:
             log.exception("%s %r failed", handler.role, handler.name)
             text = (
                 f"{_verb(handler)} {handler.name}: an unexpected error occurred; the server log "
                 "has the details"
             )
-            return _failed(handler, request, text, call_hex, round_no)
+            return _traced(_failed(handler, request, text, call_hex, round_no), replay)
         if isinstance(outcome, Completed):
             reply = RoundReply("complete", outcome.value, call_id=call_hex, round_no=round_no)
         else:
@@ -232,7 +228,7 @@ class RoundRunner:
             try:
                 sealed = await self.seal(next_state, binding, principal, call_id, round_no)
             except OversizedState as exc:
-                return _failed(handler, request, str(exc), call_hex, round_no)
+                return _traced(_failed(handler, request, str(exc), call_hex, round_no), replay)
             reply = RoundReply(
                 "input_required",
                 input_requests=requests,
@@ -240,8 +236,7 @@ class RoundRunner:
                 call_id=call_hex,
                 round_no=round_no,
             )
-        reply.trace = replay
-        return reply
+        return _traced(reply, replay)
 
     async def seal(
         self,
@@ -319,7 +314,8 @@ def journal_event(
         "target": handler.name,
         "method": request.method,
         "round": reply.round_no,
-        "arguments": request.arguments if server.journal_arguments else None,
+        "arguments": (request.arguments or {}) if server.journal_arguments else None,
+        "arguments_recorded": server.journal_arguments,
         "questions": reply.input_requests or {},
         "answers": replay.accepted if replay is not None else {},
         "checkpoints": replay.new_checkpoints() if replay is not None else {},
@@ -329,6 +325,12 @@ def journal_event(
         "code": handler.code_fingerprint,
     }
     return event
+
+
+def _traced(reply: RoundReply, replay: ReplayAsker | None) -> RoundReply:
+    """Keep what the round accepted and recorded, for the journal, whatever its outcome."""
+    reply.trace = replay
+    return reply
 
 
 def _failed(

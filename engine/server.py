@@ -5,7 +5,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+import signal
+import sys
+from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any, TypeVar
 
 import anyio
@@ -28,6 +30,8 @@ from engine.handlers import (
 )
 from engine.ledger import Ledger
 from engine.metrics import Metrics
+from engine.notifications import Listener, Notifications
+from engine.overrides import DependencyOverrides
 from engine.seal import KeyRing, KeySpec, ring_from
 from engine.sessions import SessionRegistry
 from engine.types import Icon, ToolAnnotations
@@ -36,37 +40,7 @@ from stores import Store, StoreUnavailable, open_store
 log = logging.getLogger("engine.server")
 
 F = TypeVar("F", bound=Callable[..., Any])
-Listener = Callable[[str, dict[str, Any]], Awaitable[None]]
 Lifespan = Callable[["MCPServer"], contextlib.AbstractAsyncContextManager[Any]]
-
-
-class DependencyOverrides(dict[Callable[..., Any], Callable[..., Any]]):
-    """``mcp.dependency_overrides[real] = fake``: swap a resolver, typically in tests.
-
-    Every change bumps :attr:`version`, so handlers re-plan with the override's own signature.
-    """
-
-    version = 0
-
-    def __setitem__(self, key: Callable[..., Any], value: Callable[..., Any]) -> None:
-        super().__setitem__(key, value)
-        self.version += 1
-
-    def __delitem__(self, key: Callable[..., Any]) -> None:
-        super().__delitem__(key)
-        self.version += 1
-
-    def clear(self) -> None:
-        super().clear()
-        self.version += 1
-
-    def pop(self, key: Any, *default: Any) -> Any:
-        self.version += 1
-        return super().pop(key, *default)
-
-    def update(self, *args: Any, **kwargs: Any) -> None:
-        super().update(*args, **kwargs)
-        self.version += 1
 
 
 class MCPServer:
@@ -147,18 +121,15 @@ class MCPServer:
             else None
         )
         self.bus = Bus(self.store, f"engine:{self.audience}")
-        self.bus.on("notify", self._deliver)
-        self.bus.on("session", self._deliver_session)
-        self.bus.on("response", self._accept_response)
         self.backchannel = BackChannel(forward=self._forward_response)
+        self.bus.on("response", self._accept_response)
+        self.notifications = Notifications(self.bus)
         self.sessions = SessionRegistry(self.store, session_ttl)
         self.legacy_answer_timeout = legacy_answer_timeout
-        self._session_streams: dict[str, set[Listener]] = {}
         self._tools: dict[str, Tool] = {}
         self._prompts: dict[str, Prompt] = {}
         self._resources: dict[str, Resource] = {}
         self._templates: dict[str, Resource] = {}
-        self._listeners: set[Listener] = set()
         self.rounds = RoundRunner(self)
 
     # --- registration ---------------------------------------------------------------------------
@@ -273,6 +244,16 @@ class MCPServer:
     def prompts(self) -> dict[str, Prompt]:
         return self._prompts
 
+    @property
+    def resources(self) -> dict[str, Resource]:
+        """Resources at fixed URIs, by URI."""
+        return self._resources
+
+    @property
+    def resource_templates(self) -> dict[str, Resource]:
+        """Resource templates, by URI template."""
+        return self._templates
+
     def capabilities(self) -> dict[str, Any]:
         return {
             "tools": {"listChanged": True},
@@ -379,58 +360,36 @@ class MCPServer:
             values = await values
         return [str(v) for v in (values or [])]
 
-    # --- notifications --------------------------------------------------------------------------
+    # --- notifications (they reach every replica through the store's bus) -----------------
 
     def add_listener(self, listener: Listener) -> None:
-        self._listeners.add(listener)
+        self.notifications.listeners.add(listener)
 
     def remove_listener(self, listener: Listener) -> None:
-        self._listeners.discard(listener)
-
-    async def _broadcast(self, method: str, params: dict[str, Any]) -> None:
-        """Deliver a notification to listeners on every replica (through the store's bus)."""
-        await self.bus.publish("notify", method, params)
-
-    async def _deliver(self, method: str, params: dict[str, Any]) -> None:
-        for listener in list(self._listeners):
-            try:
-                await listener(method, params)
-            except Exception:
-                log.exception("a notification listener failed")
+        self.notifications.listeners.discard(listener)
 
     async def notify_list_changed(self, kind: str) -> None:
         """Tell every open ``subscriptions/listen`` stream that a list changed."""
-        await self._broadcast(f"notifications/{kind}/list_changed", {})
+        await self.notifications.broadcast(f"notifications/{kind}/list_changed", {})
+
+    async def notify_resource_updated(self, uri: str) -> None:
+        await self.notifications.broadcast("notifications/resources/updated", {"uri": uri})
 
     async def notify_session(self, session_id: str, method: str, params: dict[str, Any]) -> None:
         """A notification for one 2025-11-25 session's standalone stream, on any replica."""
-        await self.bus.publish("session", session_id, method, params)
+        await self.notifications.to_session(session_id, method, params)
 
     def add_session_stream(self, session_id: str, listener: Listener) -> None:
-        self._session_streams.setdefault(session_id, set()).add(listener)
+        self.notifications.add_session_stream(session_id, listener)
 
     def remove_session_stream(self, session_id: str, listener: Listener) -> None:
-        streams = self._session_streams.get(session_id)
-        if streams is not None:
-            streams.discard(listener)
-            if not streams:
-                del self._session_streams[session_id]
-
-    async def _deliver_session(self, session_id: str, method: str, params: dict[str, Any]) -> None:
-        for listener in list(self._session_streams.get(session_id, ())):
-            try:
-                await listener(method, params)
-            except Exception:
-                log.exception("a session stream failed")
+        self.notifications.remove_session_stream(session_id, listener)
 
     async def _forward_response(self, instance: str, message: dict[str, Any]) -> None:
         await self.bus.publish("response", instance, message)
 
     async def _accept_response(self, instance: str, message: dict[str, Any]) -> None:
         self.backchannel.accept_forwarded(instance, message)
-
-    async def notify_resource_updated(self, uri: str) -> None:
-        await self._broadcast("notifications/resources/updated", {"uri": uri})
 
     # --- running ------------------------------------------------------------------------------
 
@@ -446,9 +405,14 @@ class MCPServer:
         *,
         host: str = "127.0.0.1",
         port: int = 8000,
+        drain_timeout: float | None = None,
         **options: Any,
     ) -> None:
-        """Serve until interrupted: ``"stdio"`` (the default) or ``"streamable-http"``."""
+        """Serve until interrupted: ``"stdio"`` (the default) or ``"streamable-http"``.
+
+        Over HTTP, SIGTERM drains: no new connections, requests in flight finish (within
+        ``drain_timeout`` seconds, ``ENGINE_DRAIN_TIMEOUT``, default 25), then exit status 0.
+        """
         if transport == "stdio":
             from engine.transports.stdio import serve_stdio
 
@@ -462,7 +426,19 @@ class MCPServer:
         if allowed is None and host not in ("127.0.0.1", "localhost", "::1"):
             allowed = ["127.0.0.1", "localhost", "::1", host]
         app = self.streamable_http_app(allowed_hosts=allowed, **options)
-        uvicorn.run(app, host=host, port=port, log_level="info", lifespan="on")
+        if drain_timeout is None:
+            drain_timeout = float(os.environ.get("ENGINE_DRAIN_TIMEOUT", "25"))
+        # uvicorn drains on SIGTERM, then re-raises it with the handler it found: make that one
+        # a clean exit, so a drained replica ends with status 0 rather than 143.
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+        uvicorn.run(
+            app,
+            host=host,
+            port=port,
+            log_level="info",
+            lifespan="on",
+            timeout_graceful_shutdown=max(1, round(drain_timeout)),
+        )
 
     async def health(self) -> tuple[bool, dict[str, Any]]:
         """``(healthy, details)``: the process answers and its store (if any) does too."""

@@ -218,3 +218,45 @@ class Client:
 async def connect(*servers: MCPServer, **options: Any) -> AsyncIterator[Client]:
     async with Client(*servers, **options) as client:
         yield client
+
+
+# --- replaying recorded calls -----------------------------------------------------------------
+
+import typing  # noqa: E402 - this section was added after the client, and imports its own
+
+if typing.TYPE_CHECKING:
+    from pathlib import Path
+
+    from engine.replay import ReplayReport
+
+
+def replay(
+    app: MCPServer, fixture: str | Path, *, arguments: dict[str, Any] | None = None
+) -> ReplayReport:
+    """Replay an exported call against ``app``; raise ``AssertionError`` at a divergence.
+
+    A fixture made with ``python -m engine export CALL_ID`` becomes a regression test of
+    in-flight compatibility: a change that would make waiting calls ask again, or end
+    differently, fails here before it is deployed. Synchronous, for plain pytest tests; in an
+    async test, ``await engine.replay.replay_call(app, engine.replay.load_fixture(path))``.
+    """
+    import asyncio
+
+    import anyio
+
+    from engine.replay import load_fixture, replay_call
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        raise RuntimeError(
+            "engine.testing.replay() runs its own event loop; in an async test use "
+            "`await engine.replay.replay_call(app, engine.replay.load_fixture(path))`"
+        )
+    call = load_fixture(fixture)
+    report = anyio.run(lambda: replay_call(app, call, arguments=arguments))
+    if not report.ok:
+        raise AssertionError(f"{fixture}:\n{report.render()}")
+    return report

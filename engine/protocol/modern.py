@@ -30,6 +30,7 @@ META_VERSION = "io.modelcontextprotocol/protocolVersion"
 META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
 META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 META_REPLICA = "engine/replica"
+META_CALL = "engine/call"
 INPUT_METHODS = frozenset({"tools/call", "prompts/get", "resources/read"})
 
 
@@ -253,6 +254,8 @@ async def handle(server: MCPServer, message: Message, exchange: Exchange) -> byt
         result_meta = result["_meta"] = {}
     result_meta[META_SERVER_INFO] = {"name": server.name, "version": server.version}
     result_meta[META_REPLICA] = server.replica_id
+    if isinstance(outcome, RoundReply) and outcome.call_id is not None:
+        result_meta[META_CALL] = outcome.call_id
     body = dumps(result)
     if isinstance(outcome, RoundReply) and outcome.finish is not None:
         await outcome.finish(body)

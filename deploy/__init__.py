@@ -1,0 +1,1 @@
+"""Deployment helpers: the local fleet (``deploy/fleet.py``) and the nginx template."""

@@ -1,0 +1,414 @@
+"""Drive ``examples/fleet_server.py`` through nginx with the official ``mcp`` Client.
+
+``FleetClient`` wraps one SDK ``Client`` (2026-07-28, its automatic ``input_required`` loop) over
+an ``httpx2.AsyncClient`` whose event hooks record every ``tools/call`` POST: which call (the
+``tag`` argument), whether it resumed a call, the size of its requestState, the serving replica
+(the ``x-engine-replica`` header and the result's ``_meta["engine/replica"]``), the status, and
+the request and response bytes (for byte-for-byte replays).
+
+The callbacks answer deterministically: the sampled note for ``(tag, size)`` is
+:func:`note_for`, the confirmation is signed by :data:`SIGNER`, the roots are :data:`ROOTS`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from collections import Counter, defaultdict
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import httpx2
+import mcp_types as types
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from pydantic import TypeAdapter
+
+MODE = "2026-07-28"
+SIGNER = "Ada"
+ROOTS = [types.Root(uri="file:///srv/fleet/books", name="books")]
+NOTE_PROMPT = re.compile(r"^Write a note of exactly (\d+) characters for (\S+)\.$")
+STORE_ERROR = -32603
+
+RESPONSES = TypeAdapter(dict[str, types.InputResponse])
+
+
+def note_for(tag: str, size: int) -> str:
+    """The note the sampling callback writes: ``size`` characters, different for every tag."""
+    unit = f"{tag}|"
+    return (unit * (size // len(unit) + 1))[:size]
+
+
+def expected_receipt(tag: str, size: int) -> dict[str, Any]:
+    """The parts of ``checkout``'s receipt that follow from the arguments and the answers."""
+    note = note_for(tag, size).encode()
+    return {
+        "tag": tag,
+        "note_bytes": len(note),
+        "note_sha256": hashlib.sha256(note).hexdigest(),
+        "roots": [str(root.uri) for root in ROOTS],
+        "signed_by": SIGNER,
+        "sent": True,
+    }
+
+
+def is_store_error(exc: MCPError) -> bool:
+    """The engine's answer while its store is down: -32603, naming the store, saying retry."""
+    return exc.error.code == STORE_ERROR and "store is unavailable" in exc.error.message
+
+
+@dataclass
+class Exchange:
+    """One ``tools/call`` POST and what came back."""
+
+    tag: str | None
+    tool: str | None
+    resumed: bool
+    state_chars: int
+    request_bytes: int
+    sent_at: float
+    params: dict[str, Any]
+    request_headers: list[tuple[str, str]]
+    request_body: bytes
+    status: int = 0
+    header_replica: str | None = None
+    meta_replica: str | None = None
+    response_body: bytes = b""
+    error: dict[str, Any] | None = None
+    done_at: float = 0.0
+
+    @property
+    def result_type(self) -> str | None:
+        if not self.response_body:
+            return None
+        try:
+            message = json.loads(self.response_body)
+        except ValueError:
+            return None
+        result = message.get("result") if isinstance(message, dict) else None
+        return result.get("resultType") if isinstance(result, dict) else None
+
+
+class Recorder:
+    """The httpx2 event hooks: every ``tools/call`` exchange, grouped by the call's tag."""
+
+    def __init__(self) -> None:
+        self.exchanges: list[Exchange] = []
+        self.by_tag: dict[str, list[Exchange]] = defaultdict(list)
+
+    async def on_request(self, request: httpx2.Request) -> None:
+        if request.method != "POST":
+            return
+        body = request.content
+        try:
+            message = json.loads(body)
+        except ValueError:
+            return
+        if not isinstance(message, dict) or message.get("method") != "tools/call":
+            return
+        params = message.get("params") or {}
+        arguments = params.get("arguments") or {}
+        tag = arguments.get("tag") if isinstance(arguments, dict) else None
+        state = params.get("requestState")
+        exchange = Exchange(
+            tag=tag if isinstance(tag, str) else None,
+            tool=params.get("name"),
+            resumed=state is not None,
+            state_chars=len(state) if isinstance(state, str) else 0,
+            request_bytes=len(body),
+            sent_at=time.monotonic(),
+            params=params,
+            request_headers=[
+                (k, v)
+                for k, v in request.headers.items()
+                if k.lower() not in ("content-length", "host")
+            ],
+            request_body=body,
+        )
+        request.extensions["fleet_exchange"] = exchange
+        self.exchanges.append(exchange)
+        if exchange.tag is not None:
+            self.by_tag[exchange.tag].append(exchange)
+
+    async def on_response(self, response: httpx2.Response) -> None:
+        exchange = response.request.extensions.get("fleet_exchange")
+        if not isinstance(exchange, Exchange):
+            return
+        exchange.status = response.status_code
+        exchange.header_replica = response.headers.get("x-engine-replica")
+        if response.headers.get("content-type", "").startswith("application/json"):
+            exchange.response_body = await response.aread()
+            try:
+                message = json.loads(exchange.response_body)
+            except ValueError:
+                message = None
+            if isinstance(message, dict):
+                result = message.get("result")
+                if isinstance(result, dict):
+                    meta = result.get("_meta") or {}
+                    exchange.meta_replica = meta.get("engine/replica")
+                error = message.get("error")
+                exchange.error = error if isinstance(error, dict) else None
+        exchange.done_at = time.monotonic()
+
+    def last(self, tag: str) -> Exchange | None:
+        rounds = self.by_tag.get(tag)
+        return rounds[-1] if rounds else None
+
+    def served_by(self, tag: str) -> list[str | None]:
+        """The replica that served each round of one call, in order."""
+        return [e.header_replica for e in self.by_tag.get(tag, [])]
+
+
+@dataclass
+class CallStats:
+    """What happened to the calls a test drove."""
+
+    completed: dict[str, types.CallToolResult] = field(default_factory=dict)
+    store_errors: list[tuple[str, int, str]] = field(default_factory=list)
+    other_errors: list[tuple[str, str]] = field(default_factory=list)
+    restarts: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    """Calls started again from round one (a failed first round leaves no state to resume)."""
+    resumes: int = 0
+
+
+Gate = Callable[[str], Awaitable[None]]
+
+
+class FleetClient:
+    """The official client on one nginx URL, with recording hooks and answering callbacks."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        before_confirm: Gate | None = None,
+        read_timeout: float = 60.0,
+    ) -> None:
+        self.url = url
+        self.recorder = Recorder()
+        self.stats = CallStats()
+        self.before_confirm = before_confirm
+        self.read_timeout = read_timeout
+        self._client: Client | None = None
+
+    # --- the callbacks ----------------------------------------------------------------------
+
+    async def sample(
+        self, context: Any, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult | types.ErrorData:
+        [message] = params.messages
+        assert isinstance(message.content, types.TextContent)
+        match = NOTE_PROMPT.match(message.content.text)
+        if match is None:
+            return types.ErrorData(code=-32602, message=f"unexpected prompt {message.content!r}")
+        size, tag = int(match[1]), match[2]
+        return types.CreateMessageResult(
+            role="assistant",
+            content=types.TextContent(type="text", text=note_for(tag, size)),
+            model="fleet-stub",
+        )
+
+    async def elicit(
+        self, context: Any, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData:
+        if params.message.startswith("Send the"):
+            if self.before_confirm is not None:
+                await self.before_confirm(params.message)
+            return types.ElicitResult(action="accept", content={"send": True, "signed_by": SIGNER})
+        if params.message.startswith("Start the"):
+            return types.ElicitResult(action="accept", content={"go": True})
+        return types.ErrorData(code=-32602, message=f"unexpected question {params.message!r}")
+
+    async def roots(self, context: Any) -> types.ListRootsResult | types.ErrorData:
+        return types.ListRootsResult(roots=ROOTS)
+
+    # --- lifecycle --------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def open(self) -> AsyncIterator[FleetClient]:
+        async with (
+            httpx2.AsyncClient(
+                timeout=httpx2.Timeout(self.read_timeout, connect=5.0),
+                trust_env=False,
+                limits=httpx2.Limits(max_connections=64, max_keepalive_connections=32),
+                event_hooks={
+                    "request": [self.recorder.on_request],
+                    "response": [self.recorder.on_response],
+                },
+            ) as http,
+            Client(
+                streamable_http_client(self.url, http_client=http),
+                mode=MODE,
+                read_timeout_seconds=self.read_timeout,
+                elicitation_callback=self.elicit,
+                sampling_callback=self.sample,
+                list_roots_callback=self.roots,
+                input_required_max_rounds=200,
+            ) as client,
+        ):
+            self._client = client
+            try:
+                yield self
+            finally:
+                self._client = None
+
+    @property
+    def client(self) -> Client:
+        assert self._client is not None, "use `async with FleetClient(...).open()`"
+        return self._client
+
+    # --- calls ------------------------------------------------------------------------------
+
+    async def call(
+        self,
+        tool: str,
+        arguments: dict[str, Any],
+        *,
+        retry_store_errors: bool = False,
+        deadline: float = 60.0,
+    ) -> types.CallToolResult:
+        """Call ``tool`` and drive its rounds to the end.
+
+        With ``retry_store_errors``, a round refused because the store is down is sent again,
+        exactly as it was sent (same answers, same requestState, so a round that did run is a
+        duplicate and gets its first response), until ``deadline`` seconds have passed.
+        """
+        tag = str(arguments["tag"])
+        give_up = time.monotonic() + deadline
+        responses: dict[str, types.InputResponse] | None = None
+        state: str | None = None
+        delay = 0.1
+        while True:
+            try:
+                result = await self.client.call_tool(
+                    tool, arguments, input_responses=responses, request_state=state
+                )
+            except MCPError as exc:
+                if not (retry_store_errors and is_store_error(exc)):
+                    self.stats.other_errors.append((tag, f"{exc.error.code}: {exc.error.message}"))
+                    raise
+                self.stats.store_errors.append((tag, exc.error.code, exc.error.message))
+                if time.monotonic() > give_up:
+                    raise
+                responses, state = self._resume_point(tag)
+                if state is None:
+                    self.stats.restarts[tag] += 1
+                else:
+                    self.stats.resumes += 1
+                await anyio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+                continue
+            self.stats.completed[tag] = result
+            return result
+
+    def _resume_point(self, tag: str) -> tuple[dict[str, types.InputResponse] | None, str | None]:
+        """The answers and requestState of the call's last round as sent on the wire."""
+        last = self.recorder.last(tag)
+        if last is None:
+            return None, None
+        raw = last.params.get("inputResponses")
+        state = last.params.get("requestState")
+        answers = RESPONSES.validate_python(raw) if isinstance(raw, dict) else None
+        return answers, state if isinstance(state, str) else None
+
+    async def checkout(
+        self, tag: str, size: int, *, retry_store_errors: bool = False, deadline: float = 60.0
+    ) -> types.CallToolResult:
+        return await self.call(
+            "checkout",
+            {"tag": tag, "size": size},
+            retry_store_errors=retry_store_errors,
+            deadline=deadline,
+        )
+
+    async def side_effects(self, prefix: str) -> dict[str, Any]:
+        result = await self.client.call_tool("side_effects", {"prefix": prefix})
+        assert not result.is_error, result
+        effects: dict[str, Any] = result.structured_content
+        return effects
+
+
+async def wait_until(predicate: Callable[[], bool], interval: float = 0.01) -> None:
+    """Poll ``predicate`` (bound the wait with ``anyio.fail_after``)."""
+    while True:
+        if predicate():
+            return
+        await anyio.sleep(interval)
+
+
+async def replay(url: str, exchange: Exchange) -> httpx2.Response:
+    """Send one recorded POST again, byte for byte (same JSON-RPC id, same headers)."""
+    async with httpx2.AsyncClient(timeout=30.0, trust_env=False) as http:
+        response = await http.post(
+            url, content=exchange.request_body, headers=dict(exchange.request_headers)
+        )
+        await response.aread()
+        return response
+
+
+# --- checks and numbers shared by the fleet tests -------------------------------------------------
+
+
+@dataclass
+class Numbers:
+    """One test's line in the end-of-session summary."""
+
+    test: str
+    calls: int
+    rounds: int
+    replicas_hit: int
+    calls_across_replicas: int
+    duplicate_executions: int
+    duplicates_served: int
+    failures: int
+    note: str = ""
+
+
+REPORT: list[Numbers] = []
+
+
+def duplicate_executions(effects: dict[str, Any], tags: Collection[str]) -> int:
+    """Bodies that ran more than once for one call (must be 0)."""
+    return sum(max(0, effects["body"].get(tag, 0) - 1) for tag in tags)
+
+
+def check_receipts(fc: FleetClient, sizes: Mapping[str, int], effects: dict[str, Any]) -> None:
+    """Every call completed once, with the receipt its arguments and answers call for.
+
+    The hold in each receipt is the one once-effect the call recorded (``once=True`` ran once
+    for the call, whichever replicas served its rounds), and the body ran exactly once.
+    """
+    completed = fc.stats.completed
+    missing = set(sizes) - set(completed)
+    assert not missing, f"{len(missing)} calls did not complete: {sorted(missing)[:5]}"
+    for tag, size in sizes.items():
+        result = completed[tag]
+        assert not result.is_error, (tag, result.content)
+        receipt = result.structured_content
+        assert {k: receipt[k] for k in expected_receipt(tag, size)} == expected_receipt(tag, size)
+        assert effects["holds"].get(receipt["hold"]) == tag, (tag, receipt["hold"])
+        assert effects["body"].get(tag) == 1, (tag, effects["body"].get(tag))
+        assert effects["once"].get(tag) == 1 + fc.stats.restarts.get(tag, 0), tag
+        final = fc.recorder.last(tag)
+        assert final is not None and final.meta_replica == receipt["replica"], tag
+
+
+def replicas_of_calls(fc: FleetClient, tags: Collection[str]) -> dict[str, set[str]]:
+    """The replicas each call's rounds were served by (from the x-engine-replica header)."""
+    return {tag: {r for r in fc.recorder.served_by(tag) if r is not None} for tag in tags}
+
+
+def served_counts(fc: FleetClient, tool: str = "checkout") -> Counter[str]:
+    """Rounds of ``tool`` per serving replica."""
+    return Counter(e.header_replica or "?" for e in fc.recorder.exchanges if e.tool == tool)
+
+
+def note_of(counts: Counter[str]) -> str:
+    return "rounds per replica: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
