@@ -8,6 +8,7 @@ nothing about HTTP or JSON-RPC framing.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -21,7 +22,7 @@ from engine.claims import Binding, Claims, StateRef, new_call_id, principal_tag
 from engine.context import CallScope, Context, RequestScope
 from engine.errors import INTERNAL_ERROR, INVALID_PARAMS, InvalidRequestState, MCPError, ToolError
 from engine.handlers import Handler
-from engine.ledger import Ledger, responses_fingerprint
+from engine.ledger import Hold, Ledger, responses_fingerprint
 from engine.rounds import Completed, InvalidArguments, Round, validate_arguments
 from engine.state import CallState
 
@@ -73,13 +74,6 @@ class OversizedState(ToolError):
     """The next round's state is over the inline limit and there is no store to hold it."""
 
 
-@dataclass(slots=True)
-class _Claimed:
-    call_id: str
-    round_no: int
-    fingerprint: bytes
-
-
 class RoundRunner:
     """Runs rounds for one server: owns the claims policy, the limits and the ledger use."""
 
@@ -124,7 +118,7 @@ class RoundRunner:
         binding = Binding.of(server.audience, request.method, request.target, request.arguments)
         started = time.perf_counter()
         token = request.request_state
-        claimed: _Claimed | None = None
+        claimed: Hold | None = None
         if token is None:
             state, call_id, round_no = CallState(), new_call_id(), 1
         else:
@@ -145,16 +139,19 @@ class RoundRunner:
                         call_id=call_id.hex(),
                         round_no=round_no,
                     )
-                claimed = _Claimed(call_id.hex(), claims.round_no, fingerprint)
+                claimed = admission.hold
         try:
             if token is not None:
                 state = CallState.decode(await self._state_bytes(claims, call_id))
-            reply = await self._execute(
-                handler, request, args, asker, state, call_id, round_no, binding, principal
-            )
+            async with contextlib.AsyncExitStack() as stack:
+                if ledger is not None:
+                    await stack.enter_async_context(ledger.keep_alive(claimed))
+                reply = await self._execute(
+                    handler, request, args, asker, state, call_id, round_no, binding, principal
+                )
         except BaseException:
             if claimed is not None and ledger is not None:
-                await ledger.abandon(claimed.call_id, claimed.round_no, claimed.fingerprint)
+                await ledger.abandon(claimed)
             raise
         if ledger is not None:
             reply.finish = self._finisher(ledger, claimed, handler, request, reply, started)
@@ -273,7 +270,7 @@ class RoundRunner:
     def _finisher(
         self,
         ledger: Ledger,
-        claimed: _Claimed | None,
+        claimed: Hold | None,
         handler: Handler,
         request: CallRequest,
         reply: RoundReply,
@@ -285,13 +282,7 @@ class RoundRunner:
             event = journal_event(server, handler, request, reply, response, started)
             async with anyio.create_task_group() as tg:
                 if claimed is not None:
-                    tg.start_soon(
-                        ledger.settle,
-                        claimed.call_id,
-                        claimed.round_no,
-                        claimed.fingerprint,
-                        response,
-                    )
+                    tg.start_soon(ledger.settle, claimed, response)
                 tg.start_soon(ledger.record, reply.call_id or "", event)
 
         return finish

@@ -9,11 +9,12 @@ body never runs twice for one call, whichever replicas the duplicates reach.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,11 +50,21 @@ def responses_fingerprint(responses: Any) -> bytes:
     return hashlib.sha256(canonical).digest()[:16]
 
 
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """A round this attempt claimed: what it must settle, renew or give back."""
+
+    call_id: str
+    round_no: int
+    fingerprint: bytes
+    owner: bytes
+
+
 @dataclass(slots=True)
 class Admission:
-    """The claim's verdict: run (``fresh``), answer from ``cached`` bytes, or ask to ``retry``."""
+    """The claim's verdict: run (``hold``), answer from ``cached`` bytes, or ask to ``retry``."""
 
-    fresh: bool = False
+    hold: Hold | None = None
     cached: bytes | None = None
     retry: bool = False
 
@@ -69,19 +80,31 @@ class Ledger:
         wait_duplicates: float,
         journal_ttl: float,
         metrics: Metrics | None = None,
+        lease: float = 30.0,
     ) -> None:
         self.store = store
         self.ttl = ttl
+        self.lease = min(lease, ttl)
         self.wait_duplicates = wait_duplicates
         self.journal_ttl = journal_ttl
         self.metrics = metrics
         self._deferred, self._pending = anyio.create_memory_object_stream[Deferred](10_000)
 
     async def admit(self, call_id: str, round_no: int, fingerprint: bytes) -> Admission:
+        """Claim a round for this attempt, with a short lease (see :meth:`keep_alive`)."""
+        hold = Hold(call_id, round_no, fingerprint, os.urandom(16))
         try:
-            claim = await self.store.claim(call_id, round_no, fingerprint, self.ttl)
+            claim = await self.store.claim(
+                call_id, round_no, fingerprint, self.lease, owner=hold.owner
+            )
+        except StoreUnavailable as exc:
+            # The claim may have landed all the same: give it back once the store answers, or
+            # every retry of this round would wait for an owner that is not running it.
+            self._defer(self._releaser(hold), f"the release of a claim on call {call_id}")
+            raise store_error(exc, self.metrics) from None
+        try:
             if claim.status is Claim.FRESH:
-                return Admission(fresh=True)
+                return Admission(hold=hold)
             if claim.status is Claim.DUPLICATE:
                 return Admission(cached=claim.response)
             if claim.status is Claim.CONFLICT:
@@ -95,38 +118,83 @@ class Ledger:
             return Admission(cached=response)
         return Admission(retry=True)
 
-    async def settle(
-        self, call_id: str, round_no: int, fingerprint: bytes, response: bytes
-    ) -> None:
-        """Keep the round's response for duplicates.
+    @contextlib.asynccontextmanager
+    async def keep_alive(self, hold: Hold | None) -> AsyncIterator[None]:
+        """Renew the claim's lease while the round runs.
+
+        A claim lives ``lease`` seconds unless renewed, so a round whose replica died is free to
+        run again soon, instead of answering "retry" until the full TTL passes.
+        """
+        if hold is None:
+            yield
+            return
+
+        async def renew() -> None:
+            while True:
+                await anyio.sleep(self.lease / 3)
+                try:
+                    held = await self.store.renew(
+                        hold.call_id, hold.round_no, hold.fingerprint, hold.owner, self.lease
+                    )
+                except StoreUnavailable as exc:
+                    log.warning("could not renew the claim on call %s: %s", hold.call_id, exc)
+                    continue
+                if not held:
+                    log.warning(
+                        "lost the claim on round %s of call %s while running it",
+                        hold.round_no,
+                        hold.call_id,
+                    )
+                    return
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(renew)
+            try:
+                yield
+            finally:
+                tg.cancel_scope.cancel()
+
+    async def settle(self, hold: Hold, response: bytes) -> None:
+        """Keep the round's response for duplicates, for the full TTL.
 
         The body has run by now, so the response is delivered even when the store is down;
         keeping it is then retried in the background until the store is back (for one TTL).
         """
 
         async def write() -> None:
-            await self.store.complete(call_id, round_no, fingerprint, response, self.ttl)
+            await self.store.complete(
+                hold.call_id, hold.round_no, hold.fingerprint, response, self.ttl
+            )
 
-        await self._write_or_defer(write, f"the response of round {round_no} of call {call_id}")
+        what = f"the response of round {hold.round_no} of call {hold.call_id}"
+        await self._write_or_defer(write, what)
 
-    async def abandon(self, call_id: str, round_no: int, fingerprint: bytes) -> None:
+    async def abandon(self, hold: Hold) -> None:
         """Give the round back after a failure that produced no response to keep."""
-
-        async def write() -> None:
-            await self.store.release(call_id, round_no, fingerprint)
-
         with anyio.CancelScope(shield=True):
-            await self._write_or_defer(write, f"the release of round {round_no} of call {call_id}")
+            what = f"the release of round {hold.round_no} of call {hold.call_id}"
+            await self._write_or_defer(self._releaser(hold), what)
+
+    def _releaser(self, hold: Hold) -> Callable[[], Awaitable[None]]:
+        async def write() -> None:
+            await self.store.release(
+                hold.call_id, hold.round_no, hold.fingerprint, owner=hold.owner
+            )
+
+        return write
 
     async def _write_or_defer(self, write: Callable[[], Awaitable[None]], what: str) -> None:
         try:
             await write()
         except StoreUnavailable as exc:
             log.warning("store unavailable, will retry writing %s: %s", what, exc)
-            try:
-                self._deferred.send_nowait((write, what, time.monotonic() + self.ttl))
-            except anyio.WouldBlock:
-                log.error("too many deferred store writes; %s is lost", what)
+            self._defer(write, what)
+
+    def _defer(self, write: Callable[[], Awaitable[None]], what: str) -> None:
+        try:
+            self._deferred.send_nowait((write, what, time.monotonic() + self.ttl))
+        except anyio.WouldBlock:
+            log.error("too many deferred store writes; %s is lost", what)
 
     async def run_deferred(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
         """Retry the writes that failed while the store was down, oldest first."""

@@ -72,6 +72,7 @@ class MCPServer:
         journal_arguments: bool | None = None,
         journal_ttl: float = 24 * 3600,
         duplicate_wait: float = 2.0,
+        claim_lease: float = 30.0,
         session_ttl: float = 3600,
         legacy_answer_timeout: float = 300,
     ) -> None:
@@ -116,6 +117,7 @@ class MCPServer:
                 wait_duplicates=duplicate_wait,
                 journal_ttl=journal_ttl,
                 metrics=self.metrics,
+                lease=claim_lease,
             )
             if self.store is not None
             else None

@@ -27,3 +27,12 @@ def check_round(round_no: int) -> None:
     """Round numbers are keys; a bool or negative number is a caller bug."""
     if not isinstance(round_no, int) or isinstance(round_no, bool) or round_no < 0:
         raise ValueError(f"round_no must be a non-negative integer, got {round_no!r}")
+
+
+def check_owner(owner: bytes | None) -> bytes | None:
+    """An owner token is non-empty bytes (empty would read as "no owner" on Redis), or None."""
+    if owner is None:
+        return None
+    if isinstance(owner, bytes | bytearray | memoryview) and len(data := bytes(owner)) > 0:
+        return data
+    raise ValueError(f"owner must be non-empty bytes or None, got {owner!r}")

@@ -2,7 +2,8 @@
 
 Scripts touch only the keys they are given. Per-call scripts get keys of one call (one hash
 tag, so one cluster slot); index scripts get only the global index keys (another tag). A round
-is a hash: ``fp`` (the fingerprint of the request that holds it) and, once done, ``response``.
+is a hash: ``fp`` (the fingerprint of the request that holds it), ``owner`` (the token of the
+claim that created it, when that claim had one) and, once done, ``response``.
 """
 
 from __future__ import annotations
@@ -11,6 +12,9 @@ CLAIM = """
 local fp = redis.call('HGET', KEYS[1], 'fp')
 if not fp then
   redis.call('HSET', KEYS[1], 'fp', ARGV[1])
+  if ARGV[3] and ARGV[3] ~= '' then
+    redis.call('HSET', KEYS[1], 'owner', ARGV[3])
+  end
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return {'fresh'}
 end
@@ -23,7 +27,10 @@ if response then
 end
 return {'in_progress'}
 """
-"""KEYS: round. ARGV: fingerprint, ttl ms. Returns {status[, response]}."""
+"""KEYS: round. ARGV: fingerprint, ttl ms[, owner]. Returns {status[, response]}.
+
+The owner is recorded only when the round is created; absent or empty means none.
+"""
 
 COMPLETE = """
 local fp = redis.call('HGET', KEYS[1], 'fp')
@@ -37,14 +44,31 @@ return 1
 """KEYS: round. ARGV: fingerprint, response, ttl ms. Returns 1 if recorded."""
 
 RELEASE = """
-if redis.call('HGET', KEYS[1], 'fp') == ARGV[1]
-    and redis.call('HEXISTS', KEYS[1], 'response') == 0 then
-  redis.call('DEL', KEYS[1])
-  return 1
+if redis.call('HGET', KEYS[1], 'fp') ~= ARGV[1]
+    or redis.call('HEXISTS', KEYS[1], 'response') == 1 then
+  return 0
 end
-return 0
+if ARGV[2] and ARGV[2] ~= '' and redis.call('HGET', KEYS[1], 'owner') ~= ARGV[2] then
+  return 0
+end
+redis.call('DEL', KEYS[1])
+return 1
 """
-"""KEYS: round. ARGV: fingerprint. Returns 1 if a claim was dropped."""
+"""KEYS: round. ARGV: fingerprint[, owner]. Returns 1 if a claim was dropped.
+
+With an owner (absent or empty means none), only a claim created with that owner is dropped.
+"""
+
+RENEW = """
+if redis.call('HGET', KEYS[1], 'fp') ~= ARGV[1]
+    or redis.call('HGET', KEYS[1], 'owner') ~= ARGV[2]
+    or redis.call('HEXISTS', KEYS[1], 'response') == 1 then
+  return 0
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return 1
+"""
+"""KEYS: round. ARGV: fingerprint, owner, ttl ms. Returns 1 if our claim was extended."""
 
 APPEND = """
 local n = redis.call('RPUSH', KEYS[1], ARGV[1])

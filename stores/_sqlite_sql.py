@@ -15,7 +15,8 @@ from typing import Any
 from ._journal import IndexFields, decode_event
 from .base import CallSummary, Claim, ClaimResult, StoreUnavailable
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""1: the first schema. 2: ``rounds.owner``, the token of the claim that created the record."""
 
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS blobs (
@@ -24,7 +25,7 @@ _SCHEMA = (
     ) WITHOUT ROWID""",
     """CREATE TABLE IF NOT EXISTS rounds (
         call_id TEXT NOT NULL, round_no INTEGER NOT NULL, fingerprint BLOB NOT NULL,
-        response BLOB, expires_at REAL NOT NULL, PRIMARY KEY (call_id, round_no)
+        response BLOB, expires_at REAL NOT NULL, owner BLOB, PRIMARY KEY (call_id, round_no)
     ) WITHOUT ROWID""",
     """CREATE TABLE IF NOT EXISTS calls (
         call_id TEXT PRIMARY KEY, target TEXT, first_ts REAL NOT NULL, last_ts REAL NOT NULL,
@@ -38,6 +39,11 @@ _SCHEMA = (
     ) WITHOUT ROWID""",
 )
 """Applied in one transaction on first open (``executescript`` would commit half-way)."""
+
+_MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: ("ALTER TABLE rounds ADD COLUMN owner BLOB",),
+}
+"""Statements that bring a file of version N to N + 1, applied in place on open."""
 
 
 @contextmanager
@@ -54,29 +60,44 @@ def transaction(conn: sqlite3.Connection, mode: str = "IMMEDIATE") -> Iterator[N
 
 
 def connect(path: str, op_timeout: float) -> sqlite3.Connection:
-    """Open in WAL mode with the schema in place; a file of another schema is refused."""
+    """Open in WAL mode with the schema in place, migrating an older file in place.
+
+    A file of an unknown (newer) schema is refused.
+    """
     conn = sqlite3.connect(path, timeout=op_timeout, isolation_level=None, check_same_thread=False)
     try:
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")  # durable across crashes of this process
-        if _schema_version(conn, path) == 0:  # a new file: create the schema, once
-            with transaction(conn):
-                if _schema_version(conn, path) == 0:
-                    for statement in _SCHEMA:
-                        conn.execute(statement)
-                    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        if _schema_version(conn, path) != SCHEMA_VERSION:
+            with transaction(conn):  # re-read: another process may have done it meanwhile
+                _create_or_migrate(conn, _schema_version(conn, path))
     except BaseException:
         conn.close()
         raise
     return conn
 
 
+def _create_or_migrate(conn: sqlite3.Connection, version: int) -> None:
+    """Inside the caller's transaction, so a crash leaves the file at its old version."""
+    if version == SCHEMA_VERSION:
+        return
+    if version == 0:  # a new file: create the current schema, once
+        for statement in _SCHEMA:
+            conn.execute(statement)
+    else:
+        for step in range(version, SCHEMA_VERSION):
+            for statement in _MIGRATIONS[step]:
+                conn.execute(statement)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
 def _schema_version(conn: sqlite3.Connection, path: str) -> int:
     (version,) = conn.execute("PRAGMA user_version").fetchone()
-    if version not in (0, SCHEMA_VERSION):
+    if not 0 <= version <= SCHEMA_VERSION:
         raise StoreUnavailable(
             f"SQLite store {path!r} has schema version {version}; this engine reads "
-            f"version {SCHEMA_VERSION}. Point the store at a new file."
+            f"versions up to {SCHEMA_VERSION}. Point the store at a new file, or use the "
+            "engine that wrote it."
         )
     return int(version)
 
@@ -110,15 +131,21 @@ def read_round(
 
 
 def claim(
-    conn: sqlite3.Connection, key: tuple[str, int], fingerprint: bytes, ttl: float
+    conn: sqlite3.Connection,
+    key: tuple[str, int],
+    fingerprint: bytes,
+    ttl: float,
+    owner: bytes | None,
 ) -> ClaimResult:
     with transaction(conn):
         now = time.time()
         record = read_round(conn, key, now)
         if record is None:
             conn.execute(
-                "INSERT OR REPLACE INTO rounds VALUES (?, ?, ?, NULL, ?)",
-                (*key, fingerprint, now + ttl),
+                "INSERT OR REPLACE INTO rounds"
+                " (call_id, round_no, fingerprint, response, expires_at, owner)"
+                " VALUES (?, ?, ?, NULL, ?, ?)",
+                (*key, fingerprint, now + ttl, owner),
             )
             return ClaimResult(Claim.FRESH)
     theirs, response = record
@@ -138,19 +165,36 @@ def complete(
         if record is not None and (record[0] != fingerprint or record[1] is not None):
             return False
         conn.execute(
-            "INSERT OR REPLACE INTO rounds VALUES (?, ?, ?, ?, ?)",
+            "INSERT OR REPLACE INTO rounds"
+            " (call_id, round_no, fingerprint, response, expires_at) VALUES (?, ?, ?, ?, ?)",
             (*key, fingerprint, response, now + ttl),
         )
         return True
 
 
-def release(conn: sqlite3.Connection, key: tuple[str, int], fingerprint: bytes) -> bool:
-    cursor = conn.execute(
+def release(
+    conn: sqlite3.Connection, key: tuple[str, int], fingerprint: bytes, owner: bytes | None
+) -> bool:
+    sql = (
         "DELETE FROM rounds WHERE call_id = ? AND round_no = ? AND fingerprint = ?"
-        " AND response IS NULL",
-        (*key, fingerprint),
+        " AND response IS NULL"
     )
-    return cursor.rowcount > 0
+    params: tuple[object, ...] = (*key, fingerprint)
+    if owner is not None:  # a NULL owner never equals one: an ownerless claim is kept
+        sql += " AND owner = ?"
+        params += (owner,)
+    return conn.execute(sql, params).rowcount > 0
+
+
+def renew(
+    conn: sqlite3.Connection, key: tuple[str, int], fingerprint: bytes, owner: bytes, ttl: float
+) -> bool:
+    now = time.time()
+    sql = (
+        "UPDATE rounds SET expires_at = ? WHERE call_id = ? AND round_no = ? AND fingerprint = ?"
+        " AND owner = ? AND response IS NULL AND expires_at > ?"
+    )
+    return conn.execute(sql, (now + ttl, *key, fingerprint, owner, now)).rowcount > 0
 
 
 def append(

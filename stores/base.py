@@ -87,13 +87,24 @@ class Store(Protocol):
 
     # --- single-use rounds and idempotent completion ---
     async def claim(
-        self, call_id: str, round_no: int, fingerprint: bytes, ttl: float
+        self,
+        call_id: str,
+        round_no: int,
+        fingerprint: bytes,
+        ttl: float,
+        *,
+        owner: bytes | None = None,
     ) -> ClaimResult:
         """Atomically take a round for the request identified by `fingerprint`.
 
         No record: one is created (in progress, kept `ttl` s) and the result is FRESH. Same
         fingerprint: DUPLICATE with the response when done, else IN_PROGRESS. A different
         fingerprint: CONFLICT.
+
+        `owner` is a token unique to this attempt (e.g. 16 random bytes; non-empty). It is
+        recorded only when the record is created (FRESH); a claim that finds a record leaves
+        that record's owner alone. Pass it to `release` to give back exactly this claim, which
+        is the only safe release after a claim whose outcome is unknown (`StoreUnavailable`).
         """
         ...
 
@@ -108,8 +119,27 @@ class Store(Protocol):
         """
         ...
 
-    async def release(self, call_id: str, round_no: int, fingerprint: bytes) -> None:
-        """Drop our in-progress claim (the attempt failed) so a retry can run the round."""
+    async def release(
+        self, call_id: str, round_no: int, fingerprint: bytes, *, owner: bytes | None = None
+    ) -> None:
+        """Drop our in-progress claim (the attempt failed) so a retry can run the round.
+
+        Only an in-progress record of `fingerprint` is dropped; a completed round never is.
+        With `owner`, the record must also have been created by a claim with that same owner:
+        a claim taken by another attempt of the same request (or without an owner) is kept.
+        Without `owner`, any in-progress claim of `fingerprint` is dropped, whoever took it.
+        """
+        ...
+
+    async def renew(
+        self, call_id: str, round_no: int, fingerprint: bytes, owner: bytes, ttl: float
+    ) -> bool:
+        """Extend an in-progress claim held by ``owner`` to ``ttl`` s from now.
+
+        A claim is taken with a short lease and renewed while its round runs, so a claim whose
+        owner died expires soon instead of blocking the round for its whole TTL. False when the
+        claim is not ours anymore (completed, released, expired or someone else's).
+        """
         ...
 
     async def wait_complete(

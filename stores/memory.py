@@ -16,7 +16,7 @@ from typing import Any, Protocol, TypeVar
 import anyio.lowlevel
 
 from ._bus import DEFAULT_BUFFER, LocalBus
-from ._checks import check_call_id, check_limit, check_round, check_ttl
+from ._checks import check_call_id, check_limit, check_owner, check_round, check_ttl
 from ._journal import decode_event, encode_event, index_fields
 from ._waiters import Waiters, wait_settled
 from .base import CallSummary, Claim, ClaimResult
@@ -46,6 +46,7 @@ class _Round:
     fingerprint: bytes
     response: bytes | None  # None while in progress
     expires: float
+    owner: bytes | None = None  # set by the claim that created the record
 
 
 @dataclass(slots=True)
@@ -114,16 +115,23 @@ class MemoryStore:
         return record
 
     async def claim(
-        self, call_id: str, round_no: int, fingerprint: bytes, ttl: float
+        self,
+        call_id: str,
+        round_no: int,
+        fingerprint: bytes,
+        ttl: float,
+        *,
+        owner: bytes | None = None,
     ) -> ClaimResult:
         check_call_id(call_id)
         check_round(round_no)
         check_ttl(ttl)
+        owner = check_owner(owner)
         now = await self._enter()
         # No await from here on: the read-and-create is atomic within the event loop.
         record = self._live_round(call_id, round_no, now)
         if record is None:
-            self._rounds[call_id, round_no] = _Round(bytes(fingerprint), None, now + ttl)
+            self._rounds[call_id, round_no] = _Round(bytes(fingerprint), None, now + ttl, owner)
             self._purge(now)
             return ClaimResult(Claim.FRESH)
         if record.fingerprint != fingerprint:
@@ -149,13 +157,40 @@ class MemoryStore:
             return
         self._waiters.notify((call_id, round_no))
 
-    async def release(self, call_id: str, round_no: int, fingerprint: bytes) -> None:
+    async def release(
+        self, call_id: str, round_no: int, fingerprint: bytes, *, owner: bytes | None = None
+    ) -> None:
         check_call_id(call_id)
+        owner = check_owner(owner)
         now = await self._enter()
         record = self._live_round(call_id, round_no, now)
-        if record is not None and record.fingerprint == fingerprint and record.response is None:
+        if (
+            record is not None
+            and record.fingerprint == fingerprint
+            and record.response is None
+            and (owner is None or record.owner == owner)
+        ):
             del self._rounds[call_id, round_no]
             self._waiters.notify((call_id, round_no))
+
+    async def renew(
+        self, call_id: str, round_no: int, fingerprint: bytes, owner: bytes, ttl: float
+    ) -> bool:
+        check_call_id(call_id)
+        check_ttl(ttl)
+        own = check_owner(owner)
+        now = await self._enter()
+        record = self._live_round(call_id, round_no, now)
+        if (
+            record is None
+            or own is None
+            or record.fingerprint != fingerprint
+            or record.response is not None
+            or record.owner != own
+        ):
+            return False
+        record.expires = now + ttl
+        return True
 
     async def wait_complete(
         self,

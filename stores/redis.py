@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 import anyio
 
 from . import _redis_lua as lua
-from ._checks import check_call_id, check_limit, check_round, check_ttl
+from ._checks import check_call_id, check_limit, check_owner, check_round, check_ttl
 from ._journal import decode_event, encode_event, index_fields
 from ._redis_client import UNAVAILABLE, Messages, RedisClient, as_bytes, client_from_url
 from ._waiters import Waiters, wait_settled
@@ -99,6 +99,7 @@ class RedisStore:
         self._claim = self._client.register_script(lua.CLAIM)
         self._complete = self._client.register_script(lua.COMPLETE)
         self._release = self._client.register_script(lua.RELEASE)
+        self._renew = self._client.register_script(lua.RENEW)
         self._append = self._client.register_script(lua.APPEND)
         self._index = self._client.register_script(lua.INDEX)
         self._prune = self._client.register_script(lua.PRUNE)
@@ -208,15 +209,25 @@ class RedisStore:
     # --- rounds ---
 
     async def claim(
-        self, call_id: str, round_no: int, fingerprint: bytes, ttl: float
+        self,
+        call_id: str,
+        round_no: int,
+        fingerprint: bytes,
+        ttl: float,
+        *,
+        owner: bytes | None = None,
     ) -> ClaimResult:
         check_call_id(call_id)
         check_round(round_no)
         check_ttl(ttl)
+        own = check_owner(owner)
         key = self._key(call_id, "round", round_no)
+        args: list[bytes | int] = [bytes(fingerprint), _ms(ttl)]
+        if own is not None:
+            args.append(own)
         reply = await self._call(
             f"claim of call {call_id!r} round {round_no}",
-            lambda: self._claim(keys=[key], args=[bytes(fingerprint), _ms(ttl)]),
+            lambda: self._claim(keys=[key], args=args),
         )
         status = Claim(as_bytes(reply[0], "a claim").decode())
         response = as_bytes(reply[1], "a response") if status is Claim.DUPLICATE else None
@@ -236,14 +247,33 @@ class RedisStore:
         ):
             self._waiters.notify(key)
 
-    async def release(self, call_id: str, round_no: int, fingerprint: bytes) -> None:
+    async def release(
+        self, call_id: str, round_no: int, fingerprint: bytes, *, owner: bytes | None = None
+    ) -> None:
         check_call_id(call_id)
+        own = check_owner(owner)
         key = self._key(call_id, "round", round_no)
+        args = [bytes(fingerprint)] if own is None else [bytes(fingerprint), own]
         if await self._call(
             f"release of call {call_id!r} round {round_no}",
-            lambda: self._release(keys=[key], args=[bytes(fingerprint)]),
+            lambda: self._release(keys=[key], args=args),
         ):
             self._waiters.notify(key)
+
+    async def renew(
+        self, call_id: str, round_no: int, fingerprint: bytes, owner: bytes, ttl: float
+    ) -> bool:
+        check_call_id(call_id)
+        check_ttl(ttl)
+        own = check_owner(owner)
+        if own is None:
+            return False
+        key = self._key(call_id, "round", round_no)
+        renewed = await self._call(
+            f"renewal of call {call_id!r} round {round_no}",
+            lambda: self._renew(keys=[key], args=[bytes(fingerprint), own, _ms(ttl)]),
+        )
+        return bool(renewed)
 
     async def wait_complete(
         self,

@@ -30,7 +30,7 @@ import anyio.to_thread
 
 from . import _sqlite_sql as sql
 from ._bus import DEFAULT_BUFFER, LocalBus
-from ._checks import check_call_id, check_limit, check_round, check_ttl
+from ._checks import check_call_id, check_limit, check_owner, check_round, check_ttl
 from ._journal import encode_event, index_fields
 from ._waiters import Waiters, wait_settled
 from .base import (
@@ -130,13 +130,19 @@ class SQLiteStore:
     # --- rounds ---
 
     async def claim(
-        self, call_id: str, round_no: int, fingerprint: bytes, ttl: float
+        self,
+        call_id: str,
+        round_no: int,
+        fingerprint: bytes,
+        ttl: float,
+        *,
+        owner: bytes | None = None,
     ) -> ClaimResult:
         check_call_id(call_id)
         check_round(round_no)
         check_ttl(ttl)
-        key, fp = (call_id, round_no), bytes(fingerprint)
-        return await self._run("claim", lambda conn: sql.claim(conn, key, fp, ttl), write=True)
+        key, fp, own = (call_id, round_no), bytes(fingerprint), check_owner(owner)
+        return await self._run("claim", lambda conn: sql.claim(conn, key, fp, ttl, own), write=True)
 
     async def complete(
         self, call_id: str, round_no: int, fingerprint: bytes, response: bytes, ttl: float
@@ -150,11 +156,27 @@ class SQLiteStore:
         ):
             self._waiters.notify(key)
 
-    async def release(self, call_id: str, round_no: int, fingerprint: bytes) -> None:
+    async def release(
+        self, call_id: str, round_no: int, fingerprint: bytes, *, owner: bytes | None = None
+    ) -> None:
         check_call_id(call_id)
-        key, fp = (call_id, round_no), bytes(fingerprint)
-        if await self._run("release", lambda conn: sql.release(conn, key, fp), write=True):
+        key, fp, own = (call_id, round_no), bytes(fingerprint), check_owner(owner)
+        if await self._run("release", lambda conn: sql.release(conn, key, fp, own), write=True):
             self._waiters.notify(key)
+
+    async def renew(
+        self, call_id: str, round_no: int, fingerprint: bytes, owner: bytes, ttl: float
+    ) -> bool:
+        check_call_id(call_id)
+        check_ttl(ttl)
+        own = check_owner(owner)
+        if own is None:
+            return False
+        key, fp = (call_id, round_no), bytes(fingerprint)
+        renewed: bool = await self._run(
+            "renew", lambda conn: sql.renew(conn, key, fp, own, ttl), write=True
+        )
+        return renewed
 
     async def wait_complete(
         self,

@@ -293,3 +293,57 @@ async def test_a_response_that_could_not_be_kept_is_delivered_and_kept_later() -
     assert first["content"][0]["text"] == "Backordered 'Neuromancer'; it ships in 2-3 weeks."
     assert again == first
     assert counter == [1]
+
+
+async def test_a_round_claimed_by_a_replica_that_died_runs_once_its_lease_lapses() -> None:
+    counter: list[int] = []
+    store = MemoryStore()
+    mcp = order_server(store, counter)
+    assert mcp.ledger is not None
+    mcp.ledger.lease = 0.3
+    mcp.ledger.wait_duplicates = 0.05
+    async with Client(mcp, elicitation=lambda p: YES) as client:
+        state = (await first_round(client))["requestState"]
+        # A replica claimed round 1 of this call with the same answers, then died.
+        from engine.claims import Claims
+        from engine.ledger import responses_fingerprint
+
+        claims = Claims.decode(mcp.keys.open(state, mcp.max_token_chars))
+        fingerprint = responses_fingerprint({"confirm_backorder": YES})
+        await store.claim(claims.call_id.hex(), 1, fingerprint, 0.3, owner=b"dead-replica")
+        waiting = await client.send("tools/call", retry(state))
+        await anyio.sleep(0.35)
+        done = await client.send("tools/call", retry(state))
+    assert waiting["resultType"] == "input_required" and "inputRequests" not in waiting
+    assert done["content"][0]["text"] == "Backordered 'Neuromancer'; it ships in 2-3 weeks."
+    assert counter == [1]
+
+
+async def test_a_long_round_keeps_its_claim_by_renewing_it() -> None:
+    counter: list[int] = []
+    store = MemoryStore()
+    mcp = order_server(store, counter)
+    assert mcp.ledger is not None
+    mcp.ledger.lease = 0.3
+    mcp.ledger.wait_duplicates = 0.05
+    original = mcp.tools["order_book"].signature.fn
+
+    async def slow(**kwargs: Any) -> str:
+        await anyio.sleep(0.8)
+        return await original(**kwargs)
+
+    mcp.tools["order_book"].signature.fn = slow
+    results: list[dict[str, Any]] = []
+    async with Client(mcp, elicitation=lambda p: YES) as client:
+        state = (await first_round(client))["requestState"]
+
+        async def attempt(delay: float) -> None:
+            await anyio.sleep(delay)
+            results.append(await client.send("tools/call", retry(state)))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(attempt, 0)
+            tg.start_soon(attempt, 0.6)  # after the first lease would have lapsed
+    assert counter == [1]
+    kinds = sorted(r["resultType"] for r in results)
+    assert kinds == ["complete", "input_required"]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import sqlite3
 import sys
+import time
+from contextlib import closing
 from pathlib import Path
 
 import anyio
@@ -122,11 +124,116 @@ async def test_expired_rows_are_purged(tmp_path: Path) -> None:
             assert conn.execute(f"SELECT count(*) FROM {table}").fetchone() == (rows,), table
 
 
+V1_SCHEMA = """
+PRAGMA journal_mode = WAL;
+CREATE TABLE blobs (
+    call_id TEXT NOT NULL, blob_id TEXT NOT NULL, data BLOB NOT NULL,
+    expires_at REAL NOT NULL, PRIMARY KEY (call_id, blob_id)
+) WITHOUT ROWID;
+CREATE TABLE rounds (
+    call_id TEXT NOT NULL, round_no INTEGER NOT NULL, fingerprint BLOB NOT NULL,
+    response BLOB, expires_at REAL NOT NULL, PRIMARY KEY (call_id, round_no)
+) WITHOUT ROWID;
+CREATE TABLE calls (
+    call_id TEXT PRIMARY KEY, target TEXT, first_ts REAL NOT NULL, last_ts REAL NOT NULL,
+    events INTEGER NOT NULL, last_kind TEXT, expires_at REAL NOT NULL
+);
+CREATE INDEX calls_by_last_ts ON calls (last_ts);
+CREATE INDEX calls_by_target ON calls (target, last_ts);
+CREATE TABLE journal (
+    call_id TEXT NOT NULL, seq INTEGER NOT NULL, event BLOB NOT NULL,
+    PRIMARY KEY (call_id, seq)
+) WITHOUT ROWID;
+PRAGMA user_version = 1;
+"""
+"""The schema version 1 files were created with, as the first release wrote it."""
+V1_ROUNDS = ["call_id", "round_no", "fingerprint", "response", "expires_at"]
+V2_ROUNDS = [*V1_ROUNDS, "owner"]
+
+
+def _version_1_file(path: Path) -> None:
+    """A version-1 file with a blob, a completed round and an in-progress round in it."""
+    expires = time.time() + 60
+    conn = sqlite3.connect(path)
+    try:
+        conn.executescript(V1_SCHEMA)
+        with conn:
+            conn.execute("INSERT INTO blobs VALUES ('c1', 'state', ?, ?)", (b"old", expires))
+            conn.execute("INSERT INTO rounds VALUES ('c1', 1, ?, ?, ?)", (b"fp", b"done", expires))
+            conn.execute("INSERT INTO rounds VALUES ('c1', 2, ?, NULL, ?)", (b"fp", expires))
+    finally:
+        conn.close()
+
+
+def _schema_of(path: Path) -> tuple[int, list[str]]:
+    with closing(sqlite3.connect(path)) as conn:
+        (version,) = conn.execute("PRAGMA user_version").fetchone()
+        columns = [row[1] for row in conn.execute("PRAGMA table_info(rounds)")]
+    return version, columns
+
+
+async def test_a_version_1_file_is_migrated_in_place(tmp_path: Path) -> None:
+    path = tmp_path / "engine.db"
+    _version_1_file(path)
+    assert _schema_of(path) == (1, V1_ROUNDS)
+
+    store = SQLiteStore(path)
+    try:
+        assert _schema_of(path) == (2, V2_ROUNDS)
+        assert await store.get_blob("c1", "state") == b"old"
+        done = ClaimResult(Claim.DUPLICATE, b"done")
+        assert await store.claim("c1", 1, b"fp", ttl=60, owner=b"me") == done
+        # The old in-progress claim has no owner: a release with one keeps it, without drops it.
+        await store.release("c1", 2, b"fp", owner=b"me")
+        assert await store.claim("c1", 2, b"fp", ttl=60) == ClaimResult(Claim.IN_PROGRESS)
+        await store.release("c1", 2, b"fp")
+        assert await store.claim("c1", 2, b"fp", ttl=60, owner=b"me") == ClaimResult(Claim.FRESH)
+        await store.release("c1", 2, b"fp", owner=b"someone else")
+        assert await store.claim("c1", 2, b"fp", ttl=60) == ClaimResult(Claim.IN_PROGRESS)
+        await store.release("c1", 2, b"fp", owner=b"me")
+        assert await store.claim("c1", 2, b"fp", ttl=60) == ClaimResult(Claim.FRESH)
+    finally:
+        await store.aclose()
+
+    store = SQLiteStore(path)  # a migrated file opens as a current one
+    try:
+        assert await store.claim("c1", 1, b"fp", ttl=60) == ClaimResult(Claim.DUPLICATE, b"done")
+    finally:
+        await store.aclose()
+    assert _schema_of(path) == (2, V2_ROUNDS)
+
+
+async def test_two_stores_opening_a_version_1_file_migrate_it_once(tmp_path: Path) -> None:
+    path = tmp_path / "engine.db"
+    _version_1_file(path)
+    stores = [SQLiteStore(path), SQLiteStore(path)]  # the second finds it done
+    try:
+        for store in stores:
+            assert (await store.claim("c1", 3, b"fp", ttl=60, owner=b"me")).status in (
+                Claim.FRESH,
+                Claim.IN_PROGRESS,
+            )
+    finally:
+        for store in stores:
+            await store.aclose()
+    assert _schema_of(path) == (2, V2_ROUNDS)
+
+
+async def test_a_new_file_gets_the_current_schema(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "engine.db")
+    await store.aclose()
+    assert _schema_of(tmp_path / "engine.db") == (2, V2_ROUNDS)
+
+
 async def test_a_file_from_another_schema_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "engine.db"
     with sqlite3.connect(path) as conn:
         conn.execute("PRAGMA user_version = 99")
     with pytest.raises(StoreUnavailable, match="schema version 99"):
+        SQLiteStore(path)
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA user_version = 3")  # the next version, unknown to this engine
+    with pytest.raises(StoreUnavailable, match="schema version 3"):
         SQLiteStore(path)
 
 

@@ -98,6 +98,124 @@ async def test_release_never_drops_a_completed_round(store: Store) -> None:
     assert await store.claim("c1", 1, FP, ttl=30) == ClaimResult(Claim.DUPLICATE, RESPONSE)
 
 
+# --- owner tokens (fencing a release to the claim that was taken) ---
+
+OWNER = b"\x00attempt-1\xff"
+OTHER_OWNER = b"attempt-2"
+
+
+async def test_release_with_another_owner_keeps_the_claim(store: Store) -> None:
+    # Attempt 2 took the round; attempt 1's timed-out claim must not give it back.
+    assert await store.claim("c1", 1, FP, ttl=30, owner=OTHER_OWNER) == ClaimResult(Claim.FRESH)
+    await store.release("c1", 1, FP, owner=OWNER)
+    assert await store.claim("c1", 1, FP, ttl=30) == ClaimResult(Claim.IN_PROGRESS)
+    await store.release("c1", 1, OTHER_FP, owner=OTHER_OWNER)  # right owner, wrong request
+    assert await store.claim("c1", 1, FP, ttl=30) == ClaimResult(Claim.IN_PROGRESS)
+
+
+async def test_a_short_lease_expires_unless_its_owner_renews_it(store: Store) -> None:
+    await store.claim("c1", 1, FP, ttl=0.3, owner=OWNER)
+    await store.claim("c2", 1, FP, ttl=0.3, owner=OWNER)
+    for _ in range(3):
+        await anyio.sleep(0.15)
+        assert await store.renew("c1", 1, FP, OWNER, 0.3)
+    assert await store.claim("c1", 1, FP, ttl=30) == ClaimResult(Claim.IN_PROGRESS)
+    assert await store.claim("c2", 1, FP, ttl=30, owner=OTHER_OWNER) == ClaimResult(Claim.FRESH)
+
+
+async def test_only_the_owner_of_a_live_claim_renews_it(store: Store) -> None:
+    await store.claim("c1", 1, FP, ttl=30, owner=OWNER)
+    assert not await store.renew("c1", 1, FP, OTHER_OWNER, 30)
+    assert not await store.renew("c1", 1, OTHER_FP, OWNER, 30)
+    assert not await store.renew("c9", 1, FP, OWNER, 30)
+    await store.complete("c1", 1, FP, RESPONSE, ttl=30)
+    assert not await store.renew("c1", 1, FP, OWNER, 30)
+
+
+async def test_release_with_the_right_owner_drops_the_claim(store: Store) -> None:
+    await store.claim("c1", 1, FP, ttl=30, owner=OWNER)
+    await store.release("c1", 1, FP, owner=OWNER)
+    assert await store.claim("c1", 1, FP, ttl=30, owner=OTHER_OWNER) == ClaimResult(Claim.FRESH)
+    await store.release("c1", 1, FP, owner=OWNER)  # the old owner's claim is gone: a no-op
+    assert await store.claim("c1", 1, FP, ttl=30) == ClaimResult(Claim.IN_PROGRESS)
+
+
+async def test_release_without_owner_drops_any_claim_of_the_request(store: Store) -> None:
+    await store.claim("c1", 1, FP, ttl=30, owner=OWNER)
+    await store.release("c1", 1, FP)
+    assert await store.claim("c1", 1, FP, ttl=30) == ClaimResult(Claim.FRESH)
+    await store.release("c1", 1, FP)  # a claim without owner, released without owner
+    assert await store.claim("c1", 1, OTHER_FP, ttl=30) == ClaimResult(Claim.FRESH)
+
+
+async def test_only_the_claim_that_creates_the_record_sets_its_owner(store: Store) -> None:
+    await store.claim("c1", 1, FP, ttl=30, owner=OWNER)
+    assert await store.claim("c1", 1, FP, ttl=30, owner=OTHER_OWNER) == ClaimResult(
+        Claim.IN_PROGRESS
+    )
+    await store.release("c1", 1, FP, owner=OTHER_OWNER)
+    assert await store.claim("c1", 1, FP, ttl=30) == ClaimResult(Claim.IN_PROGRESS)
+    await store.release("c1", 1, FP, owner=OWNER)
+    assert await store.claim("c1", 1, FP, ttl=30) == ClaimResult(Claim.FRESH)
+
+
+async def test_a_claim_without_owner_is_kept_by_a_release_with_one(store: Store) -> None:
+    await store.claim("c1", 1, FP, ttl=30)
+    await store.release("c1", 1, FP, owner=OWNER)
+    assert await store.claim("c1", 1, FP, ttl=30) == ClaimResult(Claim.IN_PROGRESS)
+
+
+async def test_owner_is_ignored_for_completed_rounds(store: Store) -> None:
+    await store.claim("c1", 1, FP, ttl=30, owner=OWNER)
+    await store.complete("c1", 1, FP, RESPONSE, ttl=30)
+    for owner in (OWNER, OTHER_OWNER, None):
+        await store.release("c1", 1, FP, owner=owner)
+        assert await store.claim("c1", 1, FP, ttl=30, owner=OTHER_OWNER) == ClaimResult(
+            Claim.DUPLICATE, RESPONSE
+        )
+    # A round completed after its claim expired (no owner recorded) is kept just the same.
+    await store.complete("c1", 2, FP, RESPONSE, ttl=30)
+    await store.release("c1", 2, FP, owner=OWNER)
+    assert await store.claim("c1", 2, FP, ttl=30) == ClaimResult(Claim.DUPLICATE, RESPONSE)
+
+
+async def test_the_owner_is_shared_with_other_replicas(backend: tuple[Store, Replica]) -> None:
+    store, open_replica = backend
+    other = await open_replica()
+    await store.claim("c1", 1, FP, ttl=30, owner=OWNER)
+    await other.release("c1", 1, FP, owner=OTHER_OWNER)
+    assert await other.claim("c1", 1, FP, ttl=30) == ClaimResult(Claim.IN_PROGRESS)
+    await other.release("c1", 1, FP, owner=OWNER)
+    assert await store.claim("c1", 1, FP, ttl=30) == ClaimResult(Claim.FRESH)
+
+
+async def test_wait_complete_ends_with_none_on_release_by_owner(store: Store) -> None:
+    await store.claim("c1", 1, FP, ttl=30, owner=OWNER)
+
+    async def releaser() -> None:
+        await anyio.sleep(0.1)
+        await store.release("c1", 1, FP, owner=OWNER)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(releaser)
+        with anyio.fail_after(2):
+            assert await store.wait_complete("c1", 1, FP, timeout=5) is None
+
+
+async def test_an_empty_or_non_bytes_owner_is_refused(store: Store) -> None:
+    bad: list[Any] = [b"", "text", 7]
+    for owner in bad:
+        with pytest.raises(ValueError, match="owner must be non-empty bytes"):
+            await store.claim("c1", 1, FP, ttl=30, owner=owner)
+        with pytest.raises(ValueError, match="owner must be non-empty bytes"):
+            await store.release("c1", 1, FP, owner=owner)
+    assert await store.claim("c1", 1, FP, ttl=30, owner=bytearray(b"ok")) == ClaimResult(
+        Claim.FRESH
+    )
+    await store.release("c1", 1, FP, owner=bytearray(b"ok"))
+    assert await store.claim("c1", 1, FP, ttl=30) == ClaimResult(Claim.FRESH)
+
+
 async def test_claim_expires_after_ttl(store: Store) -> None:
     await store.claim("c1", 1, FP, ttl=0.2)
     await anyio.sleep(0.35)
