@@ -22,8 +22,10 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from engine import Context, MCPServer
 from examples.bookshop import build as build_bookshop
 from examples.seeds import recommend_book
+from stores import MemoryStore
 from tests.conftest import KEY
 from tests.fleet_helpers import RoundRobinProxy, engine_fleet, serve_asgi
 
@@ -327,3 +329,71 @@ async def test_when_the_replica_holding_a_call_dies_the_client_gets_an_error_not
     assert "stopped before it answered" in resumed[-1]["error"]["message"]
     assert still.status_code == 200
     assert still.json()["result"]["content"][0]["text"] == "Ordered 'Dune'."
+
+
+async def test_a_malformed_answer_is_asked_again_then_the_call_ends_clearly() -> None:
+    app = build_bookshop(keys=[KEY]).streamable_http_app()
+    async with (
+        serve_asgi(app) as base,
+        httpx2.AsyncClient(trust_env=False, timeout=TIMEOUT) as http,
+    ):
+        url = base + "/mcp"
+        headers = await open_session(http, url)
+        asked = 0
+        last: Any = None
+        async with http.stream(
+            "POST", url, json=order(2, "Neuromancer"), headers=headers
+        ) as response:
+            async for _, data in sse_events(response):
+                if data.get("method") == "elicitation/create":
+                    asked += 1
+                    bad = {
+                        "jsonrpc": "2.0",
+                        "id": data["id"],
+                        "result": {"action": "accept", "content": {"confirm": "maybe"}},
+                    }
+                    assert (await http.post(url, json=bad, headers=headers)).status_code == 202
+                else:
+                    last = data
+    assert asked == 3
+    assert last["id"] == 2
+    assert last["result"]["isError"] is True
+    assert "3 unusable answers to elicitation/create" in last["result"]["content"][0]["text"]
+
+
+async def test_a_list_change_raised_on_one_replica_reaches_a_session_stream_on_another() -> None:
+
+    store = MemoryStore()
+
+    def replica() -> MCPServer:
+        mcp = MCPServer("Shelf", keys=[KEY], store=store)
+
+        @mcp.tool()
+        async def restock(ctx: Context) -> str:
+            await ctx.notify_tools_changed()
+            return "restocked"
+
+        return mcp
+
+    a, b = replica(), replica()
+    async with (
+        serve_asgi(a.streamable_http_app()) as base_a,
+        serve_asgi(b.streamable_http_app()) as base_b,
+        httpx2.AsyncClient(trust_env=False, timeout=TIMEOUT) as http,
+    ):
+        headers = await open_session(http, base_a + "/mcp")
+        heard: list[str] = []
+        async with http.stream("GET", base_a + "/mcp", headers=headers) as stream:
+            call = {
+                "jsonrpc": "2.0",
+                "id": 5,
+                "method": "tools/call",
+                "params": {"name": "restock", "arguments": {}},
+            }
+            done = await http.post(base_b + "/mcp", json=call, headers=headers)
+            with anyio.fail_after(5):
+                async for _, data in sse_events(stream):
+                    heard.append(data["method"])
+                    break
+    assert done.json()["result"]["content"][0]["text"] == "restocked"
+    assert heard == ["notifications/tools/list_changed"]
