@@ -12,253 +12,36 @@ record (no side effect runs again), never touches a store, and reports the *firs
 the round, the question key, what was recorded and what the live code does. A recorded call
 exported as JSON (a fixture) replays the same way, so it can become a regression test
 (:func:`engine.testing.replay`).
+
+The recorded call is :mod:`engine.journal`; running one round live is :mod:`engine.rerun`. This
+module walks the rounds, compares, and reports. ``ReplayError`` and ``load_fixture`` are defined
+in :mod:`engine.journal` and re-exported here: ``engine.replay.ReplayError`` is what a replay
+raises, and ``engine.replay.load_fixture`` is what the docs and :func:`engine.testing.replay`
+point async tests to.
 """
 
 from __future__ import annotations
 
-import base64
-import contextlib
-import copy
 import difflib
 import itertools
 import json
-import os
-import sys
 import time
-import traceback
-from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from pydantic_core import to_json
 
-from engine.asking import ReplayAsker
-from engine.calls import RoundRunner
-from engine.context import CallScope, Context, RequestScope
-from engine.errors import MCPError, ToolError
-from engine.handlers import (
-    Handler,
-    Prompt,
-    Resource,
-    Tool,
-    code_digest,
-    error_result,
-    resource_contents,
-)
-from engine.protocol.modern import MODERN
-from engine.rounds import Completed, InvalidArguments, Round, validate_arguments
+from engine.handlers import Handler, code_digest
+from engine.journal import RecordedCall, RecordedRound, ReplayError, load_fixture
+from engine.rerun import LiveRound, detached, lifespan, run_round
 from engine.server import MCPServer
 from engine.state import CallState
-from stores import Store
-
-FORMAT = "engine-call/1"
-"""The ``format`` of an exported call (a fixture)."""
-
-CAPABILITIES: dict[str, Any] = {
-    "elicitation": {"form": {}, "url": {}},
-    "sampling": {"tools": {}},
-    "roots": {},
-}
-"""A replayed round is served as if to a client that can answer anything: the journal does not
-keep the client's capabilities, and a round that failed on a missing one was never journaled."""
+from engine.timeline import compact
 
 HOW_TO_RECORD_ARGUMENTS = (
     "record them by serving with journal_arguments=True (or ENGINE_JOURNAL_ARGUMENTS=1), or "
     "give them to replay: --args '{...}' on the command line, arguments={...} in Python"
 )
-
-
-class ReplayError(Exception):
-    """The call cannot be replayed or read; the message says what to do about it."""
-
-
-# --- a recorded call ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class RecordedRound:
-    """One journal event, as the replayer and the timeline read it."""
-
-    round: int
-    kind: str
-    ts: float | None
-    method: str
-    target: str
-    arguments: Any
-    questions: dict[str, Any]
-    answers: dict[str, Any]
-    checkpoints: dict[str, Any]
-    response: Any
-    """The result as the client received it (decoded JSON), ``_meta`` included."""
-    duration_ms: float | None
-    replica: str | None
-    code: str | None
-
-    @classmethod
-    def of(cls, event: Mapping[str, Any]) -> RecordedRound:
-        number = event.get("round")
-        if isinstance(number, bool) or not isinstance(number, int):
-            raise ReplayError(
-                f"a journal event has no round number ({sorted(event)}); was it written by "
-                "this engine?"
-            )
-        ts = event.get("ts")
-        duration = event.get("duration_ms")
-        return cls(
-            round=number,
-            kind=str(event.get("kind") or "?"),
-            ts=float(ts) if isinstance(ts, int | float) and not isinstance(ts, bool) else None,
-            method=str(event.get("method") or "tools/call"),
-            target=str(event.get("target") or "?"),
-            arguments=event.get("arguments"),
-            questions=_mapping(event.get("questions")),
-            answers=_mapping(event.get("answers")),
-            checkpoints=_mapping(event.get("checkpoints")),
-            response=event.get("response"),
-            duration_ms=float(duration) if isinstance(duration, int | float) else None,
-            replica=event.get("replica") if isinstance(event.get("replica"), str) else None,
-            code=event.get("code") if isinstance(event.get("code"), str) else None,
-        )
-
-    @property
-    def result(self) -> Any:
-        """The result without ``_meta`` (what the code decided, not where it ran)."""
-        if isinstance(self.response, dict):
-            return {k: v for k, v in self.response.items() if k != "_meta"}
-        return self.response
-
-
-def _mapping(value: Any) -> dict[str, Any]:
-    return dict(value) if isinstance(value, dict) else {}
-
-
-@dataclass(slots=True)
-class RecordedCall:
-    """Every journaled round of one call, from a store or from an exported fixture."""
-
-    call_id: str
-    events: list[dict[str, Any]]
-    """The journal events as JSON-compatible dicts (the response decoded), in append order."""
-    rounds: list[RecordedRound] = field(init=False)
-
-    def __post_init__(self) -> None:
-        if not self.events:
-            raise ReplayError(f"call {self.call_id} has no journal events")
-        self.rounds = [RecordedRound.of(event) for event in self.events]
-
-    @classmethod
-    def from_events(cls, call_id: str, events: Iterable[Mapping[str, Any]]) -> RecordedCall:
-        """From a store's events (bytes and all)."""
-        return cls(call_id, [_jsonable_event(event) for event in events])
-
-    @classmethod
-    def from_document(cls, document: Any, source: str = "the fixture") -> RecordedCall:
-        """From what :meth:`to_document` produced (an exported fixture)."""
-        if not isinstance(document, dict) or document.get("format") != FORMAT:
-            raise ReplayError(
-                f"{source} is not an exported call (expected a JSON object with "
-                f'"format": "{FORMAT}"); make one with `python -m engine export CALL_ID`'
-            )
-        events = document.get("events")
-        call_id = document.get("call_id")
-        if not isinstance(events, list) or not all(isinstance(e, dict) for e in events):
-            raise ReplayError(f'{source} has no "events" list of journal events')
-        return cls(str(call_id or "?"), [_jsonable_event(event) for event in events])
-
-    @classmethod
-    def load(cls, path: str | Path) -> RecordedCall:
-        """Read an exported fixture."""
-        path = Path(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ReplayError(f"cannot read {path}: {exc.strerror or exc}") from None
-        try:
-            document = json.loads(text)
-        except ValueError as exc:
-            raise ReplayError(f"{path} is not JSON ({exc})") from None
-        return cls.from_document(document, str(path))
-
-    def to_document(self) -> dict[str, Any]:
-        return {"format": FORMAT, "call_id": self.call_id, "events": self.events}
-
-    def dumps(self) -> str:
-        """The fixture text: indented JSON, one call."""
-        return json.dumps(self.to_document(), indent=2, ensure_ascii=False) + "\n"
-
-    @property
-    def first(self) -> RecordedRound:
-        return self.rounds[0]
-
-    @property
-    def method(self) -> str:
-        return self.first.method
-
-    @property
-    def target(self) -> str:
-        return self.first.target
-
-    @property
-    def arguments(self) -> Any:
-        """The arguments, if the server recorded them (``None`` otherwise)."""
-        for recorded in self.rounds:
-            if recorded.arguments is not None:
-                return recorded.arguments
-        return None
-
-    def ordered_rounds(self) -> list[RecordedRound]:
-        """Rounds 1..n, one event each; :class:`ReplayError` if the journal has a gap."""
-        by_round: dict[int, RecordedRound] = {}
-        for recorded in self.rounds:
-            by_round.setdefault(recorded.round, recorded)  # a retried append is kept once
-        numbers = sorted(by_round)
-        missing = sorted(set(range(1, numbers[-1] + 1)) - set(numbers))
-        if missing:
-            raise ReplayError(
-                f"the journal of call {self.call_id} lacks round(s) {missing}: they expired "
-                "(journal_ttl) or were not written while the store was down, so the call "
-                "cannot be replayed"
-            )
-        return [by_round[n] for n in numbers]
-
-
-def _jsonable_event(event: Mapping[str, Any]) -> dict[str, Any]:
-    out = {str(k): jsonable(v) for k, v in event.items()}
-    response = event.get("response")
-    if isinstance(response, bytes | bytearray):
-        try:
-            out["response"] = json.loads(response)
-        except ValueError:
-            out["response"] = {"$bytes": base64.b64encode(response).decode("ascii")}
-    return out
-
-
-def jsonable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [jsonable(v) for v in value]
-    if isinstance(value, bytes | bytearray):
-        return {"$bytes": base64.b64encode(value).decode("ascii")}
-    return value
-
-
-async def load_call(store: Store, call_id: str) -> RecordedCall:
-    """A call's journal from a store; :class:`ReplayError` when the store does not have it."""
-    events = await store.events(call_id)
-    if not events:
-        raise ReplayError(
-            f"no call {call_id!r} in the store (its journal may have expired after journal_ttl); "
-            "list the recorded calls with `python -m engine calls`"
-        )
-    return RecordedCall.from_events(call_id, events)
-
-
-def load_fixture(path: str | Path) -> RecordedCall:
-    """An exported call (``python -m engine export CALL_ID > fixture.json``)."""
-    return RecordedCall.load(path)
 
 
 # --- the report ----------------------------------------------------------------------------------
@@ -282,8 +65,8 @@ class Divergence:
         if isinstance(self.recorded, dict) and isinstance(self.live, dict):
             lines += _diff(self.recorded, self.live)
         else:
-            lines.append(f"  recorded: {_compact(self.recorded)}")
-            lines.append(f"  live:     {_compact(self.live)}")
+            lines.append(f"  recorded: {compact(self.recorded)}")
+            lines.append(f"  live:     {compact(self.live)}")
         return "\n".join(lines)
 
 
@@ -385,26 +168,6 @@ def find_handler(app: MCPServer, method: str, target: str) -> Handler:
     return handler
 
 
-def detached(app: MCPServer) -> MCPServer:
-    """A copy of ``app`` that shares its handlers but reaches no store and notifies nobody.
-
-    Its rounds run without a ledger (nothing claimed, spilled or journaled, even for a resource
-    a handler reads with ``ctx.read_resource``), and the notifications a handler sends are
-    dropped instead of reaching the app's listeners or the store's bus.
-    """
-    live = copy.copy(app)
-    live.store = None
-    live.ledger = None
-    live.rounds = RoundRunner(live)
-
-    async def dropped(*args: Any) -> None:
-        return None
-
-    for name in ("notify_list_changed", "notify_resource_updated"):
-        setattr(live, name, dropped)
-    return live
-
-
 def live_code(app: MCPServer, handler: Handler) -> str:
     """The code fingerprint of the handler as the app runs it now (overrides included)."""
     overrides = app.dependency_overrides
@@ -412,18 +175,6 @@ def live_code(app: MCPServer, handler: Handler) -> str:
         return handler.code_fingerprint
     signature = handler.planned(overrides, overrides.version)
     return code_digest([handler.fn, *(node.fn for node in signature.plan.nodes)])
-
-
-@dataclass(slots=True)
-class _Live:
-    """What the live code did in one round."""
-
-    kind: str
-    questions: dict[str, Any]
-    result: Any = None
-    next_state: CallState = field(default_factory=CallState)
-    traceback: str | None = None
-    protocol_error: str | None = None
 
 
 async def replay_call(
@@ -447,7 +198,7 @@ async def replay_call(
     report = ReplayReport(call.call_id, call.method, call.target, len(rounds))
     _check_code(report, app, handler, rounds)
     live_app = detached(app)
-    async with _lifespan(live_app):
+    async with lifespan(live_app):
         previous = CallState()
         for recorded in rounds:
             checkpoints = dict(previous.checkpoints)
@@ -466,7 +217,7 @@ async def replay_call(
                 report.skipped = recorded.round
                 break
             started = time.perf_counter()
-            live = await _run_round(live_app, handler, call, recorded, raw, state)
+            live = await run_round(live_app, handler, call, recorded, raw, state)
             elapsed = (time.perf_counter() - started) * 1000
             divergence = _compare(recorded, live, is_last=recorded is rounds[-1])
             report.rounds.append(
@@ -520,121 +271,12 @@ def _check_code(
         )
 
 
-@contextlib.asynccontextmanager
-async def _lifespan(app: MCPServer) -> AsyncIterator[None]:
-    """The app's lifespan, if it has one: handlers may need what it yields."""
-    if app.lifespan is None:
-        yield
-        return
-    async with app.lifespan(app) as value:
-        app.lifespan_context = value if value is not None else {}
-        yield
-
-
-async def _run_round(
-    app: MCPServer,
-    handler: Handler,
-    call: RecordedCall,
-    recorded: RecordedRound,
-    raw_arguments: Any,
-    state: CallState,
-) -> _Live:
-    signature = handler.planned(app.dependency_overrides, app.dependency_overrides.version)
-    try:
-        arguments = validate_arguments(signature, raw_arguments)
-    except InvalidArguments as exc:
-        return _failure(handler, str(exc))
-    asker = ReplayAsker(
-        state, recorded.answers, CAPABILITIES, trust_unsolicited=app.trust_unsolicited_answers
-    )
-    scope = CallScope(handler.name, asker, state, asker.next_state, recorded.round)
-    scope.call_id = call.call_id
-    request = RequestScope(
-        request_id=f"replay-{recorded.round}",
-        method=call.method,
-        protocol_version=MODERN,
-        capabilities=CAPABILITIES,
-        meta={},
-    )
-    ctx: Context[Any] = Context(app, request, scope)
-    verb = _VERBS[handler.role]
-    try:
-        outcome = await Round(signature, signature.plan, ctx, scope, asker).run(arguments)
-    except MCPError as exc:
-        return _Live("protocol error", {}, protocol_error=f"{exc.code}: {exc.message}")
-    except ToolError as exc:
-        return _Live("error", {}, _error_result(f"{verb} {handler.name}: {exc}"))
-    except Exception:
-        live = _failure(
-            handler,
-            f"{verb} {handler.name}: an unexpected error occurred; the server log has the details",
-        )
-        live.traceback = _user_traceback()
-        return live
-    questions = {key: rendered.request() for key, rendered in asker.pending.items()}
-    if isinstance(outcome, Completed):
-        result = _wire_result(app, handler, outcome.value, raw_arguments)
-        return _Live("complete", questions, result, asker.next_state)
-    return _Live("input_required", questions, None, asker.next_state)
-
-
-_ENGINE_DIR = str(Path(__file__).resolve().parent) + os.sep
-
-
-def _user_traceback() -> str:
-    """The exception being handled, without the engine's and anyio's frames around the user's."""
-    error = traceback.TracebackException(*sys.exc_info())
-    kept = [
-        frame
-        for frame in error.stack
-        if not frame.filename.startswith(_ENGINE_DIR) and "anyio" not in Path(frame.filename).parts
-    ]
-    if kept:
-        error.stack = traceback.StackSummary.from_list(kept)
-    return "".join(error.format())
-
-
-_VERBS = {
-    "tool": "Error executing tool",
-    "prompt": "Error getting prompt",
-    "resource": "Error reading resource",
-}
-
-
-def _failure(handler: Handler, text: str) -> _Live:
-    if handler.role == "tool":
-        return _Live("error", {}, _error_result(text))
-    return _Live("protocol error", {}, protocol_error=text)
-
-
-def _error_result(text: str) -> dict[str, Any]:
-    return {**error_result(text), "resultType": "complete"}
-
-
-def _wire_result(app: MCPServer, handler: Handler, value: Any, arguments: Any) -> dict[str, Any]:
-    if isinstance(handler, Tool | Prompt):
-        result = handler.result(value)
-    elif isinstance(handler, Resource):
-        uri = handler.uri
-        for name, part in (arguments or {}).items():
-            uri = uri.replace("{" + str(name) + "}", str(part))
-        result = {
-            "contents": resource_contents(uri, value, handler.mime_type),
-            "ttlMs": app.list_ttl_ms,
-            "cacheScope": "public",
-        }
-    else:  # pragma: no cover - every handler is one of the three
-        raise ReplayError(f"cannot build the result of a {handler.role}")
-    result["resultType"] = "complete"
-    return result
-
-
 def normalized(value: Any) -> Any:
     """JSON-equal values compare equal: tuples become lists, models become dicts."""
     return json.loads(to_json(value, fallback=str))
 
 
-def _compare(recorded: RecordedRound, live: _Live, *, is_last: bool) -> Divergence | None:
+def _compare(recorded: RecordedRound, live: LiveRound, *, is_last: bool) -> Divergence | None:
     if live.protocol_error is not None:
         return Divergence(
             recorded.round,
@@ -707,11 +349,6 @@ def _compare(recorded: RecordedRound, live: _Live, *, is_last: bool) -> Divergen
     return None
 
 
-def _compact(value: Any, limit: int = 400) -> str:
-    text = "(nothing)" if value is None else json.dumps(value, ensure_ascii=False)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 def _diff(recorded: Any, live: Any) -> list[str]:
     a = json.dumps(recorded, indent=2, ensure_ascii=False, sort_keys=True).splitlines()
     b = json.dumps(live, indent=2, ensure_ascii=False, sort_keys=True).splitlines()
@@ -719,179 +356,14 @@ def _diff(recorded: Any, live: Any) -> list[str]:
     return ["  " + line for line in diff]
 
 
-# --- reading a call: the timeline ------------------------------------------------------------
-
-
-def when(ts: float | None) -> str:
-    if ts is None:
-        return "unknown time"
-    moment = datetime.fromtimestamp(ts, UTC)
-    return moment.strftime("%Y-%m-%d %H:%M:%S.") + f"{moment.microsecond // 1000:03d} UTC"
-
-
-def timeline(call: RecordedCall) -> str:
-    """A readable account of a call: each round's questions, answers, checkpoints and result."""
-    rounds = call.rounds
-    first, last = rounds[0], rounds[-1]
-    plural = "s" if len(rounds) != 1 else ""
-    lines = [
-        f"Call {call.call_id}: {call.method} {call.target}, {len(rounds)} round{plural}, "
-        f"{_state_of(last.kind)}",
-        f"  started   {when(first.ts)}",
-    ]
-    arguments = call.arguments
-    lines.append(
-        "  arguments "
-        + (
-            json.dumps(arguments, ensure_ascii=False)
-            if arguments is not None
-            else "(not recorded: serve with ENGINE_JOURNAL_ARGUMENTS=1 to record them)"
-        )
-    )
-    codes = list(dict.fromkeys(r.code for r in rounds if r.code))
-    if codes:
-        lines.append(f"  code      {' then '.join(codes)}")
-    for recorded in rounds:
-        offset = (
-            f"+{recorded.ts - first.ts:.3f} s"
-            if recorded.ts is not None and first.ts is not None
-            else "?"
-        )
-        took = f"{recorded.duration_ms:.1f} ms" if recorded.duration_ms is not None else "?"
-        lines.append("")
-        lines.append(
-            f"Round {recorded.round}  {offset}  replica {recorded.replica or '?'}  {took}  "
-            f"→ {recorded.kind}"
-        )
-        for key, answer in recorded.answers.items():
-            lines.append(f"  answer  {key}: {_compact(answer, 300)}")
-        for key, value in recorded.checkpoints.items():
-            lines.append(f"  once    {key} = {_checkpoint(value)}")
-        for key, request in recorded.questions.items():
-            lines += [f"  asks    {key}: " + describe_question(request)[0]]
-            lines += ["          " + line for line in describe_question(request)[1:]]
-        if recorded.kind != "input_required":
-            lines += ["  " + line for line in describe_result(recorded.result)]
-    return "\n".join(lines)
-
-
-def _state_of(kind: str) -> str:
-    return {
-        "input_required": "waiting for an answer (or abandoned)",
-        "complete": "complete",
-        "error": "ended with an error result",
-    }.get(kind, kind)
-
-
-def _checkpoint(value: Any) -> str:
-    if isinstance(value, list) and len(value) == 2 and value[0] == 1:
-        return _compact(value[1], 200)
-    if isinstance(value, list) and len(value) == 3 and value[0] == 0:
-        return f"(asked {value[1]}) " + _compact(value[2], 200)
-    return _compact(value, 200)
-
-
-def describe_question(request: Any) -> list[str]:
-    """A question in a few lines: its method, its message, its form fields."""
-    if not isinstance(request, dict):
-        return [_compact(request)]
-    method = str(request.get("method"))
-    params = request.get("params") if isinstance(request.get("params"), dict) else {}
-    assert isinstance(params, dict)
-    if method == "elicitation/create":
-        mode = params.get("mode", "form")
-        lines = [f"{method} ({mode}) {params.get('message', '')!r}"]
-        if mode == "url":
-            lines.append(f"url {params.get('url')}")
-        schema = params.get("requestedSchema")
-        if isinstance(schema, dict):
-            required = set(schema.get("required") or [])
-            for name, prop in (schema.get("properties") or {}).items():
-                lines.append("field " + describe_field(name, prop, name in required))
-        return lines
-    if method == "sampling/createMessage":
-        lines = [f"{method} (maxTokens {params.get('maxTokens')})"]
-        if params.get("systemPrompt"):
-            lines.append(f"system: {params['systemPrompt']!r}")
-        for message in params.get("messages") or []:
-            content = message.get("content") if isinstance(message, dict) else None
-            text = content.get("text") if isinstance(content, dict) else None
-            role = message.get("role") if isinstance(message, dict) else "?"
-            lines.append(f"{role}: {text!r}" if text is not None else f"{role}: {content}")
-        return lines
-    if not params:
-        return [method]
-    return [f"{method} {_compact(params, 300)}"]
-
-
-def describe_field(name: str, prop: Any, required: bool) -> str:
-    """``name (type, required, default x) — description``, for forms on the terminal."""
-    if not isinstance(prop, dict):
-        return name
-    kind = prop.get("type", "any")
-    options = field_options(prop)
-    parts = [f"one of {', '.join(map(str, options))}" if options else str(kind)]
-    if required:
-        parts.append("required")
-    elif prop.get("default") is None:
-        parts.append("optional")
-    else:
-        parts.append(f"default {json.dumps(prop['default'], ensure_ascii=False)}")
-    text = f"{name} ({', '.join(parts)})"
-    described = str(prop.get("description") or prop.get("title") or "")
-    if not described or described.lower().replace(" ", "_") == name.lower():
-        return text  # a title pydantic made from the name says nothing new
-    return f"{text} — {described}"
-
-
-def field_options(prop: Mapping[str, Any]) -> list[Any]:
-    """The allowed values of an enum field (plain, titled ``oneOf``, or a list of enums)."""
-    if isinstance(prop.get("enum"), list):
-        return list(prop["enum"])
-    for choices in (prop.get("oneOf"), prop.get("anyOf")):
-        if isinstance(choices, list) and all(isinstance(c, dict) and "const" in c for c in choices):
-            return [c["const"] for c in choices]
-    items = prop.get("items")
-    if prop.get("type") == "array" and isinstance(items, dict):
-        return field_options(items)
-    return []
-
-
-def describe_result(result: Any) -> list[str]:
-    """A final result in a few lines: its text, its structured content, whether it failed."""
-    if not isinstance(result, dict):
-        return [f"result  {_compact(result)}"]
-    label = "error   " if result.get("isError") else "result  "
-    lines: list[str] = []
-    for block in result.get("content") or []:
-        if isinstance(block, dict) and block.get("type") == "text":
-            for line in str(block.get("text", "")).splitlines() or [""]:
-                lines.append(label + line)
-                label = "        "
-        else:
-            lines.append(label + _compact(block, 200))
-            label = "        "
-    if "structuredContent" in result:
-        lines.append("structured " + _compact(result["structuredContent"], 300))
-    if "messages" in result or "contents" in result:
-        rest = {k: v for k, v in result.items() if k not in ("resultType", "_meta")}
-        lines.append(label + _compact(rest, 400))
-    return lines or [label + "(empty)"]
-
-
 __all__ = [
-    "FORMAT",
     "Divergence",
-    "RecordedCall",
-    "RecordedRound",
     "ReplayError",
     "ReplayReport",
     "RoundCheck",
-    "describe_question",
-    "describe_result",
     "find_handler",
-    "load_call",
+    "live_code",
     "load_fixture",
+    "normalized",
     "replay_call",
-    "timeline",
 ]

@@ -7,16 +7,22 @@ turn, like a round-robin load balancer in front of replicas.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import inspect
 import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import anyio
+
+from engine.journal import load_fixture
 from engine.protocol.dispatch import dispatch
 from engine.protocol.jsonrpc import dumps, loads
 from engine.protocol.modern import META_CAPABILITIES, META_VERSION, MODERN, Exchange
+from engine.replay import ReplayReport, replay_call
 from engine.server import MCPServer
 
 Callback = Callable[[dict[str, Any]], Any] | Callable[[dict[str, Any]], Awaitable[Any]]
@@ -222,13 +228,6 @@ async def connect(*servers: MCPServer, **options: Any) -> AsyncIterator[Client]:
 
 # --- replaying recorded calls -----------------------------------------------------------------
 
-import typing  # noqa: E402 - this section was added after the client, and imports its own
-
-if typing.TYPE_CHECKING:
-    from pathlib import Path
-
-    from engine.replay import ReplayReport
-
 
 def replay(
     app: MCPServer, fixture: str | Path, *, arguments: dict[str, Any] | None = None
@@ -240,12 +239,6 @@ def replay(
     differently, fails here before it is deployed. Synchronous, for plain pytest tests; in an
     async test, ``await engine.replay.replay_call(app, engine.replay.load_fixture(path))``.
     """
-    import asyncio
-
-    import anyio
-
-    from engine.replay import load_fixture, replay_call
-
     try:
         asyncio.get_running_loop()
     except RuntimeError:

@@ -10,7 +10,8 @@ import pytest
 from pydantic import BaseModel
 
 from engine import Context, Elicit, MCPServer, Resolve, ToolError
-from engine.replay import RecordedCall, ReplayError, load_call, replay_call
+from engine.journal import RecordedCall, load_call
+from engine.replay import ReplayError, replay_call
 from engine.testing import Client, replay
 from examples import bookshop
 from examples.bookshop import build
