@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from engine.claims import StateRef, _sorted
 from engine.errors import INTERNAL_ERROR, InvalidRequestState, MCPError
@@ -89,6 +90,8 @@ class Ledger:
         self.journal_ttl = journal_ttl
         self.metrics = metrics
         self._deferred, self._pending = anyio.create_memory_object_stream[Deferred](10_000)
+        self._writers: list[MemoryObjectSendStream[tuple[str, dict[str, Any]]]] = []
+        self._drained = anyio.Event()
 
     async def admit(self, call_id: str, round_no: int, fingerprint: bytes) -> Admission:
         """Claim a round for this attempt, with a short lease (see :meth:`keep_alive`)."""
@@ -236,7 +239,52 @@ class Ledger:
         return blob
 
     async def record(self, call_id: str, event: dict[str, Any]) -> None:
-        """Append a journal event; a journal failure is logged, never fails the call."""
+        """Journal a round, off the response's path when the writers run (see
+        :meth:`run_journal`); a journal failure is logged, never fails the call."""
+        if self._writers:
+            writer = self._writers[hash(call_id) % len(self._writers)]  # one writer per call:
+            try:  # its events stay in order
+                writer.send_nowait((call_id, event))
+            except anyio.WouldBlock:
+                log.warning("journal writers are behind; event of call %s not written", call_id)
+            return
+        await self._append(call_id, event)
+
+    async def run_journal(
+        self, writers: int = 4, *, task_status: Any = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Write journal events in the background, so a response never waits for them."""
+        streams = [
+            anyio.create_memory_object_stream[tuple[str, dict[str, Any]]](2048)
+            for _ in range(writers)
+        ]
+        self._writers = [send for send, _ in streams]
+        self._drained = anyio.Event()
+        try:
+            async with anyio.create_task_group() as tg:
+                for _, receive in streams:
+                    tg.start_soon(self._write_journal, receive)
+                task_status.started()
+        finally:
+            self._writers = []
+            self._drained.set()
+
+    async def flush(self, within: float = 2.0) -> None:
+        """Let the writers finish the events queued so far (at shutdown), ``within`` seconds."""
+        writers, self._writers = self._writers, []
+        for writer in writers:
+            writer.close()
+        if writers:
+            with anyio.move_on_after(within):
+                await self._drained.wait()
+
+    async def _write_journal(
+        self, events: MemoryObjectReceiveStream[tuple[str, dict[str, Any]]]
+    ) -> None:
+        async for call_id, event in events:
+            await self._append(call_id, event)
+
+    async def _append(self, call_id: str, event: dict[str, Any]) -> None:
         try:
             await self.store.append(call_id, event, self.journal_ttl)
         except StoreUnavailable as exc:

@@ -474,6 +474,8 @@ class MCPServer:
                 await tg.start(self.bus.relay)
                 if self.ledger is not None:
                     await tg.start(self.ledger.run_deferred)
+                    await tg.start(self.ledger.run_journal)
+                    stack.push_async_callback(self.ledger.flush)
             yield self
 
 
