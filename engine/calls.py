@@ -8,7 +8,6 @@ nothing about HTTP or JSON-RPC framing.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -143,12 +142,23 @@ class RoundRunner:
         try:
             if token is not None:
                 state = CallState.decode(await self._state_bytes(claims, call_id))
-            async with contextlib.AsyncExitStack() as stack:
-                if ledger is not None:
-                    await stack.enter_async_context(ledger.keep_alive(claimed))
+            if ledger is None:
                 reply = await self._execute(
                     handler, request, args, asker, state, call_id, round_no, binding, principal
                 )
+            else:
+                with ledger.keep_alive(claimed):
+                    reply = await self._execute(
+                        handler,
+                        request,
+                        args,
+                        asker,
+                        state,
+                        call_id,
+                        round_no,
+                        binding,
+                        principal,
+                    )
         except BaseException:
             if claimed is not None and ledger is not None:
                 await ledger.abandon(claimed)

@@ -7,6 +7,7 @@ the one frozen wire error; the reason goes to the log.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -38,20 +39,31 @@ class Binding:
         return cls(audience, method, target, args_digest(arguments))
 
     def digest(self) -> bytes:
-        h = hashlib.sha256(b"engine/binding\0")
-        h.update(self.audience.encode("utf-8", "surrogatepass") + b"\0")
-        h.update(self.method.encode() + b"\0")
-        h.update(self.target.encode("utf-8", "surrogatepass") + b"\0")
+        h = _target_hash(self.audience, self.method, self.target).copy()
         h.update(self.args_digest)
-        return h.digest()[:16]
+        digest: bytes = h.digest()[:16]
+        return digest
 
     def tags(self) -> bytes:
         """One byte per bound part, to say which one differs when the binding does not match."""
-        aud = hashlib.sha256(self.audience.encode("utf-8", "surrogatepass")).digest()[0]
-        tgt = hashlib.sha256(
-            (self.method + "\0" + self.target).encode("utf-8", "surrogatepass")
-        ).digest()[0]
-        return bytes((aud, tgt, self.args_digest[0]))
+        return _target_tags(self.audience, self.method, self.target) + self.args_digest[:1]
+
+
+@functools.lru_cache(maxsize=1024)
+def _target_hash(audience: str, method: str, target: str) -> Any:
+    """The binding hash over everything but the arguments, computed once per target."""
+    h = hashlib.sha256(b"engine/binding\0")
+    h.update(audience.encode("utf-8", "surrogatepass") + b"\0")
+    h.update(method.encode() + b"\0")
+    h.update(target.encode("utf-8", "surrogatepass") + b"\0")
+    return h
+
+
+@functools.lru_cache(maxsize=1024)
+def _target_tags(audience: str, method: str, target: str) -> bytes:
+    aud = hashlib.sha256(audience.encode("utf-8", "surrogatepass")).digest()[0]
+    tgt = hashlib.sha256((method + "\0" + target).encode("utf-8", "surrogatepass")).digest()[0]
+    return bytes((aud, tgt))
 
 
 def _sorted(value: Any) -> Any:
@@ -64,7 +76,14 @@ def _sorted(value: Any) -> Any:
 
 def args_digest(arguments: Any) -> bytes:
     """SHA-256 of the canonical JSON (sorted keys) of the raw wire arguments."""
-    value = _sorted(arguments) if arguments is not None else {}
+    if arguments is None:
+        value: Any = {}
+    elif isinstance(arguments, dict) and not any(
+        isinstance(v, dict | list) for v in arguments.values()
+    ):
+        value = dict(sorted(arguments.items()))  # flat arguments, the common case
+    else:
+        value = _sorted(arguments)
     try:
         canonical = to_json(value, fallback=str)
     except ValueError:  # lone surrogates: only reachable from in-process callers

@@ -14,7 +14,7 @@ import hashlib
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,6 +91,7 @@ class Ledger:
         self.metrics = metrics
         self._deferred, self._pending = anyio.create_memory_object_stream[Deferred](10_000)
         self._writers: list[MemoryObjectSendStream[tuple[str, dict[str, Any]]]] = []
+        self._held: set[Hold] = set()
         self._drained = anyio.Event()
 
     async def admit(self, call_id: str, round_no: int, fingerprint: bytes) -> Admission:
@@ -121,20 +122,30 @@ class Ledger:
             return Admission(cached=response)
         return Admission(retry=True)
 
-    @contextlib.asynccontextmanager
-    async def keep_alive(self, hold: Hold | None) -> AsyncIterator[None]:
-        """Renew the claim's lease while the round runs.
+    @contextlib.contextmanager
+    def keep_alive(self, hold: Hold | None) -> Iterator[None]:
+        """Keep the claim's lease renewed while the round runs.
 
         A claim lives ``lease`` seconds unless renewed, so a round whose replica died is free to
-        run again soon, instead of answering "retry" until the full TTL passes.
+        run again soon, instead of answering "retry" until the full TTL passes. One renewer per
+        process serves every held claim (see :meth:`run_renewer`), so holding one costs a set
+        insertion, not a task.
         """
         if hold is None:
             yield
             return
+        self._held.add(hold)
+        try:
+            yield
+        finally:
+            self._held.discard(hold)
 
-        async def renew() -> None:
-            while True:
-                await anyio.sleep(self.lease / 3)
+    async def run_renewer(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
+        """Every third of a lease, renew every claim this process holds."""
+        task_status.started()
+        while True:
+            await anyio.sleep(self.lease / 3)
+            for hold in list(self._held):
                 try:
                     held = await self.store.renew(
                         hold.call_id, hold.round_no, hold.fingerprint, hold.owner, self.lease
@@ -142,20 +153,13 @@ class Ledger:
                 except StoreUnavailable as exc:
                     log.warning("could not renew the claim on call %s: %s", hold.call_id, exc)
                     continue
-                if not held:
+                if not held and hold in self._held:
                     log.warning(
                         "lost the claim on round %s of call %s while running it",
                         hold.round_no,
                         hold.call_id,
                     )
-                    return
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(renew)
-            try:
-                yield
-            finally:
-                tg.cancel_scope.cancel()
+                    self._held.discard(hold)
 
     async def settle(self, hold: Hold, response: bytes) -> None:
         """Keep the round's response for duplicates, for the full TTL.

@@ -26,10 +26,11 @@ class Metrics:
         self._counts: Counter[tuple[str, tuple[tuple[str, str], ...]]] = Counter()
 
     def inc(self, name: str, **labels: str) -> None:
-        self._counts[(name, tuple(sorted(labels.items())))] += 1
+        """Count one; call sites pass labels in a fixed order, so they are not sorted here."""
+        self._counts[(name, tuple(labels.items()))] += 1
 
     def value(self, name: str, **labels: str) -> int:
-        return self._counts[(name, tuple(sorted(labels.items())))]
+        return self._counts[(name, tuple(labels.items()))]
 
     def exposition(self, extra: Iterable[str] = ()) -> str:
         lines: list[str] = []

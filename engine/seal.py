@@ -146,17 +146,28 @@ class KeyRing:
             raise InvalidRequestState("seal") from None
 
 
+_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+_URLSAFE = re.compile(r"[A-Za-z0-9_-]*")
+_TO_STANDARD = bytes.maketrans(b"-_", b"+/")
+_SPARE_BITS = {2: 0x0F, 3: 0x03}
+"""Bits of the last character that carry no data, by ``len % 4``: canonical means zero."""
+
+
 def _b64decode(text: str) -> bytes | None:
     """Strict, canonical base64url without padding; ``None`` when it is not."""
-    if len(text) % 4 == 1:
+    remainder = len(text) % 4
+    if remainder == 1 or not _URLSAFE.fullmatch(text):
         return None
+    spare = _SPARE_BITS.get(remainder)
+    if spare is not None:
+        last = _ALPHABET.find(text[-1])
+        if last < 0 or last & spare:
+            return None
+    standard = text.encode("ascii").translate(_TO_STANDARD) + b"=" * (-len(text) % 4)
     try:
-        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-    except (binascii.Error, ValueError):
+        return binascii.a2b_base64(standard, strict_mode=True)
+    except binascii.Error:
         return None
-    if base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii") != text:
-        return None
-    return raw
 
 
 def ring_from(keys: Iterable[KeySpec] | KeyRing | None) -> KeyRing:

@@ -475,6 +475,7 @@ class MCPServer:
                 if self.ledger is not None:
                     await tg.start(self.ledger.run_deferred)
                     await tg.start(self.ledger.run_journal)
+                    await tg.start(self.ledger.run_renewer)
                     stack.push_async_callback(self.ledger.flush)
             yield self
 
