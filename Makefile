@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint typecheck pytest conformance clean fleet e2e
+.PHONY: install demo test lint typecheck pytest conformance clean fleet e2e bench
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -37,5 +37,9 @@ fleet: $(STAMP)
 e2e: $(STAMP)
 	ENGINE_E2E=1 $(BIN)/python tests/redis_server.py -- $(BIN)/pytest tests/e2e $(PYTEST_ARGS)
 
+bench: $(STAMP)
+	$(BIN)/python -m pip install -q uvloop httptools matplotlib py-spy
+	$(BIN)/python tests/redis_server.py -- $(BIN)/python bench/run.py --repeat 3 --profile $(BENCH_ARGS)
+
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache
+	rm -rf $(VENV) .mypy_cache .ruff_cache bench/.venv-official bench/results

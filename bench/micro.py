@@ -1,0 +1,239 @@
+"""In-process micro-benchmarks of the engine alone: no HTTP, no sockets, no uvicorn.
+
+* ``dispatch``: ``engine.protocol.dispatch.dispatch(server, message, Exchange())`` for both
+  rounds of ``order_book(Neuromancer)`` (decoded JSON-RPC message in, response bytes out:
+  ``_meta`` checks, the round machine, sealing, result serialisation);
+* ``call_tool``: ``server.call_tool(CallRequest(...))`` for the same two rounds (the round
+  machine and sealing, without the JSON-RPC layer);
+* ``seal+open``: ``KeyRing.seal`` then ``KeyRing.open`` of 1 KiB and 64 KiB plaintexts.
+
+Work is timed in batches and the best batch is reported (as ``timeit`` does): on a shared
+machine the minimum is the figure least disturbed by other processes; the mean is kept too.
+
+    python bench/micro.py [--seconds 2] [--json] [--profile]
+
+``--profile`` runs the dispatch loop under pyinstrument (bench extra) and prints its tree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from loadgen import META  # noqa: E402
+from servers.ours import KEY, build  # noqa: E402
+
+from engine.calls import CallRequest  # noqa: E402
+from engine.context import RequestScope  # noqa: E402
+from engine.protocol.dispatch import dispatch  # noqa: E402
+from engine.protocol.jsonrpc import loads  # noqa: E402
+from engine.protocol.modern import Exchange  # noqa: E402
+from engine.seal import KeyRing  # noqa: E402
+
+YES = {"action": "accept", "content": {"confirm": True}}
+EXPECTED = "Backordered 'Neuromancer'; it ships in 2-3 weeks."
+CAPABILITIES = META["io.modelcontextprotocol/clientCapabilities"]
+
+
+def _message(request_id: int, state: str | None = None) -> dict[str, Any]:
+    params: dict[str, Any] = {
+        "name": "order_book",
+        "arguments": {"title": "Neuromancer"},
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": CAPABILITIES,
+        },
+    }
+    if state is not None:
+        params["inputResponses"] = {"confirm_backorder": YES}
+        params["requestState"] = state
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+
+
+BATCH = 200
+"""Calls per batch; the figure is the best batch (the least disturbed by other work)."""
+
+
+def _best(batches: list[tuple[float, int]]) -> dict[str, float]:
+    rounds = sum(n for _, n in batches)
+    best = min(spent / n for spent, n in batches)
+    mean = sum(spent for spent, _ in batches) / rounds
+    return {"rounds": rounds, "us_per_round": best * 1e6, "mean_us_per_round": mean * 1e6}
+
+
+async def bench_dispatch(seconds: float) -> dict[str, float]:
+    """µs per round of ``dispatch`` over whole two-round calls (only dispatch is timed)."""
+    server = build()
+    clock = time.perf_counter
+    batches: list[tuple[float, int]] = []
+    deadline = clock() + seconds
+    request_id = 0
+    while clock() < deadline:
+        spent = 0.0
+        rounds = 0
+        for _ in range(BATCH):
+            request_id += 1
+            first = _message(request_id)
+            t0 = clock()
+            r1 = await dispatch(server, first, Exchange())
+            spent += clock() - t0
+            state = loads(r1.body or b"")["result"]["requestState"]
+            second = _message(request_id, state)
+            t0 = clock()
+            r2 = await dispatch(server, second, Exchange())
+            spent += clock() - t0
+            rounds += 2
+            if request_id == 1:
+                text = loads(r2.body or b"")["result"]["content"][0]["text"]
+                assert text == EXPECTED, text
+        batches.append((spent, rounds))
+    return _best(batches)
+
+
+async def bench_call_tool(seconds: float) -> dict[str, float]:
+    """µs per round of ``server.call_tool`` over whole two-round calls."""
+    server = build()
+    clock = time.perf_counter
+    batches: list[tuple[float, int]] = []
+    deadline = clock() + seconds
+    first_call = True
+    while clock() < deadline:
+        spent = 0.0
+        rounds = 0
+        for _ in range(BATCH):
+            scope = RequestScope(
+                request_id=1,
+                method="tools/call",
+                protocol_version="2026-07-28",
+                capabilities=CAPABILITIES,
+            )
+            request = CallRequest(
+                "tools/call", "order_book", {"title": "Neuromancer"}, None, None, scope
+            )
+            t0 = clock()
+            reply = await server.call_tool(request)
+            spent += clock() - t0
+            assert reply.kind == "input_required", reply
+            again = CallRequest(
+                "tools/call",
+                "order_book",
+                {"title": "Neuromancer"},
+                {"confirm_backorder": YES},
+                reply.request_state,
+                scope,
+            )
+            t0 = clock()
+            final = await server.call_tool(again)
+            spent += clock() - t0
+            rounds += 2
+            if first_call:
+                first_call = False
+                assert final.kind == "complete", final
+        batches.append((spent, rounds))
+    return _best(batches)
+
+
+def bench_seal(size: int, seconds: float) -> dict[str, float]:
+    ring = KeyRing([KEY])
+    plaintext = os.urandom(size)
+    clock = time.perf_counter
+    best_seal = best_open = float("inf")
+    deadline = clock() + seconds
+    token = ""
+    while clock() < deadline:
+        t_seal = t_open = 0.0
+        for _ in range(50):
+            t0 = clock()
+            token = ring.seal(plaintext)
+            t1 = clock()
+            opened = ring.open(token, 1 << 30)
+            t2 = clock()
+            t_seal += t1 - t0
+            t_open += t2 - t1
+        assert opened == plaintext
+        best_seal = min(best_seal, t_seal / 50)
+        best_open = min(best_open, t_open / 50)
+    return {
+        "bytes": size,
+        "token_chars": len(token),
+        "seal_us": best_seal * 1e6,
+        "open_us": best_open * 1e6,
+        "seal_open_us": (best_seal + best_open) * 1e6,
+    }
+
+
+def new_loop() -> asyncio.AbstractEventLoop:
+    try:
+        import uvloop
+
+        return uvloop.new_event_loop()  # type: ignore[no-any-return]
+    except ImportError:
+        return asyncio.new_event_loop()
+
+
+def run_all(seconds: float = 2.0) -> dict[str, Any]:
+    loop = new_loop()
+    try:
+        loop.run_until_complete(bench_dispatch(0.3))  # warm-up: imports, caches, plans
+        results: dict[str, Any] = {
+            "dispatch": loop.run_until_complete(bench_dispatch(seconds)),
+            "call_tool": loop.run_until_complete(bench_call_tool(seconds)),
+        }
+    finally:
+        loop.close()
+    results["seal_1k"] = bench_seal(1024, seconds / 2)
+    results["seal_64k"] = bench_seal(64 * 1024, seconds / 2)
+    return results
+
+
+def profile(seconds: float) -> None:
+    from pyinstrument import Profiler
+
+    loop = new_loop()
+    loop.run_until_complete(bench_dispatch(0.3))
+    profiler = Profiler(interval=0.0001, async_mode="disabled")
+    profiler.start()
+    loop.run_until_complete(bench_dispatch(seconds))
+    profiler.stop()
+    print(profiler.output_text(unicode=True, color=False, show_all=False))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seconds", type=float, default=2.0)
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument("--profile", action="store_true", help="pyinstrument the dispatch loop")
+    args = parser.parse_args()
+    if args.profile:
+        profile(args.seconds)
+        return
+    results = run_all(args.seconds)
+    if args.json:
+        print(json.dumps(results))
+        return
+    for key in ("dispatch", "call_tool"):
+        r = results[key]
+        print(
+            f"{key:10s} order_book: {r['us_per_round']:7.1f} µs/round "
+            f"(best batch; mean {r['mean_us_per_round']:.1f})"
+        )
+    for key in ("seal_1k", "seal_64k"):
+        r = results[key]
+        print(
+            f"seal+open {r['bytes'] // 1024:3d} KiB: {r['seal_open_us']:7.1f} µs "
+            f"(seal {r['seal_us']:.1f}, open {r['open_us']:.1f}; token {r['token_chars']} chars)"
+        )
+
+
+if __name__ == "__main__":
+    main()
