@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import secrets
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
@@ -41,6 +42,8 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 
 RETRY_MS = 1000
+CALL_EVENT_ID = re.compile(r"[0-9a-f]{24}\.\d+")
+"""Event ids of a call's stream: ``<stream id>.<n>``; anything else names a session stream."""
 HEARTBEAT = 2.0
 EVENT_TTL = 600.0
 
@@ -81,7 +84,7 @@ class EventLog:
         self.changed = anyio.Event()
 
     def event_id(self, index: int) -> str:
-        return f"{self.stream_id}_{index}"
+        return f"{self.stream_id}.{index}"
 
     async def add(self, data: bytes, *, final: bool = False) -> int:
         self.events.append(data)
@@ -111,9 +114,12 @@ class ResponseStream:
         self.server = server
         self.send = send
         self.replica = replica
-        self.log = EventLog(server, secrets.token_urlsafe(12), request_id)
+        self.log = EventLog(server, secrets.token_hex(12), request_id)
         self.started = False
         self.attached = True
+        self.lock = anyio.Lock()
+        """Writers take turns: two questions asked at once must not interleave their events,
+        nor race the response's headers."""
 
     async def _start(self) -> None:
         self.started = True
@@ -153,22 +159,30 @@ class ResponseStream:
 
     async def message(self, data: bytes) -> None:
         """A notification or server→client request that precedes the result."""
-        if not self.started:
-            await self._start()
-        index = await self.log.add(data)
-        await self._write(_event(self.log.event_id(index), data))
+        async with self.lock:
+            if not self.started:
+                await self._start()
+            index = await self.log.add(data)
+            await self._write(_event(self.log.event_id(index), data))
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         await self.message(notification_bytes(method, params))
 
     async def close_connection(self) -> None:
         """End the HTTP response now; the call goes on and the client resumes with GET."""
-        if not self.started:
-            await self._start()
-        await self._write(b"", more=False)
-        self.attached = False
+        async with self.lock:
+            if not self.started:
+                await self._start()
+            await self._write(b"", more=False)
+            self.attached = False
 
     async def finish(
+        self, status: int, body: bytes | None, headers: list[tuple[bytes, bytes]]
+    ) -> None:
+        async with self.lock:
+            await self._finish(status, body, headers)
+
+    async def _finish(
         self, status: int, body: bytes | None, headers: list[tuple[bytes, bytes]]
     ) -> None:
         if not self.started:
@@ -313,7 +327,7 @@ async def get(
             tg.cancel_scope.cancel()
 
         tg.start_soon(watch)
-        if last and "_" in last:
+        if last and CALL_EVENT_ID.fullmatch(last):
             await _resume(server, last, send)
         else:
             await _session_stream(server, session, send)
@@ -326,7 +340,7 @@ async def _write(send: Send, chunk: bytes) -> None:
 
 
 async def _resume(server: MCPServer, last_event_id: str, send: Send) -> None:
-    stream_id, _, index_text = last_event_id.rpartition("_")
+    stream_id, _, index_text = last_event_id.rpartition(".")
     seen = int(index_text) if index_text.isdigit() else 0
     local = state_of(server).event_logs.get(stream_id)
     await _write(send, f"retry: {RETRY_MS}\n\n".encode())
@@ -354,7 +368,7 @@ async def _resume_from_store(server: MCPServer, stream_id: str, seen: int, send:
         if data is not None:
             seen += 1
             quiet = 0.0
-            await _write(send, _event(f"{stream_id}_{seen}", data))
+            await _write(send, _event(f"{stream_id}.{seen}", data))
             end = await store.get_blob(key, "end")
             if end is not None and int(end) <= seen:
                 return
@@ -367,7 +381,7 @@ async def _resume_from_store(server: MCPServer, stream_id: str, seen: int, send:
                 "The replica serving this request stopped before it answered; send the "
                 "request again",
             )
-            await _write(send, _event(f"{stream_id}_{seen + 1}", error_bytes(request_id, error)))
+            await _write(send, _event(f"{stream_id}.{seen + 1}", error_bytes(request_id, error)))
             return
         await anyio.sleep(0.1)
         quiet += 0.1
@@ -388,7 +402,7 @@ async def _session_stream(server: MCPServer, session: LegacySession, send: Send)
     server.add_listener(on_notification)
     server.add_session_stream(session.id, on_notification)
     try:
-        await _write(send, f"id: {session.id}-0\nretry: {RETRY_MS}\ndata: \n\n".encode())
+        await _write(send, f"id: session\nretry: {RETRY_MS}\ndata: \n\n".encode())
         async with events:
             while True:
                 with anyio.move_on_after(15):

@@ -4,7 +4,8 @@ The fleet tests (marked ``e2e``) start processes and take a minute, so a plain `
 default ``make test``) does not collect them; ``test_compose.py`` is fast and always runs. They
 run with ``make e2e`` (``ENGINE_E2E=1``), or when ``tests/e2e`` or one of its files is named on
 the command line. At the end of the session the numbers are printed: calls, rounds, replicas
-hit, duplicate executions, duplicates served from the store, failures.
+hit, duplicate executions, duplicates served from the store, failures; and a "legacy calls" row
+for the 2025-11-25 sessions of ``test_legacy_fleet.py``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from deploy.fleet import Fleet
 from tests.e2e.driver import REPORT
 
 HERE = Path(__file__).resolve().parent
-FLEET_MODULES = {"test_fleet.py", "test_faults.py"}
+FLEET_MODULES = {"test_fleet.py", "test_faults.py", "test_legacy_fleet.py"}
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -85,3 +86,16 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         f"{sum(r.duplicate_executions for r in REPORT)} duplicate executions, "
         f"{sum(r.failures for r in REPORT)} failures"
     )
+    legacy = [r.legacy for r in REPORT if r.legacy is not None]
+    if legacy:
+        waits = [s for tally in legacy for s in tally.seconds_to_error]
+        died = sum(t.ended_by_dead_replica for t in legacy)
+        write(
+            f"legacy calls (2025-11-25, mode='legacy'): {sum(t.calls for t in legacy)} calls in "
+            f"{sum(t.sessions for t in legacy)} sessions, {sum(t.completed for t in legacy)} "
+            f"completed, {died} ended with -32603 when their replica died"
+            + (f" ({min(waits):.1f}-{max(waits):.1f}s after the kill)" if waits else "")
+            + f"; {sum(t.answers for t in legacy)} answers posted, "
+            f"{sum(t.answers_elsewhere for t in legacy)} to a replica not holding the call; "
+            f"{sum(t.sessions_across for t in legacy)} sessions served by >= 2 replicas"
+        )

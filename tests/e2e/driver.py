@@ -8,10 +8,16 @@ the request and response bytes (for byte-for-byte replays).
 
 The callbacks answer deterministically: the sampled note for ``(tag, size)`` is
 :func:`note_for`, the confirmation is signed by :data:`SIGNER`, the roots are :data:`ROOTS`.
+
+``LegacyFleetClient`` is the same client in ``mode="legacy"`` (2025-11-25: ``initialize``, an
+``MCP-Session-Id``, questions sent as server→client requests on the call's event stream and
+answered by POSTs of their own), with the same callbacks; its hooks record every request of the
+session (initialize, calls, answers, stream resumptions) and the replica that answered it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
@@ -369,6 +375,8 @@ class Numbers:
     duplicates_served: int
     failures: int
     note: str = ""
+    legacy: LegacyTally | None = None
+    """Set by the tests of 2025-11-25 sessions; the summary's "legacy calls" row adds them up."""
 
 
 REPORT: list[Numbers] = []
@@ -412,3 +420,304 @@ def served_counts(fc: FleetClient, tool: str = "checkout") -> Counter[str]:
 
 def note_of(counts: Counter[str]) -> str:
     return "rounds per replica: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+
+
+# --- 2025-11-25 sessions: the official client in mode="legacy" ------------------------------------
+
+LEGACY_STOPPED = "stopped before it answered"
+"""In the -32603 a legacy call ends with when the replica holding it died."""
+
+UNEXPECTED_ERROR = (
+    "Error executing tool checkout: an unexpected error occurred; the server log has the details"
+)
+"""The result of a ``checkout`` whose code raised something other than a tool error."""
+STREAM_START_RACE_LOG = (
+    "RuntimeError: Expected ASGI message 'http.response.start', but got 'http.response.body'."
+)
+"""What a replica logs when the stream-start race hits one of its calls."""
+
+SESSION_KINDS = ("initialize", "call", "answer")
+"""The requests of a session that say where it was served: initialize, calls, posted answers."""
+
+
+@dataclass
+class LegacyRequest:
+    """One HTTP request of a 2025-11-25 session and the replica that answered it.
+
+    ``kind``: ``initialize``, ``notification``, ``call`` (``tools/call``), ``request`` (another
+    request), ``answer`` (a response to a server→client request, POSTed), ``stream`` (the
+    session's own ``GET`` stream, opened or reopened), ``resume`` (``GET`` + ``Last-Event-ID`` of
+    a call's event stream), ``end`` (``DELETE``).
+    """
+
+    kind: str
+    session: str | None
+    tag: str | None
+    """The call a ``call`` starts, or the call whose question an ``answer`` answers."""
+    rpc_method: str | None
+    answers: str | None
+    """What an ``answer`` answers, from its shape: elicitation, sampling, roots or error."""
+    answer_to: str | None
+    body_bytes: int
+    sent_at: float
+    last_event_id: str | None = None
+    status: int = 0
+    replica: str | None = None
+    done_at: float = 0.0
+    error_body: bytes = b""
+    """The body of an HTTP error response (4xx, 5xx)."""
+
+
+def _answer_kind(message: dict[str, Any]) -> str:
+    result = message.get("result")
+    if not isinstance(result, dict):
+        return "error"
+    if "action" in result:
+        return "elicitation"
+    if "roots" in result:
+        return "roots"
+    return "sampling" if "model" in result else "other"
+
+
+class LegacyRecorder:
+    """httpx2 event hooks for one legacy client: every request, its session and its replica."""
+
+    def __init__(self, tag_of_question: Callable[[str], str | None]) -> None:
+        self.tag_of_question = tag_of_question
+        self.requests: list[LegacyRequest] = []
+
+    async def on_request(self, request: httpx2.Request) -> None:
+        message: Any = None
+        body = request.content if request.method == "POST" else b""
+        if body:
+            with contextlib.suppress(ValueError):
+                message = json.loads(body)
+        if not isinstance(message, dict):
+            message = {}
+        method = message.get("method")
+        tag: str | None = None
+        answers = answer_to = None
+        session = request.headers.get("mcp-session-id")
+        last_event_id = request.headers.get("last-event-id")
+        if request.method == "GET":
+            # The session's own stream comes back with the id of its priming event, SESSION-0.
+            own = session is not None and (last_event_id or "").startswith(f"{session}-")
+            kind = "resume" if last_event_id and not own else "stream"
+        elif request.method == "DELETE":
+            kind = "end"
+        elif method == "initialize":
+            kind = "initialize"
+        elif method == "tools/call":
+            kind = "call"
+            arguments = (message.get("params") or {}).get("arguments") or {}
+            tag = arguments.get("tag") if isinstance(arguments.get("tag"), str) else None
+        elif method is not None:
+            kind = "request" if "id" in message else "notification"
+        else:
+            kind = "answer"
+            answer_to = str(message.get("id"))
+            tag = self.tag_of_question(answer_to)
+            answers = _answer_kind(message)
+        entry = LegacyRequest(
+            kind=kind,
+            session=session,
+            tag=tag,
+            rpc_method=method if isinstance(method, str) else None,
+            answers=answers,
+            answer_to=answer_to,
+            body_bytes=len(body),
+            sent_at=time.monotonic(),
+            last_event_id=last_event_id,
+        )
+        request.extensions["legacy_request"] = entry
+        self.requests.append(entry)
+
+    async def on_response(self, response: httpx2.Response) -> None:
+        entry = response.request.extensions.get("legacy_request")
+        if not isinstance(entry, LegacyRequest):
+            return
+        entry.status = response.status_code
+        entry.replica = response.headers.get("x-engine-replica")
+        if entry.session is None:
+            entry.session = response.headers.get("mcp-session-id")
+        if response.status_code >= 400:
+            entry.error_body = (await response.aread())[:2000]
+        entry.done_at = time.monotonic()
+
+
+class LegacyFleetClient(FleetClient):
+    """The official client in ``mode="legacy"`` on one nginx URL: one 2025-11-25 session.
+
+    ``initialize`` opens the session; each call is one POST whose event stream carries the
+    questions as server→client requests, and the SDK POSTs each answer as a request of its own,
+    through nginx, so to any replica. The callbacks are :class:`FleetClient`'s.
+    """
+
+    def __init__(
+        self, url: str, *, before_confirm: Gate | None = None, read_timeout: float = 30.0
+    ) -> None:
+        super().__init__(url, before_confirm=before_confirm, read_timeout=read_timeout)
+        self.current_tag: str | None = None
+        self.questions: dict[str, str | None] = {}
+        """Server→client request id → the call that was open when the question came."""
+        self.log = LegacyRecorder(self.questions.get)
+        self.errors: dict[str, MCPError] = {}
+        self.ended_at: dict[str, float] = {}
+
+    @asynccontextmanager
+    async def open(self) -> AsyncIterator[FleetClient]:
+        async with (
+            httpx2.AsyncClient(
+                timeout=httpx2.Timeout(self.read_timeout, connect=5.0),
+                trust_env=False,
+                limits=httpx2.Limits(max_connections=16, max_keepalive_connections=8),
+                event_hooks={
+                    "request": [self.log.on_request],
+                    "response": [self.log.on_response],
+                },
+            ) as http,
+            Client(
+                streamable_http_client(self.url, http_client=http),
+                mode="legacy",
+                read_timeout_seconds=self.read_timeout,
+                elicitation_callback=self.elicit,
+                sampling_callback=self.sample,
+                list_roots_callback=self.roots,
+            ) as client,
+        ):
+            self._client = client
+            try:
+                yield self
+            finally:
+                self._client = None
+
+    # The callbacks note which call each question belongs to (its answer is POSTed later).
+
+    async def sample(
+        self, context: Any, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult | types.ErrorData:
+        self.questions[str(context.request_id)] = self.current_tag
+        return await super().sample(context, params)
+
+    async def elicit(
+        self, context: Any, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData:
+        self.questions[str(context.request_id)] = self.current_tag
+        return await super().elicit(context, params)
+
+    async def roots(self, context: Any) -> types.ListRootsResult | types.ErrorData:
+        self.questions[str(context.request_id)] = self.current_tag
+        return await super().roots(context)
+
+    async def call(
+        self,
+        tool: str,
+        arguments: dict[str, Any],
+        *,
+        retry_store_errors: bool = False,
+        deadline: float = 60.0,
+    ) -> types.CallToolResult:
+        """One legacy call, to its end: one POST, its questions answered as they come.
+
+        Nothing is retried here (a legacy call sent again is a new call).
+        """
+        tag = str(arguments["tag"])
+        self.current_tag = tag
+        try:
+            result = await self.client.call_tool(tool, arguments)
+        except MCPError as exc:
+            self.errors[tag] = exc
+            self.stats.other_errors.append((tag, f"{exc.error.code}: {exc.error.message}"))
+            raise
+        finally:
+            self.current_tag = None
+            self.ended_at[tag] = time.monotonic()
+        self.stats.completed[tag] = result
+        return result
+
+    @property
+    def session_ids(self) -> set[str]:
+        return {r.session for r in self.log.requests if r.session is not None}
+
+    def of_kind(self, *kinds: str) -> list[LegacyRequest]:
+        return [r for r in self.log.requests if r.kind in kinds]
+
+    def of_tags(self) -> list[str]:
+        """The calls with a tag (``checkout``, ``slow``) this client made, in order."""
+        return [r.tag for r in self.of_kind("call") if r.tag is not None]
+
+    def call_request(self, tag: str) -> LegacyRequest:
+        [request] = [r for r in self.of_kind("call") if r.tag == tag]
+        return request
+
+    def holder(self, tag: str) -> str | None:
+        """The replica holding the call: the one that answered its POST (the event stream)."""
+        return self.call_request(tag).replica
+
+    def answers(self, tag: str) -> list[LegacyRequest]:
+        return [r for r in self.of_kind("answer") if r.tag == tag]
+
+    def hit_stream_start_race(self, tag: str) -> bool:
+        """Whether the call ended the way the engine's stream-start race ends a call.
+
+        The legacy response stream sets ``started`` before it has sent ``http.response.start``
+        (it first registers the stream in the store). Round 1 of ``checkout`` writes two
+        questions at once (sampling and roots); the second one, written meanwhile, sends a body
+        first and uvicorn raises ``RuntimeError``. That question fails, so the tool fails: the
+        call ends with the result "an unexpected error occurred" or, when the other writer was
+        cancelled before it sent the response start, with uvicorn's own HTTP 500 (no JSON-RPC
+        body, no ``x-engine-replica`` header). The replica logs :data:`STREAM_START_RACE_LOG`.
+        """
+        request = self.call_request(tag)
+        if request.status == 500:
+            return request.replica is None and request.error_body == b"Internal Server Error"
+        result = self.stats.completed.get(tag)
+        if result is None or not result.is_error:
+            return False
+        text = "".join(getattr(block, "text", "") for block in result.content)
+        return text == UNEXPECTED_ERROR
+
+    def session_replicas(self) -> set[str]:
+        """Where initialize, the calls and the posted answers of this session were served."""
+        return {r.replica for r in self.of_kind(*SESSION_KINDS) if r.replica is not None}
+
+
+@dataclass
+class LegacyTally:
+    """The 2025-11-25 part of one test, for the summary's "legacy calls" row."""
+
+    sessions: int
+    calls: int
+    completed: int
+    ended_by_dead_replica: int
+    answers: int
+    answers_elsewhere: int
+    """Answers POSTed to a replica other than the one holding the call (forwarded over the bus)."""
+    sessions_across: int
+    """Sessions whose initialize, calls and answers were served by two replicas or more."""
+    seconds_to_error: list[float] = field(default_factory=list)
+
+
+def legacy_tally(
+    clients: Collection[LegacyFleetClient], seconds_to_error: Collection[float] = ()
+) -> LegacyTally:
+    answers = [(c, a) for c in clients for a in c.of_kind("answer") if a.tag is not None]
+    return LegacyTally(
+        sessions=sum(len(c.session_ids) for c in clients),
+        calls=sum(len(c.of_tags()) for c in clients),
+        completed=sum(1 for c in clients for r in c.stats.completed.values() if not r.is_error),
+        ended_by_dead_replica=sum(
+            1 for c in clients for e in c.errors.values() if LEGACY_STOPPED in e.error.message
+        ),
+        answers=len(answers),
+        answers_elsewhere=sum(1 for c, a in answers if a.replica != c.holder(str(a.tag))),
+        sessions_across=sum(1 for c in clients if len(c.session_replicas()) >= 2),
+        seconds_to_error=sorted(seconds_to_error),
+    )
+
+
+def legacy_served_counts(clients: Collection[LegacyFleetClient]) -> Counter[str]:
+    """Requests per serving replica: initialize, calls and answers of every session."""
+    return Counter(
+        r.replica for c in clients for r in c.of_kind(*SESSION_KINDS) if r.replica is not None
+    )
