@@ -147,16 +147,16 @@ class Elicit(Question, Generic[ModelT]):
     def parse(self, answer: Any) -> Outcome:
         action, content = _elicit_outcome(answer)
         if action == "decline":
-            return DeclinedElicitation()
+            return DeclinedElicitation.model_construct()
         if action == "cancel":
-            return CancelledElicitation()
+            return CancelledElicitation.model_construct()
         if not isinstance(content, dict):
             raise BadAnswer("an accepted form elicitation needs content")
         try:
             data = self.schema.model_validate(content)
         except ValidationError as exc:
             raise BadAnswer("the accepted content does not match the requested schema") from exc
-        return Accepted(data=data)
+        return Accepted.model_construct(data=data)
 
 
 class ElicitURL(Question):
@@ -186,10 +186,10 @@ class ElicitURL(Question):
     def parse(self, answer: Any) -> Outcome:
         action, _ = _elicit_outcome(answer)
         if action == "decline":
-            return DeclinedElicitation()
+            return DeclinedElicitation.model_construct()
         if action == "cancel":
-            return CancelledElicitation()
-        return Accepted(data=None)
+            return CancelledElicitation.model_construct()
+        return Accepted.model_construct(data=None)
 
     def settles(self, outcome: Outcome) -> bool:
         return not isinstance(outcome, AcceptedElicitation)

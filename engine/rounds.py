@@ -83,7 +83,7 @@ def deliver(value: Any, source: Source) -> Any:
     if source.wants_union:
         if isinstance(value, OUTCOMES):
             return value
-        return Accepted(data=value)
+        return Accepted.model_construct(data=value)
     if isinstance(value, AcceptedElicitation):
         return value.data
     if isinstance(value, REFUSALS):

@@ -11,15 +11,15 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
 from engine.errors import INVALID_REQUEST, PARSE_ERROR, MCPError
-from engine.protocol.dispatch import Response, dispatch, error_response
+from engine.protocol.dispatch import dispatch, error_response
 from engine.protocol.jsonrpc import dumps, error_bytes, loads, notification_bytes
 from engine.protocol.modern import Exchange
 from engine.transports import headers as header_rules
@@ -229,10 +229,7 @@ class StreamableHTTPApp:
         return b"".join(chunks)
 
     async def _json_call(self, raw: Any, exchange: Exchange, receive: Receive, send: Send) -> None:
-        response: Response | None = None
-        with anyio.CancelScope() as scope:
-            async with cancelled_on_disconnect(receive, scope):
-                response = await dispatch(self.server, raw, exchange)
+        response = await until_disconnect(dispatch(self.server, raw, exchange), receive)
         if response is None:
             log.info("client closed the connection; the request was cancelled")
             return
@@ -429,47 +426,57 @@ def _headers(scope: Scope) -> dict[str, str]:
     return result
 
 
-@contextlib.asynccontextmanager
-async def cancelled_on_disconnect(
-    receive: Receive, scope: anyio.CancelScope
-) -> AsyncIterator[None]:
-    """Cancel ``scope`` if the client hangs up while the block runs.
+T = TypeVar("T")
 
-    On asyncio the watcher is a bare task (a done-callback cancels the scope; it is cancelled
-    when the block ends): an anyio task group per request costs several event-loop turns, which
-    dominates a short request. Elsewhere, a task group.
+
+async def until_disconnect(work: Coroutine[Any, Any, T], receive: Receive) -> T | None:
+    """Run ``work``; cancel it and return ``None`` if the client hangs up first.
+
+    On asyncio the watcher is a bare task whose done-callback cancels this task (and is
+    cancelled when the work ends): an anyio task group, or even a cancel scope, per request
+    costs more event-loop turns and backend look-ups than the short request it guards.
+    Elsewhere, a task group.
     """
-    if not _on_asyncio():
+    task = _current_asyncio_task()
+    if task is None:
+        result: T | None = None
         async with anyio.create_task_group() as tg:
 
             async def watch() -> None:
                 await _wait_disconnect(receive)
-                scope.cancel()
+                tg.cancel_scope.cancel()
 
             tg.start_soon(watch)
-            try:
-                yield
-            finally:
-                tg.cancel_scope.cancel()
-        return
+            result = await work
+            tg.cancel_scope.cancel()
+        return result
+    hung_up = False
+
+    def on_disconnect(watcher: asyncio.Future[None]) -> None:
+        nonlocal hung_up
+        if not watcher.cancelled():
+            hung_up = True
+            task.cancel()
+
     watcher = asyncio.ensure_future(_wait_disconnect(receive))
-
-    def hung_up(task: asyncio.Future[None]) -> None:
-        if not task.cancelled():
-            scope.cancel()
-
-    watcher.add_done_callback(hung_up)
+    watcher.add_done_callback(on_disconnect)
     try:
-        yield
+        return await work
+    except asyncio.CancelledError:
+        if not hung_up:
+            raise
+        task.uncancel()
+        return None
     finally:
+        watcher.remove_done_callback(on_disconnect)
         watcher.cancel()
 
 
-def _on_asyncio() -> bool:
+def _current_asyncio_task() -> asyncio.Task[Any] | None:
     try:
-        return asyncio.current_task() is not None
+        return asyncio.current_task()
     except RuntimeError:  # no asyncio loop: another backend
-        return False
+        return None
 
 
 async def _wait_disconnect(receive: Receive) -> None:
