@@ -285,8 +285,19 @@ class Ledger:
     async def _write_journal(
         self, events: MemoryObjectReceiveStream[tuple[str, dict[str, Any]]]
     ) -> None:
-        async for call_id, event in events:
-            await self._append(call_id, event)
+        async for first in events:
+            batch = [first]
+            while len(batch) < 100:  # what queued meanwhile goes in the same round trip
+                try:
+                    batch.append(events.receive_nowait())
+                except anyio.WouldBlock:
+                    break
+            try:
+                await self.store.append_many(batch, self.journal_ttl)
+            except StoreUnavailable as exc:
+                log.warning("%d journal events not written: %s", len(batch), exc)
+            except TypeError as exc:
+                log.warning("journal events not serialisable: %s", exc)
 
     async def _append(self, call_id: str, event: dict[str, Any]) -> None:
         try:

@@ -164,6 +164,14 @@ class Store(Protocol):
         """
         ...
 
+    async def append_many(self, items: list[tuple[str, dict[str, Any]]], ttl: float) -> None:
+        """Append several events, each to its call's journal, in order.
+
+        The same as calling :meth:`append` for each, in fewer round trips where the backend
+        allows (one pipeline on Redis).
+        """
+        ...
+
     async def events(self, call_id: str) -> list[dict[str, Any]]:
         """The call's events in append order; [] when unknown or expired."""
         ...

@@ -231,6 +231,10 @@ class MemoryStore:
         journal.expires = now + ttl
         self._purge(now)
 
+    async def append_many(self, items: list[tuple[str, dict[str, Any]]], ttl: float) -> None:
+        for call_id, event in items:
+            await self.append(call_id, event, ttl)
+
     async def events(self, call_id: str) -> list[dict[str, Any]]:
         now = await self._enter()
         journal = self._journals.get(call_id)

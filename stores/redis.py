@@ -342,6 +342,38 @@ class RedisStore:
         await self._call(what, lambda: self._index(keys=index_keys, args=index_args))
         await self._maybe_prune()
 
+    async def append_many(self, items: list[tuple[str, dict[str, Any]]], ttl: float) -> None:
+        """One pipeline for all: each event's journal script, then its listing entry."""
+        check_ttl(ttl)
+        if not items:
+            return
+        expiry = repr(time.time() + ttl)
+
+        async def run() -> None:
+            async with self._client.pipeline(transaction=False) as pipe:
+                for call_id, event in items:
+                    check_call_id(call_id)
+                    data, fields = encode_event(event), index_fields(event)
+                    keys = [self._key(call_id, "journal"), self._key(call_id, "summary")]
+                    args: list[bytes | str | int] = [
+                        data,
+                        _ms(ttl),
+                        repr(fields.ts),
+                        fields.target or "",
+                        fields.kind or "",
+                    ]
+                    await self._append(keys=keys, args=args, client=pipe)  # type: ignore[arg-type]
+                    index_keys = [self._index_key(n) for n in ("by_ts", "expiry", "targets")]
+                    index_args: list[bytes | str] = [call_id, repr(fields.ts), expiry]
+                    if fields.target:
+                        index_keys.append(self._target_key(fields.target))
+                        index_args.append(fields.target)
+                    await self._index(keys=index_keys, args=index_args, client=pipe)  # type: ignore[arg-type]
+                await pipe.execute()
+
+        await self._call(f"append of {len(items)} journal events", run)
+        await self._maybe_prune()
+
     async def events(self, call_id: str) -> list[dict[str, Any]]:
         key = self._key(call_id, "journal")
         items = await self._call(

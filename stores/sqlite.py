@@ -208,6 +208,10 @@ class SQLiteStore:
             "append", lambda conn: sql.append(conn, call_id, data, fields, ttl), write=True
         )
 
+    async def append_many(self, items: list[tuple[str, dict[str, Any]]], ttl: float) -> None:
+        for call_id, event in items:
+            await self.append(call_id, event, ttl)
+
     async def events(self, call_id: str) -> list[dict[str, Any]]:
         return await self._run("events", lambda conn: sql.events(conn, call_id), write=False)
 

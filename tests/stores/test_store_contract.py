@@ -315,6 +315,22 @@ async def test_journal_keeps_append_order_and_content(store: Store) -> None:
     assert await store.events("unknown") == []
 
 
+async def test_append_many_writes_each_event_to_its_call_in_order(store: Store) -> None:
+    now = time.time()
+    items: list[tuple[str, dict[str, Any]]] = [
+        (f"c{i % 3}", {"ts": now + i, "target": f"tool{i % 3}", "kind": "round", "n": i})
+        for i in range(12)
+    ]
+    await store.append_many(items, ttl=30)
+    await store.append_many([], ttl=30)
+    for c in range(3):
+        assert [e["n"] for e in await store.events(f"c{c}")] == list(range(c, 12, 3))
+    listed = await store.calls()
+    assert [s.call_id for s in listed] == ["c2", "c1", "c0"]
+    assert {s.call_id: s.events for s in listed} == {"c0": 4, "c1": 4, "c2": 4}
+    assert [s.call_id for s in await store.calls(target="tool1")] == ["c1"]
+
+
 async def test_journal_stores_events_as_given(store: Store) -> None:
     await store.append("c1", {"no": "index keys"}, ttl=30)
     await store.append("c1", {"ts": "not a number", "target": 3}, ttl=30)
