@@ -290,7 +290,7 @@ class Ledger:
             while len(batch) < 100:  # what queued meanwhile goes in the same round trip
                 try:
                     batch.append(events.receive_nowait())
-                except anyio.WouldBlock:
+                except (anyio.WouldBlock, anyio.EndOfStream):  # none queued, or shutting down
                     break
             try:
                 await self.store.append_many(batch, self.journal_ttl)

@@ -144,47 +144,32 @@ Operation = Callable[
 ]
 
 
-async def _call_tool(
-    server: MCPServer,
-    params: dict[str, Any],
-    session: LegacySession,
-    scope: RequestScope,
-    exchange: LegacyExchange,
-) -> dict[str, Any]:
-    name = _name(params, "name")
-    request = CallRequest("tools/call", name, _arguments(params), None, None, scope)
-    reply = await server.call_tool(request, asker=_asker(server, session, exchange))
-    return _round_result(reply)
+RoundOperation = Callable[..., Awaitable[RoundReply]]
 
 
-async def _get_prompt(
-    server: MCPServer,
-    params: dict[str, Any],
-    session: LegacySession,
-    scope: RequestScope,
-    exchange: LegacyExchange,
-) -> dict[str, Any]:
-    name = _name(params, "name")
-    request = CallRequest("prompts/get", name, _arguments(params), None, None, scope)
-    reply = await server.get_prompt(request, asker=_asker(server, session, exchange))
-    return _round_result(reply)
+def _round(method: str, target_param: str) -> Operation:
+    """``tools/call``, ``prompts/get`` or ``resources/read``: one round, questions asked in
+    place on this request's stream."""
+    run: Callable[[MCPServer], RoundOperation] = {
+        "tools/call": lambda server: server.call_tool,
+        "prompts/get": lambda server: server.get_prompt,
+        "resources/read": lambda server: server.read_resource,
+    }[method]
 
+    async def operation(
+        server: MCPServer,
+        params: dict[str, Any],
+        session: LegacySession,
+        scope: RequestScope,
+        exchange: LegacyExchange,
+    ) -> dict[str, Any]:
+        target = _name(params, target_param)
+        arguments = _arguments(params) if method != "resources/read" else None
+        request = CallRequest(method, target, arguments, None, None, scope)
+        reply = await run(server)(request, asker=_asker(server, session, exchange))
+        return _round_result(reply)
 
-async def _read_resource(
-    server: MCPServer,
-    params: dict[str, Any],
-    session: LegacySession,
-    scope: RequestScope,
-    exchange: LegacyExchange,
-) -> dict[str, Any]:
-    uri = _name(params, "uri")
-    request = CallRequest("resources/read", uri, None, None, None, scope)
-    reply = await server.read_resource(request, asker=_asker(server, session, exchange))
-    return _round_result(reply)
-
-
-async def _simple(result: dict[str, Any]) -> dict[str, Any]:
-    return result
+    return operation
 
 
 async def _set_level(
@@ -202,32 +187,26 @@ async def _set_level(
     return {}
 
 
-async def _subscribe(
-    server: MCPServer,
-    params: dict[str, Any],
-    session: LegacySession,
-    scope: RequestScope,
-    exchange: LegacyExchange,
-) -> dict[str, Any]:
-    uri = _name(params, "uri")
-    if uri not in session.subscriptions:
-        session.subscriptions.append(uri)
-        await server.sessions.save(session)
-    return {}
+def _subscription(subscribe: bool) -> Operation:
+    """``resources/subscribe`` and ``unsubscribe``: kept in the session, so on every replica."""
 
+    async def operation(
+        server: MCPServer,
+        params: dict[str, Any],
+        session: LegacySession,
+        scope: RequestScope,
+        exchange: LegacyExchange,
+    ) -> dict[str, Any]:
+        uri = _name(params, "uri")
+        if subscribe != (uri in session.subscriptions):
+            if subscribe:
+                session.subscriptions.append(uri)
+            else:
+                session.subscriptions.remove(uri)
+            await server.sessions.save(session)
+        return {}
 
-async def _unsubscribe(
-    server: MCPServer,
-    params: dict[str, Any],
-    session: LegacySession,
-    scope: RequestScope,
-    exchange: LegacyExchange,
-) -> dict[str, Any]:
-    uri = _name(params, "uri")
-    if uri in session.subscriptions:
-        session.subscriptions.remove(uri)
-        await server.sessions.save(session)
-    return {}
+    return operation
 
 
 def _lists(method: str) -> Operation:
@@ -273,12 +252,12 @@ OPERATIONS: dict[str, Operation] = {
     "prompts/list": _lists("prompts/list"),
     "resources/list": _lists("resources/list"),
     "resources/templates/list": _lists("resources/templates/list"),
-    "tools/call": _call_tool,
-    "prompts/get": _get_prompt,
-    "resources/read": _read_resource,
+    "tools/call": _round("tools/call", "name"),
+    "prompts/get": _round("prompts/get", "name"),
+    "resources/read": _round("resources/read", "uri"),
     "logging/setLevel": _set_level,
-    "resources/subscribe": _subscribe,
-    "resources/unsubscribe": _unsubscribe,
+    "resources/subscribe": _subscription(True),
+    "resources/unsubscribe": _subscription(False),
     "completion/complete": _complete,
 }
 

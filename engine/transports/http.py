@@ -7,12 +7,11 @@ its server's lifespan when it receives the ASGI lifespan events itself.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import anyio
@@ -24,15 +23,21 @@ from engine.protocol.jsonrpc import dumps, error_bytes, loads, notification_byte
 from engine.protocol.modern import Exchange
 from engine.transports import headers as header_rules
 from engine.transports import legacy_http
+from engine.transports.asgi import (
+    Receive,
+    Scope,
+    Send,
+    request_headers,
+    send_json,
+    until_disconnect,
+    wait_disconnect,
+)
 
 if TYPE_CHECKING:
     from engine.server import MCPServer
 
 log = logging.getLogger("engine.http")
 
-Scope = dict[str, Any]
-Receive = Callable[[], Awaitable[dict[str, Any]]]
-Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 DEFAULT_MAX_BODY = 4 * 1024 * 1024
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
@@ -94,7 +99,7 @@ class StreamableHTTPApp:
             else:
                 await self._plain(send, 404, b"Not Found")
             return
-        headers = _headers(scope)
+        headers = request_headers(scope)
         refused = self._refuse_origin(headers)
         if refused is not None:
             await self._json(send, 403, error_bytes(None, MCPError(INVALID_REQUEST, refused)))
@@ -255,7 +260,7 @@ class StreamableHTTPApp:
         async with anyio.create_task_group() as tg:
 
             async def watch() -> None:
-                await _wait_disconnect(receive)
+                await wait_disconnect(receive)
                 tg.cancel_scope.cancel()
 
             async def run() -> None:
@@ -303,7 +308,7 @@ class StreamableHTTPApp:
         async with anyio.create_task_group() as tg:
 
             async def watch() -> None:
-                await _wait_disconnect(receive)
+                await wait_disconnect(receive)
                 tg.cancel_scope.cancel()
 
             tg.start_soon(watch)
@@ -363,18 +368,7 @@ class StreamableHTTPApp:
         )
 
     async def _json(self, send: Send, status: int, body: bytes) -> None:
-        await send(
-            {
-                "type": "http.response.start",
-                "status": status,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    self.replica_header,
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        await send_json(send, status, body, self.replica_header)
 
     async def _plain(
         self,
@@ -415,75 +409,6 @@ def is_legacy(raw: Any, meta: Any, headers: Mapping[str, str]) -> bool:
     if raw.get("method") == "initialize" or "mcp-session-id" in headers:
         return True
     return headers.get("mcp-protocol-version", "").strip() in LEGACY_HEADER_VERSIONS
-
-
-def _headers(scope: Scope) -> dict[str, str]:
-    result: dict[str, str] = {}
-    for name, value in scope.get("headers", []):
-        key = name.decode("latin-1").lower()
-        text = value.decode("latin-1")
-        result[key] = f"{result[key]}, {text}" if key in result else text
-    return result
-
-
-T = TypeVar("T")
-
-
-async def until_disconnect(work: Coroutine[Any, Any, T], receive: Receive) -> T | None:
-    """Run ``work``; cancel it and return ``None`` if the client hangs up first.
-
-    On asyncio the watcher is a bare task whose done-callback cancels this task (and is
-    cancelled when the work ends): an anyio task group, or even a cancel scope, per request
-    costs more event-loop turns and backend look-ups than the short request it guards.
-    Elsewhere, a task group.
-    """
-    task = _current_asyncio_task()
-    if task is None:
-        result: T | None = None
-        async with anyio.create_task_group() as tg:
-
-            async def watch() -> None:
-                await _wait_disconnect(receive)
-                tg.cancel_scope.cancel()
-
-            tg.start_soon(watch)
-            result = await work
-            tg.cancel_scope.cancel()
-        return result
-    hung_up = False
-
-    def on_disconnect(watcher: asyncio.Future[None]) -> None:
-        nonlocal hung_up
-        if not watcher.cancelled():
-            hung_up = True
-            task.cancel()
-
-    watcher = asyncio.ensure_future(_wait_disconnect(receive))
-    watcher.add_done_callback(on_disconnect)
-    try:
-        return await work
-    except asyncio.CancelledError:
-        if not hung_up:
-            raise
-        task.uncancel()
-        return None
-    finally:
-        watcher.remove_done_callback(on_disconnect)
-        watcher.cancel()
-
-
-def _current_asyncio_task() -> asyncio.Task[Any] | None:
-    try:
-        return asyncio.current_task()
-    except RuntimeError:  # no asyncio loop: another backend
-        return None
-
-
-async def _wait_disconnect(receive: Receive) -> None:
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return
 
 
 async def _sse_event(send: Send, data: bytes) -> None:

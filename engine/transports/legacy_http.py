@@ -14,7 +14,7 @@ import logging
 import re
 import secrets
 import weakref
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -31,6 +31,7 @@ from engine.protocol.jsonrpc import (
     result_bytes,
 )
 from engine.sessions import LegacySession
+from engine.transports.asgi import Receive, Send, send_json
 from stores import StoreUnavailable
 
 if TYPE_CHECKING:
@@ -38,8 +39,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("engine.http.legacy")
 
-Send = Callable[[dict[str, Any]], Awaitable[None]]
-Receive = Callable[[], Awaitable[dict[str, Any]]]
 
 RETRY_MS = 1000
 CALL_EVENT_ID = re.compile(r"[0-9a-f]{24}\.\d+")
@@ -244,18 +243,18 @@ async def post(
                 "Session not found: it ended or expired; send "
                 "initialize again without MCP-Session-Id",
             )
-            await _json(send, 404, error_bytes(request_id, error), replica)
+            await send_json(send, 404, error_bytes(request_id, error), replica)
             return
     if isinstance(raw, dict) and "method" not in raw and ("result" in raw or "error" in raw):
         await server.backchannel.deliver(raw)
-        await _json(send, 202, b"", replica)
+        await send_json(send, 202, b"", replica)
         return
     if not is_request:
         if isinstance(raw, dict) and raw.get("method") == "notifications/cancelled":
             params = raw.get("params")
             target = params.get("requestId") if isinstance(params, dict) else None
             await server.bus.publish("cancel", session_id, target)
-        await _json(send, 202, b"", replica)
+        await send_json(send, 202, b"", replica)
         return
     stream = ResponseStream(server, send, replica, request_id)
     exchange = legacy.LegacyExchange(session, headers, outbox=stream.message, notify=stream.notify)
@@ -414,26 +413,11 @@ async def _session_stream(server: MCPServer, session: LegacySession, send: Send)
         server.remove_session_stream(session.id, on_notification)
 
 
-async def _json(send: Send, status: int, body: bytes, replica: tuple[bytes, bytes]) -> None:
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                replica,
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
-
-
 async def delete(
     server: MCPServer, session_id: str, replica: tuple[bytes, bytes], send: Send
 ) -> None:
     await server.sessions.delete(session_id)
-    await _json(send, 200, b"", replica)
+    await send_json(send, 200, b"", replica)
 
 
 __all__ = ["delete", "dumps", "get", "post"]
