@@ -2,7 +2,7 @@
 
 Most tests drive the ASGI app in-process through httpx; the streaming ones run it under a real
 uvicorn server, because only a socket shows events arriving one by one and a client hanging up.
-Section numbers refer to /work/shared/reference/mcp-2026-07-28.md.
+Section marks (§) refer to the wire rules of MCP 2026-07-28 and its Streamable HTTP transport.
 """
 
 from __future__ import annotations
@@ -676,7 +676,7 @@ async def test_engine_allowed_hosts_adds_hosts_from_the_environment(
         assert_result(await post(client, request("tools/list")))
 
 
-# --- engine bugs (the lead fixes these; remove the marker when they pass) -------------------------
+# --- inputs that once broke the server ------------------------------------------------------------
 
 
 @pytest.fixture
