@@ -28,6 +28,9 @@ from stores import Claim, Store, StoreUnavailable
 
 log = logging.getLogger("engine.ledger")
 
+JOURNAL_LINGER = 0.005
+"""Seconds a journal writer waits after an event for others to share its round trip."""
+
 Deferred = tuple[Callable[[], Awaitable[None]], str, float]
 """A store write to retry: the write, what it is (for the log), until when (monotonic)."""
 
@@ -255,7 +258,7 @@ class Ledger:
         await self._append(call_id, event)
 
     async def run_journal(
-        self, writers: int = 4, *, task_status: Any = anyio.TASK_STATUS_IGNORED
+        self, writers: int = 1, *, task_status: Any = anyio.TASK_STATUS_IGNORED
     ) -> None:
         """Write journal events in the background, so a response never waits for them."""
         streams = [
@@ -286,8 +289,9 @@ class Ledger:
         self, events: MemoryObjectReceiveStream[tuple[str, dict[str, Any]]]
     ) -> None:
         async for first in events:
+            await anyio.sleep(JOURNAL_LINGER)  # let a batch gather: one round trip for many
             batch = [first]
-            while len(batch) < 100:  # what queued meanwhile goes in the same round trip
+            while len(batch) < 200:  # what queued meanwhile goes in the same round trip
                 try:
                     batch.append(events.receive_nowait())
                 except (anyio.WouldBlock, anyio.EndOfStream):  # none queued, or shutting down
