@@ -31,36 +31,37 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_replica(name: str, port: int, key: str, store: str) -> subprocess.Popen[bytes]:
+def start_replica(name: str, port: int, key: str, store: str, log: Path) -> subprocess.Popen[bytes]:
     env = dict(os.environ, ENGINE_KEYS=key, ENGINE_STORE=store, PYTHONPATH=str(ROOT))
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "engine",
-            "serve",
-            "examples/bookshop_server.py",
-            "--port",
-            str(port),
-            "--replica",
-            name,
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    with log.open("wb") as output:  # the child keeps its own copy of the descriptor
+        return subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "engine",
+                "serve",
+                "examples/bookshop_server.py",
+                "--port",
+                str(port),
+                "--replica",
+                name,
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
 
 
-def wait_listening(port: int) -> None:
+def wait_listening(port: int, replica: subprocess.Popen[bytes], log: Path) -> None:
     deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and replica.poll() is None:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
             return
         except OSError:
             time.sleep(0.1)
-    raise SystemExit(f"replica on port {port} did not start")
+    raise SystemExit(f"replica on port {port} did not start:\n{log.read_text()[-2000:]}")
 
 
 def post(url: str, request_id: int, method: str, params: dict[str, Any]) -> tuple[str, Any]:
@@ -94,10 +95,11 @@ def main(once: bool) -> int:
     workdir = tempfile.mkdtemp(prefix="engine-demo-")
     store = f"sqlite:///{workdir}/calls.sqlite3"
     ports = {"A": free_port(), "B": free_port()}
-    replicas = [start_replica(name, port, key, store) for name, port in ports.items()]
+    logs = {name: Path(workdir) / f"replica-{name}.log" for name in ports}
+    replicas = [start_replica(name, port, key, store, logs[name]) for name, port in ports.items()]
     try:
-        for port in ports.values():
-            wait_listening(port)
+        for (name, port), replica in zip(ports.items(), replicas, strict=True):
+            wait_listening(port, replica, logs[name])
         urls = [f"http://127.0.0.1:{port}/mcp" for port in ports.values()]
         print("Two replicas of the bookshop share one key and one embedded store (SQLite):")
         for name, url in zip(ports, urls, strict=True):

@@ -64,17 +64,29 @@ def connect(path: str, op_timeout: float) -> sqlite3.Connection:
 
     A file of an unknown (newer) schema is refused.
     """
-    conn = sqlite3.connect(path, timeout=op_timeout, isolation_level=None, check_same_thread=False)
-    try:
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = NORMAL")  # durable across crashes of this process
-        if _schema_version(conn, path) != SCHEMA_VERSION:
-            with transaction(conn):  # re-read: another process may have done it meanwhile
-                _create_or_migrate(conn, _schema_version(conn, path))
-    except BaseException:
-        conn.close()
-        raise
-    return conn
+    deadline = time.monotonic() + op_timeout
+    while True:
+        conn = sqlite3.connect(
+            path, timeout=op_timeout, isolation_level=None, check_same_thread=False
+        )
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")  # durable across crashes of this process
+            if _schema_version(conn, path) != SCHEMA_VERSION:
+                with transaction(conn):  # re-read: another process may have done it meanwhile
+                    _create_or_migrate(conn, _schema_version(conn, path))
+        except sqlite3.OperationalError as exc:
+            conn.close()
+            # Two processes opening a new file at once: switching it to WAL does not wait for
+            # the other's lock, it fails at once. Try again until the operation timeout.
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+            continue
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
 
 def _create_or_migrate(conn: sqlite3.Connection, version: int) -> None:

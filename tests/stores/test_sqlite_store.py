@@ -241,3 +241,29 @@ async def test_an_unusable_path_says_what_to_check(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("not a directory")
     with pytest.raises(StoreUnavailable, match="cannot open SQLite store"):
         SQLiteStore(tmp_path / "file" / "engine.db")
+
+
+def test_processes_opening_a_new_file_at_once_all_succeed(tmp_path: Path) -> None:
+    """Switching a new file to WAL does not wait for another process's lock: opening retries."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "fresh.db"
+    code = (
+        "import anyio, sys\n"
+        "from stores import SQLiteStore\n"
+        "async def main():\n"
+        "    store = SQLiteStore(sys.argv[1])\n"
+        "    await store.ping()\n"
+        "    await store.aclose()\n"
+        "anyio.run(main)\n"
+    )
+    for _ in range(3):
+        path.unlink(missing_ok=True)
+        runs = [
+            subprocess.Popen([sys.executable, "-c", code, str(path)], stderr=subprocess.PIPE)
+            for _ in range(4)
+        ]
+        for run in runs:
+            _, err = run.communicate(timeout=30)
+            assert run.returncode == 0, err.decode()
