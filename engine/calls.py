@@ -8,6 +8,7 @@ nothing about HTTP or JSON-RPC framing.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -142,23 +143,11 @@ class RoundRunner:
         try:
             if token is not None:
                 state = CallState.decode(await self._state_bytes(claims, call_id))
-            if ledger is None:
+            holding = ledger.keep_alive(claimed) if ledger is not None else contextlib.nullcontext()
+            with holding:
                 reply = await self._execute(
                     handler, request, args, asker, state, call_id, round_no, binding, principal
                 )
-            else:
-                with ledger.keep_alive(claimed):
-                    reply = await self._execute(
-                        handler,
-                        request,
-                        args,
-                        asker,
-                        state,
-                        call_id,
-                        round_no,
-                        binding,
-                        principal,
-                    )
         except BaseException:
             if claimed is not None and ledger is not None:
                 await ledger.abandon(claimed)
