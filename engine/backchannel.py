@@ -8,7 +8,6 @@ legacy clients need no sticky sessions.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import secrets
 from collections.abc import Awaitable, Callable
@@ -25,7 +24,7 @@ log = logging.getLogger("engine.backchannel")
 
 Outbox = Callable[[bytes], Awaitable[None]]
 """Writes one message on the stream of the call that asks."""
-Forward = Callable[[str, dict[str, Any]], Awaitable[None]]
+Forward = Callable[[str, dict[str, Any], str | None], Awaitable[None]]
 """Sends a response to the process named by the instance id (over the store's bus)."""
 
 
@@ -35,6 +34,8 @@ class ClientRefused(ToolError):
 
 @dataclass(slots=True)
 class _Waiting:
+    session_id: str | None
+    """Only the session that was asked may answer."""
     done: anyio.Event = field(default_factory=anyio.Event)
     message: dict[str, Any] | None = None
 
@@ -44,16 +45,24 @@ class BackChannel:
 
     def __init__(self, forward: Forward | None = None) -> None:
         self.instance = secrets.token_hex(4)
-        self._ids = itertools.count(1)
         self._waiting: dict[str, _Waiting] = {}
         self.forward = forward
 
     async def request(
-        self, outbox: Outbox, method: str, params: dict[str, Any] | None, wait: float
+        self,
+        outbox: Outbox,
+        method: str,
+        params: dict[str, Any] | None,
+        wait: float,
+        session_id: str | None = None,
     ) -> Any:
-        """Send a request on ``outbox`` and wait (bounded) for the client's result."""
-        request_id = f"{self.instance}-{next(self._ids)}"
-        waiting = self._waiting[request_id] = _Waiting()
+        """Send a request on ``outbox`` and wait (bounded) for the session's result.
+
+        The id names this process and is otherwise random, so nobody can guess another
+        session's question; an answer counts only when it comes from the session asked.
+        """
+        request_id = f"{self.instance}-{secrets.token_urlsafe(12)}"
+        waiting = self._waiting[request_id] = _Waiting(session_id)
         message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
         if params:
             message["params"] = params
@@ -75,34 +84,39 @@ class BackChannel:
             raise ClientRefused(f"the client refused {method}: {text}")
         return waiting.message.get("result")
 
-    async def deliver(self, message: dict[str, Any]) -> bool:
-        """Route a client's response: to a call waiting here, or over the bus to its process."""
+    async def deliver(self, message: dict[str, Any], session_id: str | None) -> bool:
+        """Route a session's response: to a call waiting here, or over the bus to its process."""
         request_id = message.get("id")
         if not isinstance(request_id, str):
             log.info("ignored a response to unknown request id %r", request_id)
             return False
-        waiting = self._waiting.get(request_id)
-        if waiting is not None:
-            waiting.message = message
-            waiting.done.set()
-            return True
+        if request_id in self._waiting:
+            return self._accept(request_id, message, session_id)
         instance, _, _ = request_id.partition("-")
         if instance != self.instance and self.forward is not None:
-            await self.forward(instance, message)
+            await self.forward(instance, message, session_id)
             return True
         log.info("ignored a response to unknown request id %r", request_id)
         return False
 
-    def accept_forwarded(self, instance: str, message: dict[str, Any]) -> None:
+    def accept_forwarded(
+        self, instance: str, message: dict[str, Any], session_id: str | None
+    ) -> None:
         """A response another replica received for one of our requests."""
-        if instance != self.instance:
-            return
-        waiting = self._waiting.get(str(message.get("id")))
+        if instance == self.instance:
+            self._accept(str(message.get("id")), message, session_id)
+
+    def _accept(self, request_id: str, message: dict[str, Any], session_id: str | None) -> bool:
+        waiting = self._waiting.get(request_id)
         if waiting is None:
-            log.info("ignored a forwarded response to unknown request id %r", message.get("id"))
-            return
+            log.info("ignored a response to unknown request id %r", request_id)
+            return False
+        if waiting.session_id != session_id:
+            log.warning("ignored a response to request %r from another session", request_id)
+            return False
         waiting.message = message
         waiting.done.set()
+        return True
 
 
 class BackChannelAsker:
@@ -120,7 +134,9 @@ class BackChannelAsker:
         *,
         timeout: float,
         attempts: int = 3,
+        session_id: str | None = None,
     ) -> None:
+        self.session_id = session_id
         self.channel = channel
         self.outbox = outbox
         self.capabilities = capabilities
@@ -137,7 +153,7 @@ class BackChannelAsker:
             params["elicitationId"] = secrets.token_urlsafe(16)
         for _ in range(self.attempts):
             answer = await self.channel.request(
-                self.outbox, question.question.method, params, self.timeout
+                self.outbox, question.question.method, params, self.timeout, self.session_id
             )
             try:
                 outcome = question.question.parse(answer)

@@ -100,7 +100,13 @@ class RoundRunner:
         request: CallRequest,
         args: dict[str, Any] | None = None,
         asker: Asker | None = None,
+        convert: Callable[[Any], Any] | None = None,
     ) -> RoundReply:
+        """One round; ``convert`` turns a final value into its wire result.
+
+        The conversion runs while the round's claim is held, so a value that cannot be sent
+        gives the claim back (or becomes an error result) instead of stranding it.
+        """
         server = self.server
         ledger = server.ledger
         responses = request.input_responses
@@ -148,6 +154,20 @@ class RoundRunner:
                 reply = await self._execute(
                     handler, request, args, asker, state, call_id, round_no, binding, principal
                 )
+            if reply.kind == "complete" and convert is not None:
+                try:
+                    reply.value = convert(reply.value)
+                except Exception:
+                    log.exception(
+                        "the result of %s %r could not be sent", handler.role, handler.name
+                    )
+                    text = (
+                        f"{_verb(handler)} {handler.name}: its result could not be sent; the "
+                        "server log has the details"
+                    )
+                    reply = _traced(
+                        _failed(handler, request, text, reply.call_id or "", round_no), reply.trace
+                    )
         except BaseException:
             if claimed is not None and ledger is not None:
                 await ledger.abandon(claimed)

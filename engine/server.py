@@ -283,10 +283,7 @@ class MCPServer:
         tool = self._tools.get(request.target)
         if tool is None:
             return RoundReply("error", error=f"Unknown tool: {request.target}")
-        reply = await self.rounds.run(tool, request, asker=asker)
-        if reply.kind == "complete":
-            reply.value = tool.result(reply.value)
-        return reply
+        return await self.rounds.run(tool, request, asker=asker, convert=tool.result)
 
     async def get_prompt(self, request: CallRequest, asker: Asker | None = None) -> RoundReply:
         prompt = self._prompts.get(request.target)
@@ -294,10 +291,7 @@ class MCPServer:
             raise MCPError(
                 INVALID_PARAMS, f"Unknown prompt: {request.target}", {"name": request.target}
             )
-        reply = await self.rounds.run(prompt, request, asker=asker)
-        if reply.kind == "complete":
-            reply.value = prompt.result(reply.value)
-        return reply
+        return await self.rounds.run(prompt, request, asker=asker, convert=prompt.result)
 
     def find_resource(self, uri: str) -> tuple[Resource, dict[str, str]] | None:
         resource = self._resources.get(uri)
@@ -316,10 +310,11 @@ class MCPServer:
             raise MCPError(INVALID_PARAMS, f"Unknown resource: {uri}", {"uri": uri})
         resource, params = found
         request.arguments = params
-        reply = await self.rounds.run(resource, request, asker=asker)
-        if reply.kind == "complete":
-            reply.value = {"contents": resource_contents(uri, reply.value, resource.mime_type)}
-        return reply
+
+        def convert(value: Any) -> dict[str, Any]:
+            return {"contents": resource_contents(uri, value, resource.mime_type)}
+
+        return await self.rounds.run(resource, request, asker=asker, convert=convert)
 
     async def read_resource_contents(
         self, uri: str, scope: RequestScope
@@ -387,11 +382,15 @@ class MCPServer:
     def remove_session_stream(self, session_id: str, listener: Listener) -> None:
         self.notifications.remove_session_stream(session_id, listener)
 
-    async def _forward_response(self, instance: str, message: dict[str, Any]) -> None:
-        await self.bus.publish("response", instance, message)
+    async def _forward_response(
+        self, instance: str, message: dict[str, Any], session_id: str | None
+    ) -> None:
+        await self.bus.publish("response", instance, message, session_id)
 
-    async def _accept_response(self, instance: str, message: dict[str, Any]) -> None:
-        self.backchannel.accept_forwarded(instance, message)
+    async def _accept_response(
+        self, instance: str, message: dict[str, Any], session_id: str | None
+    ) -> None:
+        self.backchannel.accept_forwarded(instance, message, session_id)
 
     # --- running ------------------------------------------------------------------------------
 

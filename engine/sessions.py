@@ -17,6 +17,7 @@ import msgpack
 from stores import Store
 
 SESSION_BLOB = "session"
+MAX_LOCAL = 100_000
 
 
 @dataclass(slots=True)
@@ -70,6 +71,7 @@ class SessionRegistry:
         self.store = store
         self.ttl = ttl
         self._local: dict[str, LegacySession] = {}
+        self._next_sweep = 1024
 
     def _key(self, session_id: str) -> str:
         return f"session-{session_id}"
@@ -91,10 +93,23 @@ class SessionRegistry:
         session.touched = time.time()
         if self.store is None:
             self._local[session.id] = session
+            if len(self._local) > self._next_sweep:
+                self._sweep(session.touched)
         else:
             await self.store.put_blob(
                 self._key(session.id), SESSION_BLOB, session.encode(), self.ttl
             )
+
+    def _sweep(self, now: float) -> None:
+        """Forget expired sessions (kept in this process only), so `initialize` in a loop cannot
+        grow memory without bound; past ``MAX_LOCAL`` the least recently used go too."""
+        for sid in [s.id for s in self._local.values() if now - s.touched > self.ttl]:
+            del self._local[sid]
+        if len(self._local) > MAX_LOCAL:
+            by_age = sorted(self._local.values(), key=lambda s: s.touched)
+            for stale in by_age[: len(self._local) - MAX_LOCAL]:
+                del self._local[stale.id]
+        self._next_sweep = max(1024, 2 * len(self._local))
 
     async def delete(self, session_id: str) -> None:
         if self.store is None:

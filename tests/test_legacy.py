@@ -397,3 +397,33 @@ async def test_a_list_change_raised_on_one_replica_reaches_a_session_stream_on_a
                     break
     assert done.json()["result"]["content"][0]["text"] == "restocked"
     assert heard == ["notifications/tools/list_changed"]
+
+
+async def test_only_the_session_asked_can_answer() -> None:
+    app = build_bookshop(keys=[KEY], legacy_answer_timeout=1).streamable_http_app()
+    async with (
+        serve_asgi(app) as base,
+        httpx2.AsyncClient(trust_env=False, timeout=TIMEOUT) as http,
+    ):
+        url = base + "/mcp"
+        asked = await open_session(http, url)
+        intruder = await open_session(http, url)
+        outcome: Any = None
+        async with http.stream(
+            "POST", url, json=order(2, "Neuromancer"), headers=asked
+        ) as response:
+            async for _, data in sse_events(response):
+                if data.get("method") == "elicitation/create":
+                    answer = {
+                        "jsonrpc": "2.0",
+                        "id": data["id"],
+                        "result": {"action": "accept", "content": {"confirm": True}},
+                    }
+                    no_session = {k: v for k, v in intruder.items() if k != "MCP-Session-Id"}
+                    refused = await http.post(url, json=answer, headers=no_session)
+                    await http.post(url, json=answer, headers=intruder)  # ignored
+                else:
+                    outcome = data
+    assert refused.status_code == 400
+    assert outcome["result"]["isError"] is True
+    assert "did not answer elicitation/create" in outcome["result"]["content"][0]["text"]

@@ -71,3 +71,7 @@ async def dispatch(server: MCPServer, raw: Any, exchange: Exchange) -> Response:
         return error_response(request_id, exc)
     except MCPError as exc:
         return error_response(request_id, exc)
+    except Exception:
+        log.exception("a request failed unexpectedly")
+        error = MCPError(INTERNAL_ERROR, "Internal error; the server log has the details")
+        return error_response(request_id, error)

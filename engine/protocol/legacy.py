@@ -108,6 +108,7 @@ def _asker(
         exchange.outbox,
         session.capabilities,
         timeout=server.legacy_answer_timeout,
+        session_id=session.id,
     )
 
 

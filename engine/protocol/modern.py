@@ -10,6 +10,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import anyio
+
 from engine.calls import CallRequest, RoundReply
 from engine.context import Notify, RequestScope
 from engine.errors import (
@@ -258,5 +260,8 @@ async def handle(server: MCPServer, message: Message, exchange: Exchange) -> byt
         result_meta[META_CALL] = outcome.call_id
     body = dumps(result)
     if isinstance(outcome, RoundReply) and outcome.finish is not None:
-        await outcome.finish(body)
+        # The body ran: keeping its response must not be cut short by a client hanging up,
+        # or a retry would run it again. Store operations are bounded by their own timeout.
+        with anyio.CancelScope(shield=True):
+            await outcome.finish(body)
     return body

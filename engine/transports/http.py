@@ -18,6 +18,7 @@ import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
 from engine.errors import INVALID_REQUEST, PARSE_ERROR, MCPError
+from engine.ledger import store_error
 from engine.protocol.dispatch import dispatch, error_response
 from engine.protocol.jsonrpc import dumps, error_bytes, loads, notification_bytes
 from engine.protocol.modern import Exchange
@@ -32,6 +33,7 @@ from engine.transports.asgi import (
     until_disconnect,
     wait_disconnect,
 )
+from stores import StoreUnavailable
 
 if TYPE_CHECKING:
     from engine.server import MCPServer
@@ -337,7 +339,11 @@ class StreamableHTTPApp:
         self, method: str, session_id: str, headers: dict[str, str], receive: Receive, send: Send
     ) -> None:
         """``GET`` (the session's stream, or a resumed one) and ``DELETE`` of 2025-11-25."""
-        session = await self.server.sessions.get(session_id)
+        try:
+            session = await self.server.sessions.get(session_id)
+        except StoreUnavailable as exc:
+            await self._json(send, 503, error_bytes(None, store_error(exc, self.server.metrics)))
+            return
         if session is None:
             error = MCPError(
                 INVALID_REQUEST,

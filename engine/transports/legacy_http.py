@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from engine.errors import INTERNAL_ERROR, INVALID_REQUEST, MCPError
+from engine.ledger import store_error
 from engine.protocol import legacy
 from engine.protocol.dispatch import error_response, status_of
 from engine.protocol.jsonrpc import (
@@ -175,6 +176,16 @@ class ResponseStream:
             await self._write(b"", more=False)
             self.attached = False
 
+    async def abandon(self) -> None:
+        """The request was cancelled: answer 202 if nothing was sent, else end the stream."""
+        async with self.lock:
+            self.log.done = True
+            self.log.changed.set()
+            if not self.started:
+                await send_json(self.send, 202, b"", self.replica)
+            else:
+                await self._write(b"", more=False)
+
     async def finish(
         self, status: int, body: bytes | None, headers: list[tuple[bytes, bytes]]
     ) -> None:
@@ -236,7 +247,12 @@ async def post(
     is_request = isinstance(raw, dict) and "method" in raw and "id" in raw
     request_id = raw.get("id") if isinstance(raw, dict) else None
     if session_id is not None:
-        session = await server.sessions.get(session_id)
+        try:
+            session = await server.sessions.get(session_id)
+        except StoreUnavailable as exc:
+            error = store_error(exc, server.metrics)
+            await send_json(send, 503, error_bytes(request_id, error), replica)
+            return
         if session is None:
             error = MCPError(
                 INVALID_REQUEST,
@@ -246,7 +262,15 @@ async def post(
             await send_json(send, 404, error_bytes(request_id, error), replica)
             return
     if isinstance(raw, dict) and "method" not in raw and ("result" in raw or "error" in raw):
-        await server.backchannel.deliver(raw)
+        if session is None:
+            error = MCPError(
+                INVALID_REQUEST,
+                "Bad Request: an answer to a server request needs "
+                "the MCP-Session-Id of the session that was asked",
+            )
+            await send_json(send, 400, error_bytes(None, error), replica)
+            return
+        await server.backchannel.deliver(raw, session.id)
         await send_json(send, 202, b"", replica)
         return
     if not is_request:
@@ -277,10 +301,21 @@ async def post(
                     body = result_bytes(message.id, await legacy.handle(server, message, exchange))
                 except MCPError as exc:
                     status, body = status_of(exc), error_bytes(message.id, exc)
+                except StoreUnavailable as exc:
+                    error = store_error(exc, server.metrics)
+                    status, body = 503, error_bytes(message.id, error)
+                except Exception:
+                    log.exception("a legacy request failed unexpectedly")
+                    error = MCPError(
+                        INTERNAL_ERROR, "Internal error; the server log has the details"
+                    )
+                    status, body = 500, error_bytes(message.id, error)
                 tg.cancel_scope.cancel()
         finally:
             inflight.pop((session_id, request_id), None)
-    if cancel.cancelled_caught:
+    if cancel.cancelled_caught:  # the client cancelled: no result, but end what was started
+        with anyio.CancelScope(shield=True):
+            await stream.abandon()
         return
     extra = []
     if exchange.new_session is not None:

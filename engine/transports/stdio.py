@@ -64,7 +64,9 @@ class StdioSession:
             await self.write(error_bytes(None, exc))
             return
         if isinstance(raw, dict) and "method" not in raw and ("result" in raw or "error" in raw):
-            await self.server.backchannel.deliver(raw)  # a response to one of our requests
+            # a response to one of our requests
+            session_id = self.session.id if self.session is not None else None
+            await self.server.backchannel.deliver(raw, session_id)
             return
         if isinstance(raw, dict) and raw.get("method") == "notifications/cancelled":
             params = raw.get("params")
