@@ -152,22 +152,17 @@ class RoundRunner:
             holding = ledger.keep_alive(claimed) if ledger is not None else contextlib.nullcontext()
             with holding:
                 reply = await self._execute(
-                    handler, request, args, asker, state, call_id, round_no, binding, principal
+                    handler,
+                    request,
+                    args,
+                    asker,
+                    convert,
+                    state,
+                    call_id,
+                    round_no,
+                    binding,
+                    principal,
                 )
-            if reply.kind == "complete" and convert is not None:
-                try:
-                    reply.value = convert(reply.value)
-                except Exception:
-                    log.exception(
-                        "the result of %s %r could not be sent", handler.role, handler.name
-                    )
-                    text = (
-                        f"{_verb(handler)} {handler.name}: its result could not be sent; the "
-                        "server log has the details"
-                    )
-                    reply = _traced(
-                        _failed(handler, request, text, reply.call_id or "", round_no), reply.trace
-                    )
         except BaseException:
             if claimed is not None and ledger is not None:
                 await ledger.abandon(claimed)
@@ -190,6 +185,7 @@ class RoundRunner:
         request: CallRequest,
         args: dict[str, Any] | None,
         asker: Asker | None,
+        convert: Callable[[Any], Any] | None,
         state: CallState,
         call_id: bytes,
         round_no: int,
@@ -224,6 +220,10 @@ class RoundRunner:
         ctx: Context[Any] = Context(server, request.scope, call)
         try:
             outcome = await Round(signature, signature.plan, ctx, call, active).run(arguments)
+            if isinstance(outcome, Completed) and convert is not None:
+                # Inside the same guard as the body: a value that cannot be sent fails like
+                # the body did, while the round's claim is still held.
+                outcome = Completed(convert(outcome.value))
         except MCPError:
             raise
         except ToolError as exc:

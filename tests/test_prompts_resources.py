@@ -7,6 +7,7 @@ from pydantic import BaseModel
 
 from engine import Elicit, MCPServer, Resolve
 from engine.testing import Client, ProtocolError
+from stores import MemoryStore
 from tests.conftest import KEY
 
 pytestmark = pytest.mark.anyio
@@ -73,3 +74,29 @@ async def test_a_resource_template_uses_resolvers() -> None:
     assert templates["resourceTemplates"][0]["uriTemplate"] == "notes://{id}/owner"
     assert missing.value.code == -32602
     assert missing.value.data == {"uri": "notes://7/other"}
+
+
+async def test_a_prompt_value_that_cannot_be_sent_fails_clearly_and_frees_its_round() -> None:
+    mcp = MCPServer("Docs", keys=[KEY], store=MemoryStore())
+
+    @mcp.prompt()
+    def summary(topic: str, tone: Annotated[Tone, Resolve(ask_tone)]) -> object:
+        return 42
+
+    answer = {"action": "accept", "content": {"tone": "dry"}}
+    async with Client(mcp, elicitation=lambda p: answer) as client:
+        first = await client.send("prompts/get", {"name": "summary", "arguments": {"topic": "x"}})
+        retry = {
+            "name": "summary",
+            "arguments": {"topic": "x"},
+            "inputResponses": {key: answer for key in first["inputRequests"]},
+            "requestState": first["requestState"],
+        }
+        failures = []
+        for _ in range(2):
+            with pytest.raises(ProtocolError) as caught:
+                await client.send("prompts/get", retry)
+            failures.append(caught.value)
+    assert [f.code for f in failures] == [-32602, -32602]
+    assert failures[0].message == failures[1].message
+    assert failures[0].message.startswith("Error getting prompt summary: an unexpected error")
