@@ -36,3 +36,9 @@ def check_owner(owner: bytes | None) -> bytes | None:
     if isinstance(owner, bytes | bytearray | memoryview) and len(data := bytes(owner)) > 0:
         return data
     raise ValueError(f"owner must be non-empty bytes or None, got {owner!r}")
+
+
+def check_round_key(call_id: str, round_no: int) -> None:
+    """Every round operation names its round the same way, so each checks both parts."""
+    check_call_id(call_id)
+    check_round(round_no)

@@ -16,7 +16,7 @@ from typing import Any, Protocol, TypeVar
 import anyio.lowlevel
 
 from ._bus import DEFAULT_BUFFER, LocalBus
-from ._checks import check_call_id, check_limit, check_owner, check_round, check_ttl
+from ._checks import check_call_id, check_limit, check_owner, check_round_key, check_ttl
 from ._journal import decode_event, encode_event, index_fields
 from ._waiters import Waiters, wait_settled
 from .base import CallSummary, Claim, ClaimResult
@@ -123,8 +123,7 @@ class MemoryStore:
         *,
         owner: bytes | None = None,
     ) -> ClaimResult:
-        check_call_id(call_id)
-        check_round(round_no)
+        check_round_key(call_id, round_no)
         check_ttl(ttl)
         owner = check_owner(owner)
         now = await self._enter()
@@ -143,8 +142,7 @@ class MemoryStore:
     async def complete(
         self, call_id: str, round_no: int, fingerprint: bytes, response: bytes, ttl: float
     ) -> None:
-        check_call_id(call_id)
-        check_round(round_no)
+        check_round_key(call_id, round_no)
         check_ttl(ttl)
         now = await self._enter()
         record = self._live_round(call_id, round_no, now)
@@ -160,7 +158,7 @@ class MemoryStore:
     async def release(
         self, call_id: str, round_no: int, fingerprint: bytes, *, owner: bytes | None = None
     ) -> None:
-        check_call_id(call_id)
+        check_round_key(call_id, round_no)
         owner = check_owner(owner)
         now = await self._enter()
         record = self._live_round(call_id, round_no, now)
@@ -176,7 +174,7 @@ class MemoryStore:
     async def renew(
         self, call_id: str, round_no: int, fingerprint: bytes, owner: bytes, ttl: float
     ) -> bool:
-        check_call_id(call_id)
+        check_round_key(call_id, round_no)
         check_ttl(ttl)
         own = check_owner(owner)
         now = await self._enter()
@@ -199,7 +197,7 @@ class MemoryStore:
         fingerprint: bytes,
         timeout: float,  # noqa: ASYNC109 - a bound on the wait, which then returns None
     ) -> bytes | None:
-        check_call_id(call_id)
+        check_round_key(call_id, round_no)
 
         async def peek() -> tuple[bool, bytes | None]:
             record = self._live_round(call_id, round_no, await self._enter())

@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 import anyio
 
 from . import _redis_lua as lua
-from ._checks import check_call_id, check_limit, check_owner, check_round, check_ttl
+from ._checks import check_call_id, check_limit, check_owner, check_round_key, check_ttl
 from ._journal import decode_event, encode_event, index_fields
 from ._redis_client import UNAVAILABLE, Messages, RedisClient, as_bytes, client_from_url
 from ._waiters import Waiters, wait_settled
@@ -234,8 +234,7 @@ class RedisStore:
         *,
         owner: bytes | None = None,
     ) -> ClaimResult:
-        check_call_id(call_id)
-        check_round(round_no)
+        check_round_key(call_id, round_no)
         check_ttl(ttl)
         own = check_owner(owner)
         key = self._key(call_id, "round", round_no)
@@ -253,8 +252,7 @@ class RedisStore:
     async def complete(
         self, call_id: str, round_no: int, fingerprint: bytes, response: bytes, ttl: float
     ) -> None:
-        check_call_id(call_id)
-        check_round(round_no)
+        check_round_key(call_id, round_no)
         check_ttl(ttl)
         key = self._key(call_id, "round", round_no)
         args: list[bytes | int] = [bytes(fingerprint), bytes(response), _ms(ttl)]
@@ -267,7 +265,7 @@ class RedisStore:
     async def release(
         self, call_id: str, round_no: int, fingerprint: bytes, *, owner: bytes | None = None
     ) -> None:
-        check_call_id(call_id)
+        check_round_key(call_id, round_no)
         own = check_owner(owner)
         key = self._key(call_id, "round", round_no)
         args = [bytes(fingerprint)] if own is None else [bytes(fingerprint), own]
@@ -280,7 +278,7 @@ class RedisStore:
     async def renew(
         self, call_id: str, round_no: int, fingerprint: bytes, owner: bytes, ttl: float
     ) -> bool:
-        check_call_id(call_id)
+        check_round_key(call_id, round_no)
         check_ttl(ttl)
         own = check_owner(owner)
         if own is None:
@@ -301,7 +299,7 @@ class RedisStore:
     ) -> bytes | None:
         # Polling rather than a pub/sub notice: a waiter then holds no connection between
         # reads, so a storm of retries cannot drain the pool.
-        check_call_id(call_id)
+        check_round_key(call_id, round_no)
         key = self._key(call_id, "round", round_no)
 
         async def peek() -> tuple[bool, bytes | None]:

@@ -30,7 +30,7 @@ import anyio.to_thread
 
 from . import _sqlite_sql as sql
 from ._bus import DEFAULT_BUFFER, LocalBus
-from ._checks import check_call_id, check_limit, check_owner, check_round, check_ttl
+from ._checks import check_call_id, check_limit, check_owner, check_round_key, check_ttl
 from ._journal import encode_event, index_fields
 from ._waiters import Waiters, wait_settled
 from .base import (
@@ -138,8 +138,7 @@ class SQLiteStore:
         *,
         owner: bytes | None = None,
     ) -> ClaimResult:
-        check_call_id(call_id)
-        check_round(round_no)
+        check_round_key(call_id, round_no)
         check_ttl(ttl)
         key, fp, own = (call_id, round_no), bytes(fingerprint), check_owner(owner)
         return await self._run("claim", lambda conn: sql.claim(conn, key, fp, ttl, own), write=True)
@@ -147,8 +146,7 @@ class SQLiteStore:
     async def complete(
         self, call_id: str, round_no: int, fingerprint: bytes, response: bytes, ttl: float
     ) -> None:
-        check_call_id(call_id)
-        check_round(round_no)
+        check_round_key(call_id, round_no)
         check_ttl(ttl)
         key, fp, resp = (call_id, round_no), bytes(fingerprint), bytes(response)
         if await self._run(
@@ -159,7 +157,7 @@ class SQLiteStore:
     async def release(
         self, call_id: str, round_no: int, fingerprint: bytes, *, owner: bytes | None = None
     ) -> None:
-        check_call_id(call_id)
+        check_round_key(call_id, round_no)
         key, fp, own = (call_id, round_no), bytes(fingerprint), check_owner(owner)
         if await self._run("release", lambda conn: sql.release(conn, key, fp, own), write=True):
             self._waiters.notify(key)
@@ -167,7 +165,7 @@ class SQLiteStore:
     async def renew(
         self, call_id: str, round_no: int, fingerprint: bytes, owner: bytes, ttl: float
     ) -> bool:
-        check_call_id(call_id)
+        check_round_key(call_id, round_no)
         check_ttl(ttl)
         own = check_owner(owner)
         if own is None:
@@ -185,7 +183,7 @@ class SQLiteStore:
         fingerprint: bytes,
         timeout: float,  # noqa: ASYNC109 - a bound on the wait, which then returns None
     ) -> bytes | None:
-        check_call_id(call_id)
+        check_round_key(call_id, round_no)
         key = (call_id, round_no)
 
         async def peek() -> tuple[bool, bytes | None]:

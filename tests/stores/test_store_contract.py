@@ -430,6 +430,13 @@ async def test_bad_arguments_are_refused_with_a_reason(store: Store) -> None:
         await store.claim("", 1, FP, ttl=30)
     with pytest.raises(ValueError, match="round_no"):
         await store.claim("c1", -1, FP, ttl=30)
+    for bad_round in (-1, True, "2"):
+        with pytest.raises(ValueError, match="round_no"):
+            await store.release("c1", bad_round, FP)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="round_no"):
+            await store.renew("c1", bad_round, FP, b"owner", ttl=30)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="round_no"):
+            await store.wait_complete("c1", bad_round, FP, timeout=0.01)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="not msgpack-serialisable"):
         await store.append("c1", {"obj": object()}, ttl=30)
     with pytest.raises(ValueError, match="limit"):
