@@ -26,7 +26,7 @@ from collections import Counter, defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import anyio
 import httpx2
@@ -237,26 +237,35 @@ class FleetClient:
 
     # --- lifecycle --------------------------------------------------------------------------
 
+    mode = MODE
+    connections = 64
+    client_options: ClassVar[dict[str, Any]] = {"input_required_max_rounds": 200}
+
+    def traffic(self) -> Recorder | LegacyRecorder:
+        """What watches every HTTP exchange of this client."""
+        return self.recorder
+
     @asynccontextmanager
     async def open(self) -> AsyncIterator[FleetClient]:
+        watch = self.traffic()
         async with (
             httpx2.AsyncClient(
                 timeout=httpx2.Timeout(self.read_timeout, connect=5.0),
                 trust_env=False,
-                limits=httpx2.Limits(max_connections=64, max_keepalive_connections=32),
-                event_hooks={
-                    "request": [self.recorder.on_request],
-                    "response": [self.recorder.on_response],
-                },
+                limits=httpx2.Limits(
+                    max_connections=self.connections,
+                    max_keepalive_connections=self.connections // 2,
+                ),
+                event_hooks={"request": [watch.on_request], "response": [watch.on_response]},
             ) as http,
             Client(
                 streamable_http_client(self.url, http_client=http),
-                mode=MODE,
+                mode=self.mode,
                 read_timeout_seconds=self.read_timeout,
                 elicitation_callback=self.elicit,
                 sampling_callback=self.sample,
                 list_roots_callback=self.roots,
-                input_required_max_rounds=200,
+                **self.client_options,
             ) as client,
         ):
             self._client = client
@@ -564,32 +573,12 @@ class LegacyFleetClient(FleetClient):
         self.errors: dict[str, MCPError] = {}
         self.ended_at: dict[str, float] = {}
 
-    @asynccontextmanager
-    async def open(self) -> AsyncIterator[FleetClient]:
-        async with (
-            httpx2.AsyncClient(
-                timeout=httpx2.Timeout(self.read_timeout, connect=5.0),
-                trust_env=False,
-                limits=httpx2.Limits(max_connections=16, max_keepalive_connections=8),
-                event_hooks={
-                    "request": [self.log.on_request],
-                    "response": [self.log.on_response],
-                },
-            ) as http,
-            Client(
-                streamable_http_client(self.url, http_client=http),
-                mode="legacy",
-                read_timeout_seconds=self.read_timeout,
-                elicitation_callback=self.elicit,
-                sampling_callback=self.sample,
-                list_roots_callback=self.roots,
-            ) as client,
-        ):
-            self._client = client
-            try:
-                yield self
-            finally:
-                self._client = None
+    mode = "legacy"
+    connections = 16
+    client_options: ClassVar[dict[str, Any]] = {}
+
+    def traffic(self) -> LegacyRecorder:
+        return self.log
 
     # The callbacks note which call each question belongs to (its answer is POSTed later).
 
