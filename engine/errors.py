@@ -63,3 +63,17 @@ class InvalidRequestState(MCPError):
             {"reason": "invalid_request_state"},
         )
         self.reason = reason
+
+
+class StoreOutage(MCPError):
+    """The call store did not answer: nothing was recorded, so the same request can be retried.
+
+    Transports answer it with HTTP 503, the status that tells a client or proxy to retry.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(
+            INTERNAL_ERROR,
+            "The call store is unavailable; nothing was recorded for this round. Retry the "
+            "request shortly.",
+        )

@@ -22,7 +22,7 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from engine.claims import StateRef, _sorted
-from engine.errors import INTERNAL_ERROR, InvalidRequestState, MCPError
+from engine.errors import InvalidRequestState, MCPError, StoreOutage
 from engine.metrics import Metrics
 from stores import Claim, Store, StoreUnavailable
 
@@ -39,11 +39,7 @@ def store_error(exc: StoreUnavailable, metrics: Metrics | None = None) -> MCPErr
     log.error("store unavailable: %s", exc)
     if metrics is not None:
         metrics.inc("engine_store_errors_total")
-    return MCPError(
-        INTERNAL_ERROR,
-        "The call store is unavailable; nothing was recorded for this round. Retry the request "
-        "shortly.",
-    )
+    return StoreOutage()
 
 
 def responses_fingerprint(responses: Any) -> bytes:

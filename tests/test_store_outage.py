@@ -13,9 +13,11 @@ import pytest
 from engine import MCPServer
 from engine.testing import Client, ProtocolError
 from examples.bookshop import build
-from stores import RedisStore
+from stores import ClaimResult, MemoryStore, RedisStore, StoreUnavailable
 from tests.conftest import KEY
+from tests.http_helpers import asgi_client, assert_error, assert_result, post, text_of
 from tests.private_redis import REDIS_SERVER, PrivateRedis, free_ports
+from tests.test_http import REPLICA, first_round, retry
 
 pytestmark = pytest.mark.anyio
 
@@ -120,3 +122,25 @@ async def test_a_restart_during_load_loses_nothing_and_runs_no_body_twice(
     assert len(results) == 40
     assert all(count == 1 for count in bodies.values()), bodies
     assert set(errors) <= {-32603}
+
+
+class StoreThatGoesDown(MemoryStore):
+    down = False
+
+    async def claim(self, *args: Any, **kwargs: Any) -> ClaimResult:
+        if self.down:
+            raise StoreUnavailable("claim: connection refused")
+        return await super().claim(*args, **kwargs)
+
+
+async def test_a_store_outage_is_a_503_that_says_retry_and_the_retry_works() -> None:
+    store = StoreThatGoesDown()
+    app = build(keys=[KEY], replica_id=REPLICA, store=store).streamable_http_app()
+    async with asgi_client(app) as shop:
+        state = (await first_round(shop))["requestState"]
+        store.down = True
+        error = assert_error(await post(shop, retry(state)), 503, -32603)
+        store.down = False
+        result = assert_result(await post(shop, retry(state)))
+    assert error["message"].startswith("The call store is unavailable; nothing was recorded")
+    assert text_of(result) == "Backordered 'Neuromancer'; it ships in 2-3 weeks."

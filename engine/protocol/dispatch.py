@@ -17,11 +17,14 @@ from engine.errors import (
     UNSUPPORTED_PROTOCOL_VERSION,
     InvalidRequestState,
     MCPError,
+    StoreOutage,
 )
-from engine.metrics import reason_label
+from engine.ledger import store_error
+from engine.metrics import Metrics, reason_label
 from engine.protocol import modern
 from engine.protocol.jsonrpc import error_bytes, parse, request_id_of, result_bytes
 from engine.protocol.modern import Exchange
+from stores import StoreUnavailable
 
 if TYPE_CHECKING:
     from engine.server import MCPServer
@@ -49,7 +52,19 @@ class Response:
 
 
 def status_of(error: MCPError) -> int:
+    if isinstance(error, StoreOutage):
+        return 503
     return STATUS.get(error.code, 400)
+
+
+def error_of(exc: Exception, metrics: Metrics) -> MCPError:
+    """The error a client gets for an exception that ended its request."""
+    if isinstance(exc, MCPError):
+        return exc
+    if isinstance(exc, StoreUnavailable):
+        return store_error(exc, metrics)
+    log.error("a request failed unexpectedly", exc_info=exc)
+    return MCPError(INTERNAL_ERROR, "Internal error; the server log has the details")
 
 
 def error_response(request_id: Any, error: MCPError) -> Response:
@@ -69,9 +84,5 @@ async def dispatch(server: MCPServer, raw: Any, exchange: Exchange) -> Response:
         log.warning("requestState rejected: %s", exc.reason)
         server.metrics.inc("engine_token_rejections_total", reason=reason_label(exc.reason))
         return error_response(request_id, exc)
-    except MCPError as exc:
-        return error_response(request_id, exc)
-    except Exception:
-        log.exception("a request failed unexpectedly")
-        error = MCPError(INTERNAL_ERROR, "Internal error; the server log has the details")
-        return error_response(request_id, error)
+    except Exception as exc:
+        return error_response(request_id, error_of(exc, server.metrics))

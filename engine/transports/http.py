@@ -19,7 +19,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 from engine.errors import INVALID_REQUEST, PARSE_ERROR, MCPError
 from engine.ledger import store_error
-from engine.protocol.dispatch import dispatch, error_response
+from engine.protocol.dispatch import dispatch, error_response, status_of
 from engine.protocol.jsonrpc import dumps, error_bytes, loads, notification_bytes
 from engine.protocol.modern import Exchange
 from engine.transports import headers as header_rules
@@ -342,7 +342,8 @@ class StreamableHTTPApp:
         try:
             session = await self.server.sessions.get(session_id)
         except StoreUnavailable as exc:
-            await self._json(send, 503, error_bytes(None, store_error(exc, self.server.metrics)))
+            error = store_error(exc, self.server.metrics)
+            await self._json(send, status_of(error), error_bytes(None, error))
             return
         if session is None:
             error = MCPError(

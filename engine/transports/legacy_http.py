@@ -22,7 +22,7 @@ import anyio
 from engine.errors import INTERNAL_ERROR, INVALID_REQUEST, MCPError
 from engine.ledger import store_error
 from engine.protocol import legacy
-from engine.protocol.dispatch import error_response, status_of
+from engine.protocol.dispatch import error_of, error_response, status_of
 from engine.protocol.jsonrpc import (
     dumps,
     error_bytes,
@@ -251,7 +251,7 @@ async def post(
             session = await server.sessions.get(session_id)
         except StoreUnavailable as exc:
             error = store_error(exc, server.metrics)
-            await send_json(send, 503, error_bytes(request_id, error), replica)
+            await send_json(send, status_of(error), error_bytes(request_id, error), replica)
             return
         if session is None:
             error = MCPError(
@@ -299,17 +299,9 @@ async def post(
                 tg.start_soon(_detach_on_disconnect, receive, stream)
                 try:
                     body = result_bytes(message.id, await legacy.handle(server, message, exchange))
-                except MCPError as exc:
-                    status, body = status_of(exc), error_bytes(message.id, exc)
-                except StoreUnavailable as exc:
-                    error = store_error(exc, server.metrics)
-                    status, body = 503, error_bytes(message.id, error)
-                except Exception:
-                    log.exception("a legacy request failed unexpectedly")
-                    error = MCPError(
-                        INTERNAL_ERROR, "Internal error; the server log has the details"
-                    )
-                    status, body = 500, error_bytes(message.id, error)
+                except Exception as exc:
+                    error = error_of(exc, server.metrics)
+                    status, body = status_of(error), error_bytes(message.id, error)
                 tg.cancel_scope.cancel()
         finally:
             inflight.pop((session_id, request_id), None)
