@@ -25,18 +25,31 @@ FUTURE_SKEW = 60
 CALL_ID_BYTES = 12
 
 
-@dataclass(frozen=True, slots=True)
 class Binding:
-    """The request a token belongs to."""
+    """The request a token belongs to.
 
-    audience: str
-    method: str
-    target: str
-    args_digest: bytes
+    The arguments' digest is computed the first time a token is sealed or checked against it:
+    a call that finishes in its first round never needs it.
+    """
+
+    __slots__ = ("_args_digest", "arguments", "audience", "method", "target")
+
+    def __init__(self, audience: str, method: str, target: str, arguments: Any) -> None:
+        self.audience = audience
+        self.method = method
+        self.target = target
+        self.arguments = arguments
+        self._args_digest: bytes | None = None
 
     @classmethod
     def of(cls, audience: str, method: str, target: str, arguments: Any) -> Binding:
-        return cls(audience, method, target, args_digest(arguments))
+        return cls(audience, method, target, arguments)
+
+    @property
+    def args_digest(self) -> bytes:
+        if self._args_digest is None:
+            self._args_digest = args_digest(self.arguments)
+        return self._args_digest
 
     def digest(self) -> bytes:
         h = _target_hash(self.audience, self.method, self.target).copy()
@@ -74,14 +87,20 @@ def _sorted(value: Any) -> Any:
     return value
 
 
+_NESTED = (dict, list)
+
+
 def args_digest(arguments: Any) -> bytes:
     """SHA-256 of the canonical JSON (sorted keys) of the raw wire arguments."""
-    if arguments is None:
-        value: Any = {}
-    elif isinstance(arguments, dict) and not any(
-        isinstance(v, dict | list) for v in arguments.values()
-    ):
-        value = dict(sorted(arguments.items()))  # flat arguments, the common case
+    if not arguments:
+        value: Any = {} if arguments is None else arguments
+    elif isinstance(arguments, dict):
+        for item in arguments.values():
+            if isinstance(item, _NESTED):
+                value = _sorted(arguments)
+                break
+        else:  # flat arguments, the common case
+            value = arguments if len(arguments) == 1 else dict(sorted(arguments.items()))
     else:
         value = _sorted(arguments)
     try:

@@ -19,15 +19,36 @@ _HELP = {
 }
 
 
+_COMPLETED: tuple[str, tuple[tuple[str, str], ...]] = ("engine_calls_completed_total", ())
+_DUPLICATES: tuple[str, tuple[tuple[str, str], ...]] = ("engine_duplicates_served_total", ())
+
+
 class Metrics:
     """Monotonic counters with labels; cheap enough to bump on every round."""
 
     def __init__(self) -> None:
         self._counts: Counter[tuple[str, tuple[tuple[str, str], ...]]] = Counter()
+        self._round_keys: dict[tuple[str, str], tuple[str, tuple[tuple[str, str], ...]]] = {}
 
     def inc(self, name: str, **labels: str) -> None:
         """Count one; call sites pass labels in a fixed order, so they are not sorted here."""
         self._counts[(name, tuple(labels.items()))] += 1
+
+    def round_served(self, method: str, outcome: str) -> None:
+        """``engine_rounds_total`` for one round, and the call's completion when it ended.
+
+        Every request counts this, so its keys are built once per (method, outcome).
+        """
+        key = self._round_keys.get((method, outcome))
+        if key is None:
+            key = ("engine_rounds_total", (("method", method), ("outcome", outcome)))
+            self._round_keys[(method, outcome)] = key
+        counts = self._counts
+        counts[key] += 1
+        if outcome == "cached":
+            counts[_DUPLICATES] += 1
+        elif outcome != "input_required":
+            counts[_COMPLETED] += 1
 
     def value(self, name: str, **labels: str) -> int:
         return self._counts[(name, tuple(labels.items()))]

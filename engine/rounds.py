@@ -129,12 +129,14 @@ class Round:
         self.call = call
         self.asker = asker
         self.values: dict[Node, Any] = {}
-        self.exits = contextlib.AsyncExitStack()
+        self.exits: contextlib.AsyncExitStack | None = None
+        """Generator resolvers' clean-up, for plans that have any."""
 
     async def run(self, arguments: dict[str, Any]) -> RoundOutcome:
         self.arguments = arguments
         if not self.plan.has_generators:
             return await self._run()
+        self.exits = contextlib.AsyncExitStack()
         async with self.exits:
             return await self._run()
 
@@ -184,10 +186,12 @@ class Round:
         return all(self.values[n] is not PENDING for n in nodes)
 
     async def _settle(self, node: Node) -> None:
-        if any(self.values[d] is PENDING for d in node.deps):
-            self.values[node] = PENDING
-            return
-        self.values[node] = await self._resolve(node)
+        values = self.values
+        for dep in node.deps:
+            if values[dep] is PENDING:
+                values[node] = PENDING
+                return
+        values[node] = await self._resolve(node)
 
     async def _resolve(self, node: Node) -> Any:
         checkpoint = self.call.state.checkpoints.get(node.key) if node.once else None
@@ -219,22 +223,28 @@ class Round:
     async def _call(self, node: Node) -> Any:
         kwargs = self._kwargs(node.sources, node)
         fn = node.fn
+        if node.generator is not None:
+            return await self._enter(node, kwargs)
+        if node.is_async:
+            return await fn(**kwargs)
+        return await anyio.to_thread.run_sync(functools.partial(fn, **kwargs))
+
+    async def _enter(self, node: Node, kwargs: dict[str, Any]) -> Any:
+        """A generator resolver's value; its clean-up runs when the round ends."""
+        assert self.exits is not None, "a plan with generators runs inside its exit stack"
+        fn = node.fn
         if node.generator == "async":
             return await self.exits.enter_async_context(
                 contextlib.asynccontextmanager(fn)(**kwargs)
             )
-        if node.generator == "sync":
-            manager = contextlib.contextmanager(fn)(**kwargs)
-            value = await anyio.to_thread.run_sync(manager.__enter__)
+        manager = contextlib.contextmanager(fn)(**kwargs)
+        value = await anyio.to_thread.run_sync(manager.__enter__)
 
-            async def close(*exc_info: Any) -> bool | None:
-                return await anyio.to_thread.run_sync(manager.__exit__, *exc_info)
+        async def close(*exc_info: Any) -> bool | None:
+            return await anyio.to_thread.run_sync(manager.__exit__, *exc_info)
 
-            self.exits.push_async_exit(close)
-            return value
-        if node.is_async:
-            return await fn(**kwargs)
-        return await anyio.to_thread.run_sync(functools.partial(fn, **kwargs))
+        self.exits.push_async_exit(close)
+        return value
 
     def _kwargs(self, sources: list[Source], node: Node | None = None) -> dict[str, Any]:
         kwargs: dict[str, Any] = {}

@@ -240,13 +240,9 @@ async def handle(server: MCPServer, message: Message, exchange: Exchange) -> byt
     )
     outcome = await operation(server, params, scope)
     if isinstance(outcome, RoundReply):
-        metrics = server.metrics
-        metrics.inc("engine_rounds_total", method=message.method, outcome=outcome.kind)
+        server.metrics.round_served(message.method, outcome.kind)
         if outcome.cached is not None:
-            metrics.inc("engine_duplicates_served_total")
             return outcome.cached
-        if outcome.kind != "input_required":
-            metrics.inc("engine_calls_completed_total")
         result = round_result(outcome)
     else:
         result = outcome

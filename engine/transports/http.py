@@ -44,6 +44,7 @@ log = logging.getLogger("engine.http")
 DEFAULT_MAX_BODY = 4 * 1024 * 1024
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 KEEPALIVE_SECONDS = 15.0
+ORIGIN_DECISIONS = 1024
 
 
 def _host_only(value: str) -> str:
@@ -78,6 +79,7 @@ class StreamableHTTPApp:
         self.allowed_origins = {o.rstrip("/").lower() for o in origins}
         self.max_body_bytes = max_body_bytes
         self.replica_header = (b"x-engine-replica", server.replica_id.encode())
+        self._origin_decisions: dict[tuple[str | None, str | None], str | None] = {}
 
     # --- ASGI entry --------------------------------------------------------------------------
 
@@ -134,11 +136,25 @@ class StreamableHTTPApp:
                 return
 
     def _refuse_origin(self, headers: Mapping[str, str]) -> str | None:
-        """Why the request is refused as a possible DNS-rebinding attack, or ``None``."""
-        host = headers.get("host")
+        """Why the request is refused as a possible DNS-rebinding attack, or ``None``.
+
+        A client sends the same ``Host`` and ``Origin`` on every request, so decisions are
+        remembered (a bounded table: an attacker varying them only refills it).
+        """
+        key = (headers.get("host"), headers.get("origin"))
+        try:
+            return self._origin_decisions[key]
+        except KeyError:
+            pass
+        decision = self._decide_origin(*key)
+        if len(self._origin_decisions) >= ORIGIN_DECISIONS:
+            self._origin_decisions.clear()
+        self._origin_decisions[key] = decision
+        return decision
+
+    def _decide_origin(self, host: str | None, origin: str | None) -> str | None:
         if not self.any_host and host is not None and _host_only(host) not in self.allowed_hosts:
             return f"Host {host!r} is not allowed; add it to allowed_hosts (ENGINE_ALLOWED_HOSTS)"
-        origin = headers.get("origin")
         if origin is None or self.any_origin:
             return None
         if origin.rstrip("/").lower() in self.allowed_origins:
@@ -154,7 +170,10 @@ class StreamableHTTPApp:
         self, scope: Scope, receive: Receive, send: Send, headers: dict[str, str]
     ) -> None:
         content_type = headers.get("content-type", "")
-        if content_type.split(";")[0].strip().lower() != "application/json":
+        if (
+            content_type != "application/json"
+            and content_type.split(";")[0].strip().lower() != "application/json"
+        ):
             error = MCPError(
                 INVALID_REQUEST,
                 "Unsupported Media Type: send the JSON-RPC message "
