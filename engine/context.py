@@ -75,6 +75,10 @@ class Session:
         await self.send_notification("notifications/resources/updated", {"uri": uri})
 
 
+NO_SESSION = Session()
+"""The session of a request that has none (2026-07-28): it sends nothing, so one is shared."""
+
+
 @dataclass(slots=True)
 class RequestScope:
     """What the protocol layer knows about the request being served."""
@@ -86,7 +90,7 @@ class RequestScope:
     headers: Mapping[str, str] | None = None
     meta: dict[str, Any] = field(default_factory=dict)
     notify: Notify | None = None
-    session: Session = field(default_factory=Session)
+    session: Session = NO_SESSION
     close_stream: Callable[[], Awaitable[None]] | None = None
     """Ends the HTTP response of a 2025-11-25 call early; the client resumes it with GET."""
 

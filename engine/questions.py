@@ -147,16 +147,16 @@ class Elicit(Question, Generic[ModelT]):
     def parse(self, answer: Any) -> Outcome:
         action, content = _elicit_outcome(answer)
         if action == "decline":
-            return DeclinedElicitation.model_construct()
+            return DeclinedElicitation()
         if action == "cancel":
-            return CancelledElicitation.model_construct()
+            return CancelledElicitation()
         if not isinstance(content, dict):
             raise BadAnswer("an accepted form elicitation needs content")
         try:
             data = self.schema.model_validate(content)
         except ValidationError as exc:
             raise BadAnswer("the accepted content does not match the requested schema") from exc
-        return Accepted.model_construct(data=data)
+        return Accepted(data=data)
 
 
 class ElicitURL(Question):
@@ -186,10 +186,10 @@ class ElicitURL(Question):
     def parse(self, answer: Any) -> Outcome:
         action, _ = _elicit_outcome(answer)
         if action == "decline":
-            return DeclinedElicitation.model_construct()
+            return DeclinedElicitation()
         if action == "cancel":
-            return CancelledElicitation.model_construct()
-        return Accepted.model_construct(data=None)
+            return CancelledElicitation()
+        return Accepted(data=None)
 
     def settles(self, outcome: Outcome) -> bool:
         return not isinstance(outcome, AcceptedElicitation)

@@ -83,7 +83,7 @@ def deliver(value: Any, source: Source) -> Any:
     if source.wants_union:
         if isinstance(value, OUTCOMES):
             return value
-        return Accepted.model_construct(data=value)
+        return Accepted(data=value)
     if isinstance(value, AcceptedElicitation):
         return value.data
     if isinstance(value, REFUSALS):
@@ -167,8 +167,9 @@ class Round:
         if not nodes:
             return True
         if self.plan.sequential:
+            values = self.values
             for node in nodes:
-                await self._settle(node)
+                values[node] = PENDING if self._blocked(node) else await self._resolve(node)
         else:
             done = {node: anyio.Event() for node in nodes}
 
@@ -186,12 +187,15 @@ class Round:
         return all(self.values[n] is not PENDING for n in nodes)
 
     async def _settle(self, node: Node) -> None:
+        self.values[node] = PENDING if self._blocked(node) else await self._resolve(node)
+
+    def _blocked(self, node: Node) -> bool:
+        """Whether a resolver this node depends on is waiting for an answer."""
         values = self.values
-        for dep in node.deps:
+        for dep in node.deps:  # noqa: SIM110 - no generator object on every resolver call
             if values[dep] is PENDING:
-                values[node] = PENDING
-                return
-        values[node] = await self._resolve(node)
+                return True
+        return False
 
     async def _resolve(self, node: Node) -> Any:
         checkpoint = self.call.state.checkpoints.get(node.key) if node.once else None

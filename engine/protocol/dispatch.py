@@ -73,7 +73,6 @@ def error_response(request_id: Any, error: MCPError) -> Response:
 
 async def dispatch(server: MCPServer, raw: Any, exchange: Exchange) -> Response:
     """Serve one decoded JSON-RPC message."""
-    request_id = request_id_of(raw)
     try:
         message = parse(raw)
         if not message.is_request:
@@ -83,6 +82,6 @@ async def dispatch(server: MCPServer, raw: Any, exchange: Exchange) -> Response:
     except InvalidRequestState as exc:
         log.warning("requestState rejected: %s", exc.reason)
         server.metrics.inc("engine_token_rejections_total", reason=reason_label(exc.reason))
-        return error_response(request_id, exc)
+        return error_response(request_id_of(raw), exc)
     except Exception as exc:
-        return error_response(request_id, error_of(exc, server.metrics))
+        return error_response(request_id_of(raw), error_of(exc, server.metrics))

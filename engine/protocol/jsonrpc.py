@@ -14,6 +14,7 @@ from pydantic_core import from_json, to_json
 from engine.errors import INVALID_REQUEST, PARSE_ERROR, MCPError
 
 RequestId = str | int
+_ID_TYPES = (str, int)
 
 
 def dumps(value: Any) -> bytes:
@@ -53,7 +54,7 @@ def parse(raw: Any) -> Message:
         raise MCPError(INVALID_REQUEST, 'Invalid Request: "method" must be a non-empty string')
     has_id = "id" in raw
     request_id = raw.get("id")
-    if has_id and (isinstance(request_id, bool) or not isinstance(request_id, str | int)):
+    if has_id and (isinstance(request_id, bool) or not isinstance(request_id, _ID_TYPES)):
         raise MCPError(INVALID_REQUEST, 'Invalid Request: "id" must be a string or an integer')
     return Message(method, raw.get("params"), request_id, has_id)
 
@@ -62,7 +63,7 @@ def request_id_of(raw: Any) -> RequestId | None:
     """The id of a message, if it has a usable one (for echoing it in an error)."""
     if isinstance(raw, dict):
         value = raw.get("id")
-        if isinstance(value, str | int) and not isinstance(value, bool):
+        if isinstance(value, _ID_TYPES) and not isinstance(value, bool):
             return value
     return None
 

@@ -35,13 +35,17 @@ async def send_json(send: Send, status: int, body: bytes, *headers: Header) -> N
 
 def request_headers(scope: Scope) -> dict[str, str]:
     """Header names lowercased; a repeated header's values joined with ``", "``."""
-    result: dict[str, str] = {}
-    for name, value in scope.get("headers", ()):
+    raw = scope.get("headers", ())
+    if type(raw) is not list:
+        raw = list(raw)
+    result = {name.lower().decode("latin-1"): value.decode("latin-1") for name, value in raw}
+    if len(result) == len(raw):
+        return result
+    result = {}
+    for name, value in raw:
         key = name.lower().decode("latin-1")
-        if key in result:
-            result[key] = f"{result[key]}, {value.decode('latin-1')}"
-        else:
-            result[key] = value.decode("latin-1")
+        text = value.decode("latin-1")
+        result[key] = f"{result[key]}, {text}" if key in result else text
     return result
 
 

@@ -22,6 +22,8 @@ def mismatch(message: str) -> MCPError:
 def decode_value(raw: str, header: str) -> str:
     """A header value as the client meant it: trimmed, and base64-decoded if in sentinel form."""
     value = raw.strip()
+    if not value.startswith("=?"):
+        return value
     found = _SENTINEL.match(value)
     if found is None:
         return value

@@ -219,8 +219,14 @@ class StreamableHTTPApp:
         exchange = Exchange(headers=headers, validate=self._validator(headers))
         if streaming:
             await self._sse_call(raw, exchange, receive, send)
+            return
+        response = await until_disconnect(dispatch(self.server, raw, exchange), receive)
+        if response is None:
+            log.info("client closed the connection; the request was cancelled")
+        elif response.body is None:
+            await self._plain(send, response.status, b"")
         else:
-            await self._json_call(raw, exchange, receive, send)
+            await send_json(send, response.status, response.body, self.replica_header)
 
     def _validator(self, headers: Mapping[str, str]) -> Callable[[str, dict[str, Any], str], None]:
         tools = self.server.tools
@@ -253,16 +259,6 @@ class StreamableHTTPApp:
             if not message.get("more_body", False):
                 break
         return b"".join(chunks)
-
-    async def _json_call(self, raw: Any, exchange: Exchange, receive: Receive, send: Send) -> None:
-        response = await until_disconnect(dispatch(self.server, raw, exchange), receive)
-        if response is None:
-            log.info("client closed the connection; the request was cancelled")
-            return
-        if response.body is None:
-            await self._plain(send, response.status, b"")
-            return
-        await self._json(send, response.status, response.body)
 
     async def _sse_call(self, raw: Any, exchange: Exchange, receive: Receive, send: Send) -> None:
         """A request that may stream notifications before its response.
