@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, create_model
 from pydantic.fields import FieldInfo
+from pydantic_core import SchemaValidator
 
 from engine.errors import InvalidSignature
 from engine.questions import (
@@ -405,6 +406,12 @@ class Signature:
     is_async: bool
     plan: Plan
     return_type: Any
+
+    @functools.cached_property
+    def validator(self) -> SchemaValidator:
+        """The arguments model's validator, called directly on every round."""
+        validator: SchemaValidator = self.arguments.__pydantic_validator__  # type: ignore[assignment]
+        return validator
 
 
 def analyze(

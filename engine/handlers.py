@@ -40,6 +40,8 @@ from engine.types import (
 
 Overrides = Mapping[Callable[..., Any], Callable[..., Any]]
 _BLOCKS = (TextContent, ImageContent, AudioContent, ResourceLink, EmbeddedResource)
+_SEQUENCES = (list, tuple)
+_SCALARS = (str, int, float, bool)
 
 
 def _description(fn: Callable[..., Any], given: str | None) -> str:
@@ -114,6 +116,9 @@ class OutputShape:
     schema: dict[str, Any] | None
     wrap: bool
     adapter: TypeAdapter[Any] | None
+    scalar: type | None = None
+    """``str``, ``int``, ``float`` or ``bool`` when that is the annotation: a value of exactly
+    that type is its own JSON, with no serializer call."""
 
 
 def output_shape(fn_name: str, annotation: Any) -> OutputShape:
@@ -137,7 +142,8 @@ def output_shape(fn_name: str, annotation: Any) -> OutputShape:
             }
             return OutputShape(schema, False, TypeAdapter(annotation))
         wrapper = create_model(f"{fn_name}Output", result=(annotation, ...))
-        return OutputShape(wrapper.model_json_schema(), True, TypeAdapter(annotation))
+        scalar = annotation if annotation in _SCALARS else None
+        return OutputShape(wrapper.model_json_schema(), True, TypeAdapter(annotation), scalar)
     except Exception:
         return OutputShape(None, False, None)
 
@@ -150,7 +156,7 @@ def content_blocks(value: Any) -> list[dict[str, Any]]:
         return [{"type": "text", "text": value}]
     if isinstance(value, _BLOCKS):
         return [value.to_wire()]
-    if isinstance(value, list | tuple):
+    if isinstance(value, _SEQUENCES):
         blocks: list[dict[str, Any]] = []
         for item in value:
             blocks.extend(content_blocks(item))
@@ -208,7 +214,10 @@ class Tool(Handler):
         result: dict[str, Any] = {"content": content_blocks(value)}
         shape = self.shape
         if shape.adapter is not None and not _is_content(value):
-            structured = shape.adapter.dump_python(value, mode="json", by_alias=True)
+            if type(value) is shape.scalar:
+                structured = value
+            else:
+                structured = shape.adapter.dump_python(value, mode="json", by_alias=True)
             result["structuredContent"] = {"result": structured} if shape.wrap else structured
         elif isinstance(value, BaseModel):
             result["structuredContent"] = value.model_dump(mode="json", by_alias=True)
@@ -219,7 +228,7 @@ class Tool(Handler):
 def _is_content(value: Any) -> bool:
     if isinstance(value, _BLOCKS):
         return True
-    return isinstance(value, list | tuple) and all(isinstance(v, _BLOCKS) for v in value)
+    return isinstance(value, _SEQUENCES) and all(isinstance(v, _BLOCKS) for v in value)
 
 
 def error_result(text: str) -> dict[str, Any]:
@@ -261,7 +270,7 @@ class Prompt(Handler):
     def result(self, value: Any) -> dict[str, Any]:
         if isinstance(value, GetPromptResult):
             return value.to_wire()
-        items = value if isinstance(value, list | tuple) else [value]
+        items = value if isinstance(value, _SEQUENCES) else [value]
         messages = [_prompt_message(item) for item in items]
         return {"description": self.description, "messages": messages}
 

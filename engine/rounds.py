@@ -61,7 +61,7 @@ def validate_arguments(signature: Signature, raw: Any) -> dict[str, Any]:
             f"Invalid arguments for {signature.role} {signature.owner}: arguments must be an object"
         )
     try:
-        model = signature.arguments.model_validate(raw)
+        model = signature.validator.validate_python(raw)
     except ValidationError as exc:
         raise InvalidArguments(
             f"Invalid arguments for {signature.role} {signature.owner}: " + summarize(exc)

@@ -93,7 +93,7 @@ class StreamableHTTPApp:
         root = scope.get("root_path", "")
         if root and path.startswith(root):
             path = path[len(root) :]
-        route = path.rstrip("/") or "/"
+        route = path if path == self.path else path.rstrip("/") or "/"
         if route != self.path:
             if route == "/healthz" and scope["method"] in ("GET", "HEAD"):
                 await self._health(send)
@@ -193,29 +193,28 @@ class StreamableHTTPApp:
         except MCPError as exc:
             await self._json(send, 400, error_bytes(None, exc))
             return
-        params = raw.get("params") if isinstance(raw, dict) else None
-        meta = params.get("_meta") if isinstance(params, dict) else None
-        method = raw.get("method") if isinstance(raw, dict) else None
-        if is_legacy(raw, meta, headers):
-            await legacy_http.post(
-                self.server,
-                raw,
-                headers,
-                headers.get("mcp-session-id"),
-                self.replica_header,
-                receive,
-                send,
-            )
-            return
-        if method == "subscriptions/listen" and isinstance(raw, dict) and "id" in raw:
-            await self._listen(raw, headers, receive, send)
-            return
-        streaming = (
-            isinstance(raw, dict)
-            and "id" in raw
-            and isinstance(meta, dict)
-            and ("progressToken" in meta or "io.modelcontextprotocol/logLevel" in meta)
-        )
+        streaming = False
+        if isinstance(raw, dict):  # anything else is refused by dispatch, with its reason
+            params = raw.get("params")
+            meta = params.get("_meta") if isinstance(params, dict) else None
+            if is_legacy(raw, meta, headers):
+                await legacy_http.post(
+                    self.server,
+                    raw,
+                    headers,
+                    headers.get("mcp-session-id"),
+                    self.replica_header,
+                    receive,
+                    send,
+                )
+                return
+            if "id" in raw:
+                if raw.get("method") == "subscriptions/listen":
+                    await self._listen(raw, headers, receive, send)
+                    return
+                streaming = isinstance(meta, dict) and (
+                    "progressToken" in meta or "io.modelcontextprotocol/logLevel" in meta
+                )
         exchange = Exchange(headers=headers, validate=self._validator(headers))
         if streaming:
             await self._sse_call(raw, exchange, receive, send)
@@ -242,6 +241,7 @@ class StreamableHTTPApp:
         return validate
 
     async def _read_body(self, receive: Receive, headers: Mapping[str, str]) -> bytes | None:
+        """The request body; ``None`` when it is over the limit."""
         declared = headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
             return None
@@ -251,12 +251,15 @@ class StreamableHTTPApp:
             message = await receive()
             if message["type"] == "http.disconnect":
                 break
-            chunk = message.get("body", b"")
+            chunk: bytes = message.get("body", b"")
+            more = message.get("more_body", False)
+            if not more and not chunks:  # the usual case: the whole body in one message
+                return chunk if len(chunk) <= self.max_body_bytes else None
             size += len(chunk)
             if size > self.max_body_bytes:
                 return None
             chunks.append(chunk)
-            if not message.get("more_body", False):
+            if not more:
                 break
         return b"".join(chunks)
 
