@@ -471,6 +471,9 @@ class MCPServer:
                 tg = await stack.enter_async_context(anyio.create_task_group())
                 stack.callback(tg.cancel_scope.cancel)
                 await tg.start(self.bus.relay)
+                serve = getattr(self.store, "serve", None)  # optional: see stores.base.Store
+                if serve is not None:
+                    await tg.start(serve)
                 if self.ledger is not None:
                     await tg.start(self.ledger.run_deferred)
                     await tg.start(self.ledger.run_journal)

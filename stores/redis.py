@@ -24,10 +24,13 @@ from functools import partial
 from typing import Any, TypeVar
 
 import anyio
+from redis.asyncio import Redis
+from redis.commands.core import AsyncScript
 
 from . import _redis_lua as lua
 from ._checks import check_call_id, check_limit, check_owner, check_round_key, check_ttl
 from ._journal import decode_event, encode_event, index_fields
+from ._redis_batch import BatcherStopped, ScriptBatcher
 from ._redis_client import UNAVAILABLE, Messages, RedisClient, as_bytes, client_from_url
 from ._waiters import Waiters, wait_settled
 from .base import (
@@ -113,6 +116,7 @@ class RedisStore:
         self._closed = False
         self._subscriptions: set[Messages] = set()
         self._waiters = Waiters()
+        self._batcher: ScriptBatcher | None = None
         self._claim = self._client.register_script(lua.CLAIM)
         self._complete = self._client.register_script(lua.COMPLETE)
         self._release = self._client.register_script(lua.RELEASE)
@@ -136,6 +140,32 @@ class RedisStore:
         return self._index_key(f"target:{target}")
 
     # --- plumbing ---
+
+    async def serve(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
+        """While a server uses the store: round scripts of concurrent requests share pipelines.
+
+        Without it, each claim and each completion is a round trip of its own. On a cluster the
+        scripts of one pipeline would span nodes, so there they are always sent one by one.
+        """
+        if not isinstance(self._client, Redis) or self._batcher is not None:
+            task_status.started()
+            return
+        batcher = ScriptBatcher(self._client, self._op_timeout)
+        self._batcher = batcher
+        task_status.started()
+        try:
+            await batcher.run()
+        finally:
+            self._batcher = None
+
+    async def _script(self, script: AsyncScript, keys: list[str], args: list[Any]) -> Any:
+        batcher = self._batcher
+        if batcher is not None:
+            try:
+                return await batcher.submit(script, keys, args)
+            except BatcherStopped:
+                pass
+        return await script(keys=keys, args=args)
 
     async def _call(self, what: str, op: Callable[[], Awaitable[T]]) -> T:
         """Run one operation under the timeout, turning backend trouble into StoreUnavailable."""
@@ -243,7 +273,7 @@ class RedisStore:
             args.append(own)
         reply = await self._call(
             f"claim of call {call_id!r} round {round_no}",
-            lambda: self._claim(keys=[key], args=args),
+            lambda: self._script(self._claim, [key], args),
         )
         status = Claim(as_bytes(reply[0], "a claim").decode())
         response = as_bytes(reply[1], "a response") if status is Claim.DUPLICATE else None
@@ -258,7 +288,7 @@ class RedisStore:
         args: list[bytes | int] = [bytes(fingerprint), bytes(response), _ms(ttl)]
         if await self._call(
             f"complete of call {call_id!r} round {round_no}",
-            lambda: self._complete(keys=[key], args=args),
+            lambda: self._script(self._complete, [key], args),
         ):
             self._waiters.notify(key)
 

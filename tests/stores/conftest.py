@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from redis.asyncio import Redis
 
@@ -89,13 +90,24 @@ async def redis_replicas() -> AsyncIterator[Callable[..., Awaitable[RedisStore]]
             await _delete_prefix(redis_url(), prefix)
 
 
-@pytest.fixture(params=["memory", "sqlite", pytest.param("redis", marks=pytest.mark.redis)])
+@pytest.fixture(
+    params=[
+        "memory",
+        "sqlite",
+        pytest.param("redis", marks=pytest.mark.redis),
+        pytest.param("redis-serving", marks=pytest.mark.redis),
+    ]
+)
 async def backend(
     request: pytest.FixtureRequest,
     tmp_path: Path,
     redis_replicas: Callable[..., Awaitable[RedisStore]],
 ) -> AsyncIterator[tuple[Store, Replica]]:
-    """A store of each kind, and a way to open a second replica on the same data."""
+    """A store of each kind, and a way to open a second replica on the same data.
+
+    ``redis-serving`` is Redis with `RedisStore.serve` running, as under a server: round
+    scripts then travel in shared pipelines, and must keep the same contract.
+    """
     kind: str = request.param
     extra: list[Store] = []
     if kind == "memory":
@@ -119,7 +131,14 @@ async def backend(
             return await redis_replicas()
 
     try:
-        yield store, replica
+        if kind == "redis-serving":
+            assert isinstance(store, RedisStore)
+            async with anyio.create_task_group() as tg:
+                await tg.start(store.serve)
+                yield store, replica
+                tg.cancel_scope.cancel()
+        else:
+            yield store, replica
     finally:
         for opened in (store, *extra):
             await opened.aclose()

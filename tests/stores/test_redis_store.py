@@ -15,6 +15,7 @@ from redis.asyncio import Redis
 from redis.crc import key_slot
 
 from stores import Claim, ClaimResult, RedisStore, StoreUnavailable, open_store
+from stores._redis_batch import ScriptBatcher
 from tests.private_redis import REDIS_SERVER, PrivateRedis, free_ports
 
 pytestmark = [pytest.mark.anyio, pytest.mark.redis]
@@ -265,5 +266,75 @@ async def test_redis_cluster(private_cluster: str) -> None:
             await store.publish("news", b"to every node")
             with anyio.fail_after(5):
                 assert await anext(news) == b"to every node"
+    finally:
+        await store.aclose()
+
+
+# --- shared pipelines while serving ---
+
+
+async def test_concurrent_round_scripts_share_pipelines(
+    redis_replicas: Replicas, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = await redis_replicas()
+    pipelines: list[int] = []
+    send = ScriptBatcher._pipeline
+
+    async def counted(self: ScriptBatcher, batch: list[Any]) -> list[Any]:
+        pipelines.append(len(batch))
+        return await send(self, batch)
+
+    monkeypatch.setattr(ScriptBatcher, "_pipeline", counted)
+    results: dict[int, ClaimResult] = {}
+
+    async def claim(n: int) -> None:
+        results[n] = await store.claim(f"call-{n}", 1, b"fp", ttl=30)
+
+    async with anyio.create_task_group() as serving:
+        await serving.start(store.serve)
+        async with anyio.create_task_group() as tg:
+            for n in range(64):
+                tg.start_soon(claim, n)
+        assert all(r.status is Claim.FRESH for r in results.values()) and len(results) == 64
+        assert sum(pipelines) == 64 and len(pipelines) < 64 / 4
+        again = await store.claim("call-7", 1, b"fp", ttl=30)
+        assert again.status is Claim.IN_PROGRESS
+        serving.cancel_scope.cancel()
+    assert (await store.claim("call-7", 1, b"other", ttl=30)).status is Claim.CONFLICT  # direct
+
+
+async def test_shared_pipelines_reload_scripts_after_a_flush(private_redis: PrivateRedis) -> None:
+    store = RedisStore(private_redis.url, prefix="flush", op_timeout=2)
+    client = Redis.from_url(private_redis.url)
+    try:
+        async with anyio.create_task_group() as serving:
+            await serving.start(store.serve)
+            assert (await store.claim("c1", 1, b"fp", ttl=30)).status is Claim.FRESH
+            await client.script_flush()
+            assert (await store.claim("c2", 1, b"fp", ttl=30)).status is Claim.FRESH
+            await store.complete("c2", 1, b"fp", b"done", ttl=30)
+            duplicate = await store.claim("c2", 1, b"fp", ttl=30)
+            assert (duplicate.status, duplicate.response) == (Claim.DUPLICATE, b"done")
+            serving.cancel_scope.cancel()
+    finally:
+        await client.aclose()
+        await store.aclose()
+
+
+async def test_shared_pipelines_fail_fast_in_an_outage_and_recover(
+    private_redis: PrivateRedis,
+) -> None:
+    store = RedisStore(private_redis.url, prefix="outage-served", op_timeout=0.5)
+    try:
+        async with anyio.create_task_group() as serving:
+            await serving.start(store.serve)
+            assert (await store.claim("c1", 1, b"fp", ttl=30)).status is Claim.FRESH
+            await private_redis.kill()
+            async with anyio.create_task_group() as tg:
+                for n in range(8):
+                    tg.start_soon(_fails_fast, store.claim(f"c{n}", 2, b"fp", ttl=30), 0.9)
+            await private_redis.start()  # same port, empty dataset: scripts are gone too
+            assert (await store.claim("c1", 1, b"fp", ttl=30)).status is Claim.FRESH
+            serving.cancel_scope.cancel()
     finally:
         await store.aclose()
