@@ -15,8 +15,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import anyio
-
 from engine.asking import Asker, ReplayAsker
 from engine.claims import Binding, Claims, StateRef, new_call_id, principal_tag
 from engine.context import CallScope, Context, RequestScope
@@ -298,11 +296,13 @@ class RoundRunner:
         server = self.server
 
         async def finish(response: bytes) -> None:
-            event = journal_event(server, handler, request, reply, response, started)
-            async with anyio.create_task_group() as tg:
-                if claimed is not None:
-                    tg.start_soon(ledger.settle, claimed, response)
-                tg.start_soon(ledger.record, reply.call_id or "", event)
+            if claimed is not None:
+                await ledger.settle(claimed, response)
+            # Queued for the journal writers while the server runs, so it costs no round trip.
+            await ledger.record(
+                reply.call_id or "",
+                journal_event(server, handler, request, reply, response, started),
+            )
 
         return finish
 

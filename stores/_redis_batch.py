@@ -51,6 +51,8 @@ class ScriptBatcher:
         self._stopped = False
 
     def submit(self, script: AsyncScript, keys: list[str], args: list[Any]) -> asyncio.Future[Any]:
+        # A caller that gives up (its deadline, a hang-up) cancels its future: the script may
+        # still run, as a script sent on its own may after its caller stopped listening.
         """The script's reply (or its error), once the pipeline that carries it is back."""
         if self._stopped:
             raise BatcherStopped
@@ -81,16 +83,7 @@ class ScriptBatcher:
         try:
             # Shielded: the pipeline carries other requests' scripts, which must get replies.
             with anyio.CancelScope(shield=True), anyio.fail_after(self._op_timeout):
-                replies = await self._pipeline(live)
-                unloaded = [
-                    i for i, reply in enumerate(replies) if isinstance(reply, rx.NoScriptError)
-                ]
-                if unloaded:  # Redis restarted or was flushed: load, then send those again
-                    retry = [live[i] for i in unloaded]
-                    for script in {id(q.script): q.script for q in retry}.values():
-                        await self._client.script_load(script.script)
-                    for i, reply in zip(unloaded, await self._pipeline(retry), strict=True):
-                        replies[i] = reply
+                replies = await self._pipeline([(q.script, q.keys, q.args) for q in live])
         except (*UNAVAILABLE, TimeoutError) as exc:
             for queued in live:
                 _settle(queued.reply, exc)
@@ -103,12 +96,37 @@ class ScriptBatcher:
         for queued, reply in zip(live, replies, strict=True):
             _settle(queued.reply, reply)
 
-    async def _pipeline(self, batch: list[_Queued]) -> list[Any]:
-        async with self._client.pipeline(transaction=False) as pipe:
-            for queued in batch:
-                pipe.evalsha(queued.script.sha, len(queued.keys), *queued.keys, *queued.args)
-            replies: list[Any] = await pipe.execute(raise_on_error=False)
-        return replies
+    async def _pipeline(self, calls: list[ScriptCall]) -> list[Any]:
+        return await run_scripts(self._client, calls)
+
+
+ScriptCall = tuple[AsyncScript, list[str], list[Any]]
+"""A script with its keys and arguments."""
+
+
+async def run_scripts(client: Redis, calls: list[ScriptCall]) -> list[Any]:
+    """Replies of scripts sent in one pipeline by their SHA, errors in place of failed ones.
+
+    Scripts Redis does not know (it restarted, or was flushed) are loaded and sent again; the
+    pipeline never spends a round trip asking which scripts are loaded.
+    """
+    replies = await _evalsha(client, calls)
+    unloaded = [i for i, reply in enumerate(replies) if isinstance(reply, rx.NoScriptError)]
+    if unloaded:
+        retry = [calls[i] for i in unloaded]
+        for script in {id(call[0]): call[0] for call in retry}.values():
+            await client.script_load(script.script)
+        for i, reply in zip(unloaded, await _evalsha(client, retry), strict=True):
+            replies[i] = reply
+    return replies
+
+
+async def _evalsha(client: Redis, calls: list[ScriptCall]) -> list[Any]:
+    async with client.pipeline(transaction=False) as pipe:
+        for script, keys, args in calls:
+            pipe.evalsha(script.sha, len(keys), *keys, *args)
+        replies: list[Any] = await pipe.execute(raise_on_error=False)
+    return replies
 
 
 def _settle(reply: asyncio.Future[Any], value: Any) -> None:

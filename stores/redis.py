@@ -30,7 +30,7 @@ from redis.commands.core import AsyncScript
 from . import _redis_lua as lua
 from ._checks import check_call_id, check_limit, check_owner, check_round_key, check_ttl
 from ._journal import decode_event, encode_event, index_fields
-from ._redis_batch import BatcherStopped, ScriptBatcher
+from ._redis_batch import BatcherStopped, ScriptBatcher, ScriptCall, run_scripts
 from ._redis_client import UNAVAILABLE, Messages, RedisClient, as_bytes, client_from_url
 from ._waiters import Waiters, wait_settled
 from .base import (
@@ -158,14 +158,34 @@ class RedisStore:
         finally:
             self._batcher = None
 
-    async def _script(self, script: AsyncScript, keys: list[str], args: list[Any]) -> Any:
+    async def _scripts(self, calls: list[ScriptCall]) -> list[Any]:
+        """Replies (errors in place) of scripts sent together: in the shared pipelines while
+        serving, else in one pipeline of their own."""
+        assert isinstance(self._client, Redis)
         batcher = self._batcher
         if batcher is not None:
             try:
-                return await batcher.submit(script, keys, args)
+                replies = [batcher.submit(*call) for call in calls]
             except BatcherStopped:
                 pass
-        return await script(keys=keys, args=args)
+            else:
+                results: list[Any] = []
+                for reply in replies:
+                    try:
+                        results.append(await reply)
+                    except Exception as exc:
+                        results.append(exc)
+                return results
+        return await run_scripts(self._client, calls)
+
+    async def _script(self, script: AsyncScript, keys: list[str], args: list[Any]) -> Any:
+        """One script's reply: in the shared pipelines while serving, else sent by itself."""
+        if self._batcher is None:
+            return await script(keys=keys, args=args)
+        (reply,) = await self._scripts([(script, keys, args)])
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
 
     async def _call(self, what: str, op: Callable[[], Awaitable[T]]) -> T:
         """Run one operation under the timeout, turning backend trouble into StoreUnavailable."""
@@ -377,26 +397,42 @@ class RedisStore:
             return
         expiry = repr(time.time() + ttl)
 
+        calls: list[ScriptCall] = []
+        index_keys = [self._index_key(n) for n in ("by_ts", "expiry", "targets")]
+        for call_id, event in items:
+            check_call_id(call_id)
+            data, fields = encode_event(event), index_fields(event)
+            keys = [self._key(call_id, "journal"), self._key(call_id, "summary")]
+            args: list[Any] = [
+                data,
+                _ms(ttl),
+                repr(fields.ts),
+                fields.target or "",
+                fields.kind or "",
+            ]
+            calls.append((self._append, keys, args))
+            index_args: list[Any] = [call_id, repr(fields.ts), expiry]
+            if fields.target:
+                calls.append(
+                    (
+                        self._index,
+                        [*index_keys, self._target_key(fields.target)],
+                        [*index_args, fields.target],
+                    )
+                )
+            else:
+                calls.append((self._index, index_keys, index_args))
+
         async def run() -> None:
-            async with self._client.pipeline(transaction=False) as pipe:
-                for call_id, event in items:
-                    check_call_id(call_id)
-                    data, fields = encode_event(event), index_fields(event)
-                    keys = [self._key(call_id, "journal"), self._key(call_id, "summary")]
-                    args: list[bytes | str | int] = [
-                        data,
-                        _ms(ttl),
-                        repr(fields.ts),
-                        fields.target or "",
-                        fields.kind or "",
-                    ]
-                    await self._append(keys=keys, args=args, client=pipe)  # type: ignore[arg-type]
-                    index_keys = [self._index_key(n) for n in ("by_ts", "expiry", "targets")]
-                    index_args: list[bytes | str] = [call_id, repr(fields.ts), expiry]
-                    if fields.target:
-                        index_keys.append(self._target_key(fields.target))
-                        index_args.append(fields.target)
-                    await self._index(keys=index_keys, args=index_args, client=pipe)  # type: ignore[arg-type]
+            if isinstance(self._client, Redis):
+                replies = await self._scripts(calls)
+                failed = next((r for r in replies if isinstance(r, Exception)), None)
+                if failed is not None:
+                    raise failed
+                return
+            async with self._client.pipeline(transaction=False) as pipe:  # a cluster's own
+                for script, keys, args in calls:
+                    await script(keys=keys, args=args, client=pipe)  # type: ignore[arg-type]
                 await pipe.execute()
 
         await self._call(f"append of {len(items)} journal events", run)
