@@ -113,6 +113,25 @@ end
 ARGV: call id, last ts, expiry (epoch s)[, target]. Lists the call under its latest activity.
 """
 
+APPEND_AND_INDEX = (
+    "local appended = (function()\n"
+    + APPEND
+    + """end)()
+redis.call('ZADD', KEYS[3], appended[1], ARGV[6])
+redis.call('ZADD', KEYS[4], ARGV[7], ARGV[6])
+if KEYS[6] then
+  redis.call('HSET', KEYS[5], ARGV[6], ARGV[4])
+  redis.call('ZADD', KEYS[6], appended[1], ARGV[6])
+end
+return 1
+"""
+)
+"""`APPEND` then `INDEX` in one script, for a single Redis where every key is on one node.
+
+KEYS: journal list, summary hash, by-time zset, expiry zset, call->target hash[, target zset].
+ARGV: event, ttl ms, ts, target or '', kind or '', call id, expiry (epoch s).
+"""
+
 PRUNE = """
 local now = tonumber(ARGV[1])
 local removed = 0

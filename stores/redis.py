@@ -123,6 +123,7 @@ class RedisStore:
         self._renew = self._client.register_script(lua.RENEW)
         self._append = self._client.register_script(lua.APPEND)
         self._index = self._client.register_script(lua.INDEX)
+        self._append_and_index = self._client.register_script(lua.APPEND_AND_INDEX)
         self._prune = self._client.register_script(lua.PRUNE)
 
     def __repr__(self) -> str:
@@ -391,14 +392,16 @@ class RedisStore:
         await self._maybe_prune()
 
     async def append_many(self, items: list[tuple[str, dict[str, Any]]], ttl: float) -> None:
-        """One pipeline for all: each event's journal script, then its listing entry."""
+        """One pipeline for all: each event's journal and listing entry (on a cluster, two
+        scripts per event, as the listing lives on another node)."""
         check_ttl(ttl)
         if not items:
             return
         expiry = repr(time.time() + ttl)
 
-        calls: list[ScriptCall] = []
+        single = isinstance(self._client, Redis)  # a cluster keeps the index on another node
         index_keys = [self._index_key(n) for n in ("by_ts", "expiry", "targets")]
+        calls: list[ScriptCall] = []
         for call_id, event in items:
             check_call_id(call_id)
             data, fields = encode_event(event), index_fields(event)
@@ -410,21 +413,24 @@ class RedisStore:
                 fields.target or "",
                 fields.kind or "",
             ]
+            listing = (
+                [*index_keys, self._target_key(fields.target)] if fields.target else index_keys
+            )
+            if single:
+                calls.append((self._append_and_index, [*keys, *listing], [*args, call_id, expiry]))
+                continue
             calls.append((self._append, keys, args))
             index_args: list[Any] = [call_id, repr(fields.ts), expiry]
-            if fields.target:
-                calls.append(
-                    (
-                        self._index,
-                        [*index_keys, self._target_key(fields.target)],
-                        [*index_args, fields.target],
-                    )
+            calls.append(
+                (
+                    self._index,
+                    listing,
+                    [*index_args, fields.target] if fields.target else index_args,
                 )
-            else:
-                calls.append((self._index, index_keys, index_args))
+            )
 
         async def run() -> None:
-            if isinstance(self._client, Redis):
+            if single:
                 replies = await self._scripts(calls)
                 failed = next((r for r in replies if isinstance(r, Exception)), None)
                 if failed is not None:
