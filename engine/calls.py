@@ -15,6 +15,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import anyio
+
 from engine.asking import Asker, ReplayAsker
 from engine.claims import Binding, Claims, StateRef, new_call_id, principal_tag
 from engine.context import CallScope, Context, RequestScope
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("engine.calls")
 
+_NOT_HOLDING = contextlib.nullcontext()
 Principal = Callable[[RequestScope], str | None]
 Finish = Callable[[bytes], Awaitable[None]]
 
@@ -147,7 +150,7 @@ class RoundRunner:
         try:
             if token is not None:
                 state = CallState.decode(await self._state_bytes(claims, call_id))
-            holding = ledger.keep_alive(claimed) if ledger is not None else contextlib.nullcontext()
+            holding = _NOT_HOLDING if ledger is None else ledger.keep_alive(claimed)
             with holding:
                 reply = await self._execute(
                     handler,
@@ -296,13 +299,16 @@ class RoundRunner:
         server = self.server
 
         async def finish(response: bytes) -> None:
-            if claimed is not None:
-                await ledger.settle(claimed, response)
-            # Queued for the journal writers while the server runs, so it costs no round trip.
-            await ledger.record(
-                reply.call_id or "",
-                journal_event(server, handler, request, reply, response, started),
-            )
+            call_id = reply.call_id or ""
+            event = journal_event(server, handler, request, reply, response, started)
+            if claimed is None and ledger.enqueue(call_id, event):
+                return  # nothing waits on the store: the journal writers take it from here
+            # The body ran: keeping its response must not be cut short by a client hanging
+            # up, or a retry would run it again. Store operations have their own timeout.
+            with anyio.CancelScope(shield=True):
+                if claimed is not None:
+                    await ledger.settle(claimed, response)
+                await ledger.record(call_id, event)
 
         return finish
 

@@ -31,6 +31,8 @@ log = logging.getLogger("engine.ledger")
 JOURNAL_LINGER = 0.005
 """Seconds a journal writer waits after an event for others to share its round trip."""
 
+_NOT_HELD = contextlib.nullcontext()
+
 Deferred = tuple[Callable[[], Awaitable[None]], str, float]
 """A store write to retry: the write, what it is (for the log), until when (monotonic)."""
 
@@ -121,8 +123,7 @@ class Ledger:
             return Admission(cached=response)
         return Admission(retry=True)
 
-    @contextlib.contextmanager
-    def keep_alive(self, hold: Hold | None) -> Iterator[None]:
+    def keep_alive(self, hold: Hold | None) -> contextlib.AbstractContextManager[None]:
         """Keep the claim's lease renewed while the round runs.
 
         A claim lives ``lease`` seconds unless renewed, so a round whose replica died is free to
@@ -130,9 +131,10 @@ class Ledger:
         process serves every held claim (see :meth:`run_renewer`), so holding one costs a set
         insertion, not a task.
         """
-        if hold is None:
-            yield
-            return
+        return _NOT_HELD if hold is None else self._holding(hold)
+
+    @contextlib.contextmanager
+    def _holding(self, hold: Hold) -> Iterator[None]:
         self._held.add(hold)
         try:
             yield
@@ -244,14 +246,19 @@ class Ledger:
     async def record(self, call_id: str, event: dict[str, Any]) -> None:
         """Journal a round, off the response's path when the writers run (see
         :meth:`run_journal`); a journal failure is logged, never fails the call."""
-        if self._writers:
-            writer = self._writers[hash(call_id) % len(self._writers)]  # one writer per call:
-            try:  # its events stay in order
-                writer.send_nowait((call_id, event))
-            except anyio.WouldBlock:
-                log.warning("journal writers are behind; event of call %s not written", call_id)
-            return
-        await self._append(call_id, event)
+        if not self.enqueue(call_id, event):
+            await self._append(call_id, event)
+
+    def enqueue(self, call_id: str, event: dict[str, Any]) -> bool:
+        """Hand a round's event to the journal writers; ``False`` when none are running."""
+        if not self._writers:
+            return False
+        writer = self._writers[hash(call_id) % len(self._writers)]  # one writer per call:
+        try:  # its events stay in order
+            writer.send_nowait((call_id, event))
+        except anyio.WouldBlock:
+            log.warning("journal writers are behind; event of call %s not written", call_id)
+        return True
 
     async def run_journal(
         self, writers: int = 1, *, task_status: Any = anyio.TASK_STATUS_IGNORED

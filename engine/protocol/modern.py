@@ -10,8 +10,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import anyio
-
 from engine.calls import CallRequest, RoundReply
 from engine.context import Notify, RequestScope
 from engine.errors import (
@@ -256,8 +254,5 @@ async def handle(server: MCPServer, message: Message, exchange: Exchange) -> byt
         result_meta[META_CALL] = outcome.call_id
     body = dumps(result)
     if isinstance(outcome, RoundReply) and outcome.finish is not None:
-        # The body ran: keeping its response must not be cut short by a client hanging up,
-        # or a retry would run it again. Store operations are bounded by their own timeout.
-        with anyio.CancelScope(shield=True):
-            await outcome.finish(body)
+        await outcome.finish(body)
     return body
