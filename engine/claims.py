@@ -130,9 +130,13 @@ class StateRef:
     sha256: bytes
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Claims:
-    """Everything sealed in a token."""
+    """Everything sealed in a token.
+
+    Not frozen, though never changed: a frozen dataclass costs several times as much to build,
+    and one is built on every round.
+    """
 
     issued_at: int
     ttl: int

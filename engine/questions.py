@@ -287,9 +287,9 @@ class ListRoots(Question):
             raise BadAnswer("the answer is not a roots list") from exc
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Rendered:
-    """A question ready for the wire, with its fingerprint."""
+    """A question ready for the wire, with its fingerprint (never changed once built)."""
 
     question: Question
     params: dict[str, Any]
