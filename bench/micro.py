@@ -5,6 +5,9 @@
   ``_meta`` checks, the round machine, sealing, result serialisation);
 * ``call_tool``: ``server.call_tool(CallRequest(...))`` for the same two rounds (the round
   machine and sealing, without the JSON-RPC layer);
+* ``asgi``: the Streamable HTTP ASGI app called in process with the request a client sends
+  (its headers and JSON body), for the same two rounds: everything the server does per
+  request except what uvicorn and the socket do;
 * ``seal+open``: ``KeyRing.seal`` then ``KeyRing.open`` of 1 KiB and 64 KiB plaintexts.
 
 Work is timed in batches and the best batch is reported (as ``timeit`` does): on a shared
@@ -43,6 +46,16 @@ from engine.seal import KeyRing  # noqa: E402
 YES = {"action": "accept", "content": {"confirm": True}}
 EXPECTED = "Backordered 'Neuromancer'; it ships in 2-3 weeks."
 CAPABILITIES = META["io.modelcontextprotocol/clientCapabilities"]
+
+
+_HEADERS = [
+    (b"host", b"127.0.0.1:8000"),
+    (b"content-type", b"application/json"),
+    (b"accept", b"application/json, text/event-stream"),
+    (b"mcp-protocol-version", b"2026-07-28"),
+    (b"mcp-method", b"tools/call"),
+    (b"mcp-name", b"order_book"),
+]
 
 
 def _message(request_id: int, state: str | None = None) -> dict[str, Any]:
@@ -97,6 +110,58 @@ async def bench_dispatch(seconds: float) -> dict[str, float]:
                 text = loads(r2.body or b"")["result"]["content"][0]["text"]
                 assert text == EXPECTED, text
         batches.append((spent, rounds))
+    return _best(batches)
+
+
+async def bench_asgi(seconds: float) -> dict[str, float]:
+    """µs per round of the ASGI app over whole two-round calls (only the app call is timed)."""
+    server = build()
+    app = server.streamable_http_app()
+    clock = time.perf_counter
+    hang_up = asyncio.get_running_loop().create_future()  # the client never hangs up
+
+    async def post(body: bytes) -> bytes:
+        messages = [{"type": "http.request", "body": body, "more_body": False}]
+        sent: list[dict[str, Any]] = []
+
+        async def receive() -> dict[str, Any]:
+            if messages:
+                return messages.pop()
+            await hang_up
+            return {"type": "http.disconnect"}
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        scope = {"type": "http", "method": "POST", "path": "/mcp", "headers": _HEADERS}
+        await app(scope, receive, send)
+        assert sent[0]["status"] == 200, sent
+        body_sent: bytes = sent[1]["body"]
+        return body_sent
+
+    batches: list[tuple[float, int]] = []
+    deadline = clock() + seconds
+    request_id = 0
+    async with server.running():
+        while clock() < deadline:
+            spent = 0.0
+            rounds = 0
+            for _ in range(BATCH):
+                request_id += 1
+                first = json.dumps(_message(request_id)).encode()
+                t0 = clock()
+                r1 = await post(first)
+                spent += clock() - t0
+                state = loads(r1)["result"]["requestState"]
+                second = json.dumps(_message(request_id, state)).encode()
+                t0 = clock()
+                r2 = await post(second)
+                spent += clock() - t0
+                rounds += 2
+                if request_id == 1:
+                    text = loads(r2)["result"]["content"][0]["text"]
+                    assert text == EXPECTED, text
+            batches.append((spent, rounds))
     return _best(batches)
 
 
@@ -186,6 +251,7 @@ def run_all(seconds: float = 2.0) -> dict[str, Any]:
     try:
         loop.run_until_complete(bench_dispatch(0.3))  # warm-up: imports, caches, plans
         results: dict[str, Any] = {
+            "asgi": loop.run_until_complete(bench_asgi(seconds)),
             "dispatch": loop.run_until_complete(bench_dispatch(seconds)),
             "call_tool": loop.run_until_complete(bench_call_tool(seconds)),
         }
@@ -221,7 +287,7 @@ def main() -> None:
     if args.json:
         print(json.dumps(results))
         return
-    for key in ("dispatch", "call_tool"):
+    for key in ("asgi", "dispatch", "call_tool"):
         r = results[key]
         print(
             f"{key:10s} order_book: {r['us_per_round']:7.1f} µs/round "

@@ -672,6 +672,11 @@ def text_table(headers: list[str], rows: list[list[str]]) -> str:
 def micro_rows(micro: dict[str, Any]) -> list[list[str]]:
     rows = [
         [
+            "the ASGI app in process (headers and JSON body in, response out), order_book",
+            f"{micro['asgi']['us_per_round']:.1f} µs/round "
+            f"(mean of all batches {micro['asgi']['mean_us_per_round']:.1f})",
+        ],
+        [
             "dispatch(server, message, Exchange()), order_book",
             f"{micro['dispatch']['us_per_round']:.1f} µs/round "
             f"(mean of all batches {micro['dispatch']['mean_us_per_round']:.1f})",
@@ -845,7 +850,9 @@ def render_doc(
         markdown_table(["what", "time"], micro_rows(micro)),
         "",
         "`bench/micro.py`: whole two-round `order_book(Neuromancer)` calls, timing only the "
-        "engine call; seal and open with `engine.seal.KeyRing` on random plaintexts. Timed in "
+        "engine call (the ASGI row is everything our server does per request but uvicorn's "
+        "parsing and the socket: compare it with the server CPU per round above); seal and "
+        "open with `engine.seal.KeyRing` on random plaintexts. Timed in "
         "batches; the best batch is the figure (the least disturbed by other work on the "
         "machine), the mean of all batches is shown beside it.",
         "",

@@ -117,7 +117,7 @@ class RoundRunner:
                 "inputResponses must be an object of answers keyed by the inputRequests keys",
             )
         try:
-            principal = self.principal(request.scope)
+            principal = None if server.principal is None else self.principal(request.scope)
         except Exception:
             if request.request_state is not None:
                 raise InvalidRequestState("principal callback failed") from None
