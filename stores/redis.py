@@ -58,22 +58,6 @@ def _ms(seconds: float) -> int:
     return max(1, math.ceil(seconds * 1000))
 
 
-@asynccontextmanager
-async def deadline(seconds: float) -> AsyncIterator[None]:
-    """``anyio.fail_after``, through asyncio's own timeout when on asyncio: a store operation
-    is on every round's path, and the native timeout costs a fraction of a cancel scope."""
-    try:
-        on_asyncio = asyncio.current_task() is not None
-    except RuntimeError:
-        on_asyncio = False
-    if on_asyncio:
-        async with asyncio.timeout(seconds):
-            yield
-    else:
-        with anyio.fail_after(seconds):
-            yield
-
-
 class RedisStore:
     """A `Store` in Redis, shared by every replica that uses the same URL and prefix."""
 
@@ -193,7 +177,7 @@ class RedisStore:
         if self._closed:
             raise RuntimeError("this RedisStore is closed; open a new store")
         try:
-            async with deadline(self._op_timeout):
+            async with asyncio.timeout(self._op_timeout):  # redis.asyncio runs on asyncio only
                 return await op()
         except TimeoutError:
             raise unavailable("Redis", what, f"no answer within {self._op_timeout} s") from None

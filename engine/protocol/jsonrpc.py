@@ -23,7 +23,7 @@ def dumps(value: Any) -> bytes:
 
 def loads(data: bytes | str) -> Any:
     try:
-        return from_json(data)
+        return from_json(data, cache_strings="keys")  # values (tokens, ids) rarely repeat
     except ValueError:
         raise MCPError(PARSE_ERROR, "Parse error: the body is not valid JSON") from None
 
