@@ -75,25 +75,32 @@ local n = redis.call('RPUSH', KEYS[1], ARGV[1])
 if n == 1 then
   redis.call('DEL', KEYS[2])
 end
+local seen = redis.call('HMGET', KEYS[2], 'first_ts', 'last_ts', 'target')
 local ts = tonumber(ARGV[3])
-local first = tonumber(redis.call('HGET', KEYS[2], 'first_ts'))
+local first, last, target = tonumber(seen[1]), seen[2], seen[3]
+local fields = {'events', n}
 if not first or ts < first then
-  redis.call('HSET', KEYS[2], 'first_ts', ARGV[3])
+  fields[#fields + 1] = 'first_ts'
+  fields[#fields + 1] = ARGV[3]
 end
-local last = tonumber(redis.call('HGET', KEYS[2], 'last_ts'))
-if not last or ts > last then
-  redis.call('HSET', KEYS[2], 'last_ts', ARGV[3])
+if not last or ts > tonumber(last) then
+  last = ARGV[3]
+  fields[#fields + 1] = 'last_ts'
+  fields[#fields + 1] = ARGV[3]
 end
-if ARGV[4] ~= '' then
-  redis.call('HSETNX', KEYS[2], 'target', ARGV[4])
+if not target and ARGV[4] ~= '' then
+  target = ARGV[4]
+  fields[#fields + 1] = 'target'
+  fields[#fields + 1] = ARGV[4]
 end
 if ARGV[5] ~= '' then
-  redis.call('HSET', KEYS[2], 'last_kind', ARGV[5])
+  fields[#fields + 1] = 'last_kind'
+  fields[#fields + 1] = ARGV[5]
 end
-redis.call('HSET', KEYS[2], 'events', n)
+redis.call('HSET', KEYS[2], unpack(fields))
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
-return {redis.call('HGET', KEYS[2], 'last_ts'), redis.call('HGET', KEYS[2], 'target') or ''}
+return {last, target or ''}
 """
 """KEYS: journal list, summary hash. ARGV: event, ttl ms, ts, target or '', kind or ''.
 
