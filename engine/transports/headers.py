@@ -56,6 +56,15 @@ def _same(header_value: str, body_value: Any) -> bool:
     return header_value == expected_text(body_value)
 
 
+def _verbatim(header_value: str | None, body_value: Any) -> bool:
+    """The header is present and is the body value itself, not an encoded form of it."""
+    return (
+        header_value is not None
+        and header_value == body_value
+        and not header_value.startswith("=?")
+    )
+
+
 NAME_PARAM = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 
 
@@ -67,6 +76,14 @@ def check(
     param_headers: Mapping[str, str] | None = None,
 ) -> None:
     """Raise ``-32020`` when a required header is missing or disagrees with the body."""
+    name_param = NAME_PARAM.get(method)
+    if (
+        not param_headers
+        and headers.get("mcp-protocol-version") == version
+        and headers.get("mcp-method") == method
+        and (name_param is None or _verbatim(headers.get("mcp-name"), params.get(name_param)))
+    ):
+        return  # every header as sent equals its body value: nothing to trim or decode
     header_version = headers.get("mcp-protocol-version")
     if header_version is None:
         raise mismatch("MCP-Protocol-Version header is required")
@@ -83,7 +100,6 @@ def check(
             f"Mcp-Method header value {header_method.strip()!r} does not match body value "
             f"{method!r}"
         )
-    name_param = NAME_PARAM.get(method)
     if name_param is not None:
         header_name = headers.get("mcp-name")
         body_name = params.get(name_param)
