@@ -1014,3 +1014,18 @@ async def test_hanging_up_on_a_json_call_cancels_it() -> None:
             hung_up_at = time.monotonic()
             tg.cancel_scope.cancel()
         await slow.wait_ended(hung_up_at)
+
+
+def test_request_headers_join_repeated_names_and_lowercase_them() -> None:
+    from engine.transports.asgi import request_headers
+
+    raw = [(b"Accept", b"application/json"), (b"x-trace", b"a"), (b"X-Trace", b"b")]
+    assert request_headers({"headers": raw}) == {
+        "accept": "application/json",
+        "x-trace": "a, b",
+    }
+    assert request_headers({"headers": iter(raw[:2])}) == {
+        "accept": "application/json",
+        "x-trace": "a",
+    }
+    assert request_headers({}) == {}

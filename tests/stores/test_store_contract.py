@@ -359,6 +359,18 @@ async def test_listing_newest_first_with_summary(store: Store) -> None:
     assert [c.call_id for c in await store.calls(since=300.0, target="fetch")] == []
 
 
+async def test_listing_keeps_the_earliest_and_latest_times_of_events_out_of_order(
+    store: Store,
+) -> None:
+    await store.append("c1", {"ts": 200.0, "target": "search"}, ttl=30)
+    await store.append("c1", {"ts": 100.0, "kind": "late"}, ttl=30)
+    await store.append_many([("c1", {"ts": 150.0}), ("c2", {"ts": 120.0})], ttl=30)
+    assert await store.calls() == [
+        CallSummary("c1", "search", 100.0, 200.0, 3, last_kind="late"),
+        CallSummary("c2", None, 120.0, 120.0, 1, last_kind=None),
+    ]
+
+
 async def test_listing_pages_past_the_limit(store: Store) -> None:
     for i in range(40):
         target = "rare" if i % 10 == 0 else "common"
