@@ -155,11 +155,15 @@ class RedisStore:
                 pass
             else:
                 results: list[Any] = []
-                for reply in replies:
-                    try:
-                        results.append(await reply)
-                    except Exception as exc:
-                        results.append(exc)
+                try:
+                    for reply in replies:
+                        try:
+                            results.append(await reply)
+                        except Exception as exc:
+                            results.append(exc)
+                finally:
+                    for reply in replies:  # cancelled: nobody will read the rest
+                        reply.cancel()
                 return results
         return await run_scripts(self._client, calls)
 
