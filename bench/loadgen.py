@@ -357,6 +357,8 @@ class RunResult:
     token_after_first_answer: list[int] = field(default_factory=list)
     server_cpu: float = 0.0
     client_cpu: float = 0.0
+    store_cpu: float = 0.0
+    """CPU of the store's server (Redis) over the window, when its process is known."""
     system_busy: float = 0.0
 
     @property
@@ -397,8 +399,11 @@ class RunResult:
             else None,
             "server_cpu_share": self.server_cpu / self.duration,
             "client_cpu_share": self.client_cpu / self.duration,
+            "store_cpu_share": self.store_cpu / self.duration,
             "other_cpu_share": max(
-                0.0, (self.system_busy - self.server_cpu - self.client_cpu) / self.duration
+                0.0,
+                (self.system_busy - self.server_cpu - self.client_cpu - self.store_cpu)
+                / self.duration,
             ),
         }
 
@@ -413,6 +418,7 @@ async def run_load(
     connections: int = 16,
     warmup: float = 2.0,
     duration: float = 10.0,
+    store_pid: int | None = None,
 ) -> RunResult:
     """Warm up, then measure ``duration`` seconds of back-to-back calls on every connection."""
     result = RunResult(workload.key, server, connections, duration)
@@ -461,6 +467,7 @@ async def run_load(
     tasks = [asyncio.ensure_future(worker()) for _ in range(connections)]
     await asyncio.sleep(warmup)
     cpu0 = process_cpu_seconds(server_pid)
+    store0 = process_cpu_seconds(store_pid) if store_pid else 0.0
     client0 = time.process_time()
     busy0 = system_busy_seconds()
     t_start = time.perf_counter()
@@ -468,6 +475,7 @@ async def run_load(
     measuring = True
     await asyncio.sleep(duration)
     cpu1 = process_cpu_seconds(server_pid)
+    store1 = process_cpu_seconds(store_pid) if store_pid else 0.0
     client1 = time.process_time()
     busy1 = system_busy_seconds()
     stop = True
@@ -481,6 +489,7 @@ async def run_load(
             result.first_errors.append(f"worker crashed: {exc!r}")
     result.server_cpu = cpu1 - cpu0
     result.client_cpu = client1 - client0
+    result.store_cpu = store1 - store0
     result.system_busy = busy1 - busy0
     return result
 
