@@ -122,7 +122,7 @@ class RoundRunner:
             if request.request_state is not None:
                 raise InvalidRequestState("principal callback failed") from None
             raise MCPError(INTERNAL_ERROR, "Internal error") from None
-        binding = Binding.of(server.audience, request.method, request.target, request.arguments)
+        binding = Binding(server.audience, request.method, request.target, request.arguments)
         started = time.perf_counter()
         token = request.request_state
         claimed: Hold | None = None

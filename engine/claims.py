@@ -41,10 +41,6 @@ class Binding:
         self.arguments = arguments
         self._args_digest: bytes | None = None
 
-    @classmethod
-    def of(cls, audience: str, method: str, target: str, arguments: Any) -> Binding:
-        return cls(audience, method, target, arguments)
-
     @property
     def args_digest(self) -> bytes:
         if self._args_digest is None:
