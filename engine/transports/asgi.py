@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
+from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
@@ -61,11 +63,11 @@ async def until_disconnect(
 ) -> T | None:
     """Run ``work``; cancel it and return ``None`` if the client hangs up first.
 
-    On asyncio a request that ends within ``watch_after`` costs one timer and nothing else:
-    most requests are that short, and a watcher task per request would cost more than the
-    request. A longer one gets a watcher whose done-callback cancels this task; a hang-up
-    that happened earlier is seen at once, since ``receive`` reports it when asked. Elsewhere,
-    a task group.
+    On asyncio a request is only noted in the loop's :class:`HangUpWatch`: most requests end
+    within ``watch_after``, and a watcher task (or even a timer) per request would cost more
+    than the request. One that runs longer gets a watcher whose done-callback cancels this
+    task; a hang-up that happened earlier is seen at once, since ``receive`` reports it when
+    asked. Elsewhere, a task group.
     """
     task = _current_asyncio_task()
     if task is None:
@@ -80,37 +82,102 @@ async def until_disconnect(
             result = await work
             tg.cancel_scope.cancel()
         return result
-    loop = task.get_loop()
-    hung_up = False
-    watcher: asyncio.Task[None] | None = None
-
-    def on_disconnect(done: asyncio.Task[None]) -> None:
-        nonlocal hung_up
-        if done.cancelled():
-            return
-        if done.exception() is not None:
-            log.debug("the hang-up watcher failed", exc_info=done.exception())
-        hung_up = True
-        task.cancel()
-
-    def start_watching() -> None:
-        nonlocal watcher
-        watcher = loop.create_task(wait_disconnect(receive))
-        watcher.add_done_callback(on_disconnect)
-
-    timer = loop.call_later(watch_after, start_watching)
+    request = _watch_for(task.get_loop(), watch_after).add(task, receive)
     try:
         return await work
     except asyncio.CancelledError:
-        if not hung_up:
+        if not request.hung_up:
             raise
         task.uncancel()
         return None
     finally:
-        timer.cancel()
-        if watcher is not None:
-            watcher.remove_done_callback(on_disconnect)
-            watcher.cancel()
+        request.end()
+
+
+class WatchedRequest:
+    """One request in flight: its task, how to hear a hang-up, and its watcher once started."""
+
+    __slots__ = ("due", "hung_up", "receive", "task", "watcher")
+
+    def __init__(self, task: asyncio.Task[Any], receive: Receive, due: float) -> None:
+        self.task: asyncio.Task[Any] | None = task
+        self.receive: Receive | None = receive
+        self.due = due
+        self.hung_up = False
+        self.watcher: asyncio.Task[None] | None = None
+
+    def watch(self, loop: asyncio.AbstractEventLoop) -> None:
+        assert self.receive is not None
+        self.watcher = loop.create_task(wait_disconnect(self.receive))
+        self.watcher.add_done_callback(self._on_disconnect)
+
+    def _on_disconnect(self, done: asyncio.Task[None]) -> None:
+        if done.cancelled() or self.task is None:
+            return
+        if done.exception() is not None:
+            log.debug("the hang-up watcher failed", exc_info=done.exception())
+        self.hung_up = True
+        self.task.cancel()
+
+    def end(self) -> None:
+        self.task = self.receive = None
+        if self.watcher is not None:
+            self.watcher.remove_done_callback(self._on_disconnect)
+            self.watcher.cancel()
+
+
+class HangUpWatch:
+    """The requests in flight on one event loop, swept by one timer.
+
+    Requests are queued in arrival order, so those due for a watcher are at the front. While
+    any is queued a sweep runs every ``watch_after / 2``: a request gets its watcher once it
+    has run between ``watch_after`` and ``1.5 * watch_after``.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, watch_after: float) -> None:
+        self.loop = loop
+        self.watch_after = watch_after
+        self.queue: deque[WatchedRequest] = deque()
+        self.sweeping = False
+
+    def add(self, task: asyncio.Task[Any], receive: Receive) -> WatchedRequest:
+        request = WatchedRequest(task, receive, self.loop.time() + self.watch_after)
+        self.queue.append(request)
+        if not self.sweeping:
+            self.sweeping = True
+            self.loop.call_later(self.watch_after, self._sweep)
+        return request
+
+    def _sweep(self) -> None:
+        now = self.loop.time()
+        queue = self.queue
+        while queue and queue[0].due <= now:
+            request = queue.popleft()
+            if request.task is not None:
+                request.watch(self.loop)
+        if queue:
+            self.loop.call_later(self.watch_after / 2, self._sweep)
+        else:
+            self.sweeping = False
+
+
+_watches: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[float, HangUpWatch]] = (
+    weakref.WeakKeyDictionary()
+)
+_last_watch: HangUpWatch | None = None
+
+
+def _watch_for(loop: asyncio.AbstractEventLoop, watch_after: float) -> HangUpWatch:
+    global _last_watch
+    watch = _last_watch
+    if watch is not None and watch.loop is loop and watch.watch_after == watch_after:
+        return watch
+    by_delay = _watches.setdefault(loop, {})
+    watch = by_delay.get(watch_after)
+    if watch is None:
+        watch = by_delay[watch_after] = HangUpWatch(loop, watch_after)
+    _last_watch = watch
+    return watch
 
 
 def _current_asyncio_task() -> asyncio.Task[Any] | None:
