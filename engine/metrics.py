@@ -19,48 +19,56 @@ _HELP = {
 }
 
 
-_COMPLETED: tuple[str, tuple[tuple[str, str], ...]] = ("engine_calls_completed_total", ())
-_DUPLICATES: tuple[str, tuple[tuple[str, str], ...]] = ("engine_duplicates_served_total", ())
+Key = tuple[str, tuple[tuple[str, str], ...]]
 
 
 class Metrics:
     """Monotonic counters with labels; cheap enough to bump on every round."""
 
     def __init__(self) -> None:
-        self._counts: Counter[tuple[str, tuple[tuple[str, str], ...]]] = Counter()
-        self._round_keys: dict[tuple[str, str], tuple[str, tuple[tuple[str, str], ...]]] = {}
+        self._counts: Counter[Key] = Counter()
+        self._rounds: dict[str, dict[str, int]] = {}
+        """``engine_rounds_total`` by method then outcome: bumped on every request, so kept
+        apart from the labelled counters (two string-keyed lookups, no tuple to build)."""
+        self._completed = 0
+        self._duplicates = 0
 
     def inc(self, name: str, **labels: str) -> None:
         """Count one; call sites pass labels in a fixed order, so they are not sorted here."""
         self._counts[(name, tuple(labels.items()))] += 1
 
     def round_served(self, method: str, outcome: str) -> None:
-        """``engine_rounds_total`` for one round, and the call's completion when it ended.
-
-        Every request counts this, so its keys are built once per (method, outcome).
-        """
-        key = self._round_keys.get((method, outcome))
-        if key is None:
-            key = ("engine_rounds_total", (("method", method), ("outcome", outcome)))
-            self._round_keys[(method, outcome)] = key
-        counts = self._counts
-        counts[key] += 1
+        """``engine_rounds_total`` for one round, and the call's completion when it ended."""
+        by_outcome = self._rounds.get(method)
+        if by_outcome is None:
+            by_outcome = self._rounds[method] = {}
+        by_outcome[outcome] = by_outcome.get(outcome, 0) + 1
         if outcome == "cached":
-            counts[_DUPLICATES] += 1
+            self._duplicates += 1
         elif outcome != "input_required":
-            counts[_COMPLETED] += 1
+            self._completed += 1
+
+    def _all(self) -> Counter[Key]:
+        counts = Counter(self._counts)
+        for method, by_outcome in self._rounds.items():
+            for outcome, n in by_outcome.items():
+                counts[("engine_rounds_total", (("method", method), ("outcome", outcome)))] += n
+        if self._completed:
+            counts[("engine_calls_completed_total", ())] += self._completed
+        if self._duplicates:
+            counts[("engine_duplicates_served_total", ())] += self._duplicates
+        return counts
 
     def value(self, name: str, **labels: str) -> int:
-        return self._counts[(name, tuple(labels.items()))]
+        return self._all()[(name, tuple(labels.items()))]
 
     def exposition(self, extra: Iterable[str] = ()) -> str:
         lines: list[str] = []
+        counts = self._all()
         for name, text in _HELP.items():
             lines.append(f"# HELP {name} {text}")
             lines.append(f"# TYPE {name} counter")
-            samples = [
-                (labels, n) for (metric, labels), n in self._counts.items() if metric == name
-            ]
+            samples = [(labels, n) for (metric, labels), n in counts.items() if metric == name]
             if not samples:
                 lines.append(f"{name} 0")
             for labels, n in sorted(samples):

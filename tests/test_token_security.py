@@ -619,3 +619,34 @@ async def test_the_log_names_the_reason_but_never_the_token_a_key_or_the_plainte
     leaks = [token, body[:16], body[-16:], KEY, OTHER_KEY, plaintext.hex(), repr(plaintext)]
     leaks += [binascii.hexlify(raw).decode(), base64.b64encode(plaintext).decode()]
     assert [leak for leak in leaks if leak in caplog.text] == []
+
+
+def test_call_ids_are_unique_across_pool_refills_threads_and_forks() -> None:
+    import os
+    import threading
+
+    drawn: list[bytes] = []
+
+    def draw() -> None:
+        drawn.extend(engine.claims.new_call_id() for _ in range(1000))
+
+    threads = [threading.Thread(target=draw) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(drawn) == 4000  # many pool refills, from four threads at once
+    assert len(set(drawn)) == 4000
+    assert {len(call_id) for call_id in drawn} == {engine.claims.CALL_ID_BYTES}
+
+    engine.claims.new_call_id()  # the pool holds unused ids when the process forks
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child process
+        os.write(write_end, engine.claims.new_call_id())
+        os._exit(0)
+    os.close(write_end)
+    from_child = os.read(read_end, 64)
+    os.close(read_end)
+    os.waitpid(child, 0)
+    assert from_child != engine.claims.new_call_id()

@@ -7,7 +7,7 @@ results decorated as the era requires (``resultType``, caching hints, ``serverIn
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from engine.calls import CallRequest, RoundReply
@@ -34,15 +34,18 @@ META_CALL = "engine/call"
 INPUT_METHODS = frozenset({"tools/call", "prompts/get", "resources/read"})
 
 
+HeaderCheck = Callable[[Mapping[str, str], str, dict[str, Any], str], None]
+"""``(headers, method, params, protocol version)``; raises :class:`MCPError` on a mismatch."""
+
+
 @dataclass(slots=True)
 class Exchange:
     """What the transport knows about one request."""
 
     headers: Mapping[str, str] | None = None
     notify: Notify | None = None
-    validate: Callable[[str, dict[str, Any], str], None] | None = None
-    """Transport-level checks run once ``_meta`` is known (HTTP header rules)."""
-    extras: dict[str, Any] = field(default_factory=dict)
+    validate: HeaderCheck | None = None
+    """Transport-level checks of ``headers``, run once ``_meta`` is known (HTTP header rules)."""
 
 
 def read_meta(params: Any) -> tuple[str, dict[str, Any], dict[str, Any]]:
@@ -221,8 +224,8 @@ async def handle(server: MCPServer, message: Message, exchange: Exchange) -> byt
     """Serve one modern request; the serialised ``result`` object (errors raise MCPError)."""
     params = message.params
     version, capabilities, meta = read_meta(params)
-    if exchange.validate is not None:
-        exchange.validate(message.method, params, version)
+    if exchange.validate is not None and exchange.headers is not None:
+        exchange.validate(exchange.headers, message.method, params, version)
     check_version(version)
     operation = OPERATIONS.get(message.method)
     if operation is None:

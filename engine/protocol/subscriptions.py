@@ -73,8 +73,8 @@ def open_subscription(server: MCPServer, raw: Any, exchange: Exchange) -> Subscr
     message = parse(raw)
     params = message.params
     version, _, _ = read_meta(params)
-    if exchange.validate is not None:
-        exchange.validate(message.method, params, version)
+    if exchange.validate is not None and exchange.headers is not None:
+        exchange.validate(exchange.headers, message.method, params, version)
     check_version(version)
     wanted = params.get("notifications")
     if not isinstance(wanted, dict):

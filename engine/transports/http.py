@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -215,7 +215,7 @@ class StreamableHTTPApp:
                 streaming = isinstance(meta, dict) and (
                     "progressToken" in meta or "io.modelcontextprotocol/logLevel" in meta
                 )
-        exchange = Exchange(headers=headers, validate=self._validator(headers))
+        exchange = Exchange(headers, None, self._check_headers)
         if streaming:
             await self._sse_call(raw, exchange, receive, send)
             return
@@ -227,18 +227,15 @@ class StreamableHTTPApp:
         else:
             await send_json(send, response.status, response.body, self.replica_header)
 
-    def _validator(self, headers: Mapping[str, str]) -> Callable[[str, dict[str, Any], str], None]:
-        tools = self.server.tools
-
-        def validate(method: str, params: dict[str, Any], version: str) -> None:
-            param_headers = None
-            name = params.get("name")
-            if method == "tools/call" and isinstance(name, str):
-                tool = tools.get(name)
-                param_headers = tool.param_headers if tool is not None else None
-            header_rules.check(headers, method, params, version, param_headers)
-
-        return validate
+    def _check_headers(
+        self, headers: Mapping[str, str], method: str, params: dict[str, Any], version: str
+    ) -> None:
+        param_headers = None
+        name = params.get("name")
+        if method == "tools/call" and type(name) is str:
+            tool = self.server.tools.get(name)
+            param_headers = tool.param_headers if tool is not None else None
+        header_rules.check(headers, method, params, version, param_headers)
 
     async def _read_body(self, receive: Receive, headers: Mapping[str, str]) -> bytes | None:
         """The request body; ``None`` when it is over the limit."""
@@ -316,7 +313,7 @@ class StreamableHTTPApp:
         client closes the stream."""
         from engine.protocol.subscriptions import open_subscription
 
-        exchange = Exchange(headers=headers, validate=self._validator(headers))
+        exchange = Exchange(headers, None, self._check_headers)
         try:
             subscription = open_subscription(self.server, raw, exchange)
         except MCPError as exc:
