@@ -11,7 +11,6 @@ import functools
 import hashlib
 import json
 import os
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 import msgpack
 from pydantic_core import to_json
 
+from engine.entropy import random_bytes
 from engine.errors import InvalidRequestState
 
 CLAIMS_VERSION = 1
@@ -115,39 +115,8 @@ def principal_tag(principal: str, salt: bytes | None = None) -> bytes:
     return salt + digest[:16]
 
 
-class _CallIds:
-    """Random call ids drawn from a pool filled 256 ids at a time.
-
-    Each id is 12 bytes of the operating system's CSPRNG, as if read one by one, for a
-    fraction of the system calls. A forked child starts with an empty pool, so parent and
-    child never hand out the same ids.
-    """
-
-    POOL = 256
-
-    def __init__(self) -> None:
-        self.pool = b""
-        self.offset = 0
-        self.lock = threading.Lock()
-
-    def next(self) -> bytes:
-        with self.lock:
-            offset = self.offset
-            if offset >= len(self.pool):
-                self.pool = os.urandom(CALL_ID_BYTES * self.POOL)
-                offset = 0
-            self.offset = offset + CALL_ID_BYTES
-            return self.pool[offset : offset + CALL_ID_BYTES]
-
-    def reset(self) -> None:
-        self.pool = b""
-        self.offset = 0
-        self.lock = threading.Lock()
-
-
-_call_ids = _CallIds()
-os.register_at_fork(after_in_child=_call_ids.reset)
-new_call_id = _call_ids.next
+def new_call_id() -> bytes:
+    return random_bytes(CALL_ID_BYTES)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
-import os
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from engine.claims import StateRef, _sorted
+from engine.entropy import random_bytes
 from engine.errors import InvalidRequestState, MCPError, StoreOutage
 from engine.metrics import Metrics
 from stores import Claim, Store, StoreUnavailable
@@ -97,7 +97,7 @@ class Ledger:
 
     async def admit(self, call_id: str, round_no: int, fingerprint: bytes) -> Admission:
         """Claim a round for this attempt, with a short lease (see :meth:`keep_alive`)."""
-        hold = Hold(call_id, round_no, fingerprint, os.urandom(16))
+        hold = Hold(call_id, round_no, fingerprint, random_bytes(16))
         try:
             claim = await self.store.claim(
                 call_id, round_no, fingerprint, self.lease, owner=hold.owner
@@ -223,7 +223,7 @@ class Ledger:
                     break
 
     async def spill(self, call_id: str, state: bytes) -> StateRef:
-        blob_id = os.urandom(9).hex()
+        blob_id = random_bytes(9).hex()
         try:
             await self.store.put_blob(call_id, blob_id, state, self.ttl)
         except StoreUnavailable as exc:

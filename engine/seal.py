@@ -26,6 +26,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
+from engine.entropy import random_bytes
 from engine.errors import InvalidRequestState
 
 PREFIX = "s1."
@@ -120,7 +121,7 @@ class KeyRing:
 
     def seal(self, plaintext: bytes) -> str:
         key = self.primary
-        nonce = os.urandom(_NONCE_LEN)
+        nonce = random_bytes(_NONCE_LEN)
         body = key.aead.encrypt(nonce, plaintext, _PREFIX_BYTES + key.kid)
         raw = key.kid + nonce + body
         return PREFIX + base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")

@@ -621,7 +621,7 @@ async def test_the_log_names_the_reason_but_never_the_token_a_key_or_the_plainte
     assert [leak for leak in leaks if leak in caplog.text] == []
 
 
-def test_call_ids_are_unique_across_pool_refills_threads_and_forks() -> None:
+def test_call_ids_and_nonces_are_unique_across_pool_refills_threads_and_forks() -> None:
     import os
     import threading
 
@@ -639,7 +639,11 @@ def test_call_ids_are_unique_across_pool_refills_threads_and_forks() -> None:
     assert len(set(drawn)) == 4000
     assert {len(call_id) for call_id in drawn} == {engine.claims.CALL_ID_BYTES}
 
-    engine.claims.new_call_id()  # the pool holds unused ids when the process forks
+    ring = KeyRing([KEY])
+    tokens = {ring.seal(b"the same plaintext") for _ in range(2000)}
+    assert len(tokens) == 2000  # a fresh nonce every time
+
+    engine.claims.new_call_id()  # the pool holds unused bytes when the process forks
     read_end, write_end = os.pipe()
     child = os.fork()
     if child == 0:  # pragma: no cover - the child process
