@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import weakref
-from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
@@ -63,7 +63,7 @@ async def until_disconnect(
 ) -> T | None:
     """Run ``work``; cancel it and return ``None`` if the client hangs up first.
 
-    On asyncio a request is only noted in the loop's :class:`HangUpWatch`: most requests end
+    On asyncio a request is only noted in its loop's :class:`HangUpWatch`: most requests end
     within ``watch_after``, and a watcher task (or even a timer) per request would cost more
     than the request. One that runs longer gets a watcher whose done-callback cancels this
     task; a hang-up that happened earlier is seen at once, since ``receive`` reports it when
@@ -82,83 +82,73 @@ async def until_disconnect(
             result = await work
             tg.cancel_scope.cancel()
         return result
-    request = _watch_for(task.get_loop(), watch_after).add(task, receive)
+    hang_ups = _watch_for(task.get_loop(), watch_after)
+    hang_ups.add(task, receive)
     try:
         return await work
     except asyncio.CancelledError:
-        if not request.hung_up:
+        if task not in hang_ups.hung_up:
             raise
         task.uncancel()
         return None
     finally:
-        request.end()
-
-
-class WatchedRequest:
-    """One request in flight: its task, how to hear a hang-up, and its watcher once started."""
-
-    __slots__ = ("due", "hung_up", "receive", "task", "watcher")
-
-    def __init__(self, task: asyncio.Task[Any], receive: Receive, due: float) -> None:
-        self.task: asyncio.Task[Any] | None = task
-        self.receive: Receive | None = receive
-        self.due = due
-        self.hung_up = False
-        self.watcher: asyncio.Task[None] | None = None
-
-    def watch(self, loop: asyncio.AbstractEventLoop) -> None:
-        assert self.receive is not None
-        self.watcher = loop.create_task(wait_disconnect(self.receive))
-        self.watcher.add_done_callback(self._on_disconnect)
-
-    def _on_disconnect(self, done: asyncio.Task[None]) -> None:
-        if done.cancelled() or self.task is None:
-            return
-        if done.exception() is not None:
-            log.debug("the hang-up watcher failed", exc_info=done.exception())
-        self.hung_up = True
-        self.task.cancel()
-
-    def end(self) -> None:
-        self.task = self.receive = None
-        if self.watcher is not None:
-            self.watcher.remove_done_callback(self._on_disconnect)
-            self.watcher.cancel()
+        hang_ups.remove(task)
 
 
 class HangUpWatch:
     """The requests in flight on one event loop, swept by one timer.
 
-    Requests are queued in arrival order, so those due for a watcher are at the front. While
-    any is queued a sweep runs every ``watch_after / 2``: a request gets its watcher once it
-    has run between ``watch_after`` and ``1.5 * watch_after``.
+    A request costs a dict entry (its task, ``receive`` and when it is due for a watcher),
+    added and removed. Entries are in arrival order, so those due are at the front. While any
+    is in flight a sweep runs every ``watch_after / 2`` and starts a watcher task for each
+    request that has run between ``watch_after`` and ``1.5 * watch_after``; the watcher's
+    done-callback cancels the request's task when the client hangs up.
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop, watch_after: float) -> None:
         self.loop = loop
         self.watch_after = watch_after
-        self.queue: deque[WatchedRequest] = deque()
+        self.in_flight: dict[asyncio.Task[Any], tuple[float, Receive]] = {}
+        self.watchers: dict[asyncio.Task[Any], asyncio.Task[None]] = {}
+        self.hung_up: set[asyncio.Task[Any]] = set()
         self.sweeping = False
 
-    def add(self, task: asyncio.Task[Any], receive: Receive) -> WatchedRequest:
-        request = WatchedRequest(task, receive, self.loop.time() + self.watch_after)
-        self.queue.append(request)
+    def add(self, task: asyncio.Task[Any], receive: Receive) -> None:
+        self.in_flight[task] = (self.loop.time() + self.watch_after, receive)
         if not self.sweeping:
             self.sweeping = True
             self.loop.call_later(self.watch_after, self._sweep)
-        return request
+
+    def remove(self, task: asyncio.Task[Any]) -> None:
+        del self.in_flight[task]
+        if self.watchers:
+            watcher = self.watchers.pop(task, None)
+            if watcher is not None:
+                watcher.cancel()
+        if self.hung_up:
+            self.hung_up.discard(task)
 
     def _sweep(self) -> None:
         now = self.loop.time()
-        queue = self.queue
-        while queue and queue[0].due <= now:
-            request = queue.popleft()
-            if request.task is not None:
-                request.watch(self.loop)
-        if queue:
+        for task, (due, receive) in self.in_flight.items():
+            if due > now:
+                break
+            if task not in self.watchers:
+                self.watchers[task] = watcher = self.loop.create_task(wait_disconnect(receive))
+                watcher.add_done_callback(functools.partial(self._on_disconnect, task))
+        if self.in_flight:
             self.loop.call_later(self.watch_after / 2, self._sweep)
         else:
             self.sweeping = False
+
+    def _on_disconnect(self, task: asyncio.Task[Any], watcher: asyncio.Task[None]) -> None:
+        if watcher.cancelled() or self.watchers.get(task) is not watcher:
+            return
+        if watcher.exception() is not None:
+            log.debug("the hang-up watcher failed", exc_info=watcher.exception())
+        del self.watchers[task]
+        self.hung_up.add(task)
+        task.cancel()
 
 
 _watches: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[float, HangUpWatch]] = (
