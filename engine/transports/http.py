@@ -84,10 +84,10 @@ class StreamableHTTPApp:
     # --- ASGI entry --------------------------------------------------------------------------
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "lifespan":
-            await self._lifespan(receive, send)
-            return
-        if scope["type"] != "http":
+        kind = scope["type"]
+        if kind != "http":
+            if kind == "lifespan":
+                await self._lifespan(receive, send)
             return
         path = scope.get("path", "")
         root = scope.get("root_path", "")
@@ -181,7 +181,12 @@ class StreamableHTTPApp:
             )
             await self._json(send, 415, error_bytes(None, error))
             return
-        body = await self._read_body(receive, headers)
+        message = await receive()
+        if message["type"] == "http.request" and not message.get("more_body", False):
+            whole: bytes = message.get("body", b"")  # the usual case: the body in one message
+            body = whole if len(whole) <= self.max_body_bytes else None
+        else:
+            body = await self._read_body(receive, headers, message)
         if body is None:
             error = MCPError(
                 INVALID_REQUEST, f"Request body too large: the limit is {self.max_body_bytes} bytes"
@@ -194,9 +199,9 @@ class StreamableHTTPApp:
             await self._json(send, 400, error_bytes(None, exc))
             return
         streaming = False
-        if isinstance(raw, dict):  # anything else is refused by dispatch, with its reason
+        if type(raw) is dict:  # anything else is refused by dispatch, with its reason
             params = raw.get("params")
-            meta = params.get("_meta") if isinstance(params, dict) else None
+            meta = params.get("_meta") if type(params) is dict else None
             if is_legacy(raw, meta, headers):
                 await legacy_http.post(
                     self.server,
@@ -237,27 +242,26 @@ class StreamableHTTPApp:
             param_headers = tool.param_headers if tool is not None else None
         header_rules.check(headers, method, params, version, param_headers)
 
-    async def _read_body(self, receive: Receive, headers: Mapping[str, str]) -> bytes | None:
-        """The request body; ``None`` when it is over the limit."""
+    async def _read_body(
+        self, receive: Receive, headers: Mapping[str, str], message: dict[str, Any]
+    ) -> bytes | None:
+        """The request body, from its first ``message`` on; ``None`` when over the limit."""
         declared = headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
             return None
         chunks: list[bytes] = []
         size = 0
         while True:
-            message = await receive()
             if message["type"] == "http.disconnect":
                 break
             chunk: bytes = message.get("body", b"")
-            more = message.get("more_body", False)
-            if not more and not chunks:  # the usual case: the whole body in one message
-                return chunk if len(chunk) <= self.max_body_bytes else None
             size += len(chunk)
             if size > self.max_body_bytes:
                 return None
             chunks.append(chunk)
-            if not more:
+            if not message.get("more_body", False):
                 break
+            message = await receive()
         return b"".join(chunks)
 
     async def _sse_call(self, raw: Any, exchange: Exchange, receive: Receive, send: Send) -> None:
