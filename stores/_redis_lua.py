@@ -70,38 +70,45 @@ return 1
 """
 """KEYS: round. ARGV: fingerprint, owner, ttl ms. Returns 1 if our claim was extended."""
 
-APPEND = """
-local n = redis.call('RPUSH', KEYS[1], ARGV[1])
-if n == 1 then
-  redis.call('DEL', KEYS[2])
+_APPEND_FUNCTION = """
+local function append(journal, summary, event, ttl, ts_text, target_in, kind)
+  local n = redis.call('RPUSH', journal, event)
+  if n == 1 then
+    redis.call('DEL', summary)
+  end
+  local seen = redis.call('HMGET', summary, 'first_ts', 'last_ts', 'target')
+  local ts = tonumber(ts_text)
+  local first, last, target = tonumber(seen[1]), seen[2], seen[3]
+  local fields = {'events', n}
+  if not first or ts < first then
+    fields[#fields + 1] = 'first_ts'
+    fields[#fields + 1] = ts_text
+  end
+  if not last or ts > tonumber(last) then
+    last = ts_text
+    fields[#fields + 1] = 'last_ts'
+    fields[#fields + 1] = ts_text
+  end
+  if not target and target_in ~= '' then
+    target = target_in
+    fields[#fields + 1] = 'target'
+    fields[#fields + 1] = target_in
+  end
+  if kind ~= '' then
+    fields[#fields + 1] = 'last_kind'
+    fields[#fields + 1] = kind
+  end
+  redis.call('HSET', summary, unpack(fields))
+  redis.call('PEXPIRE', journal, ttl)
+  redis.call('PEXPIRE', summary, ttl)
+  return {last, target or ''}
 end
-local seen = redis.call('HMGET', KEYS[2], 'first_ts', 'last_ts', 'target')
-local ts = tonumber(ARGV[3])
-local first, last, target = tonumber(seen[1]), seen[2], seen[3]
-local fields = {'events', n}
-if not first or ts < first then
-  fields[#fields + 1] = 'first_ts'
-  fields[#fields + 1] = ARGV[3]
-end
-if not last or ts > tonumber(last) then
-  last = ARGV[3]
-  fields[#fields + 1] = 'last_ts'
-  fields[#fields + 1] = ARGV[3]
-end
-if not target and ARGV[4] ~= '' then
-  target = ARGV[4]
-  fields[#fields + 1] = 'target'
-  fields[#fields + 1] = ARGV[4]
-end
-if ARGV[5] ~= '' then
-  fields[#fields + 1] = 'last_kind'
-  fields[#fields + 1] = ARGV[5]
-end
-redis.call('HSET', KEYS[2], unpack(fields))
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-redis.call('PEXPIRE', KEYS[2], ARGV[2])
-return {last, target or ''}
 """
+
+APPEND = (
+    _APPEND_FUNCTION
+    + "return append(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5])\n"
+)
 """KEYS: journal list, summary hash. ARGV: event, ttl ms, ts, target or '', kind or ''.
 
 Returns {last_ts, target or ''} for the index. A new journal (first event) starts a new summary.
@@ -120,23 +127,32 @@ end
 ARGV: call id, last ts, expiry (epoch s)[, target]. Lists the call under its latest activity.
 """
 
-APPEND_AND_INDEX = (
-    "local appended = (function()\n"
-    + APPEND
-    + """end)()
-redis.call('ZADD', KEYS[3], appended[1], ARGV[6])
-redis.call('ZADD', KEYS[4], ARGV[7], ARGV[6])
-if KEYS[6] then
-  redis.call('HSET', KEYS[5], ARGV[6], ARGV[4])
-  redis.call('ZADD', KEYS[6], appended[1], ARGV[6])
+APPEND_MANY = (
+    _APPEND_FUNCTION
+    + """
+local entries = cmsgpack.unpack(ARGV[1])
+for i = 1, #entries do
+  local e = entries[i]
+  local appended = append(e[1], e[2], e[3], ARGV[2], e[4], e[5], e[6])
+  local last, target = appended[1], appended[2]
+  redis.call('ZADD', KEYS[1], last, e[7])
+  redis.call('ZADD', KEYS[2], ARGV[3], e[7])
+  if target ~= '' then
+    redis.call('HSET', KEYS[3], e[7], target)
+    redis.call('ZADD', ARGV[4] .. target, last, e[7])
+  end
 end
-return 1
+return #entries
 """
 )
-"""`APPEND` then `INDEX` in one script, for a single Redis where every key is on one node.
+"""`APPEND` then `INDEX` for many events in one script, on a single Redis only.
 
-KEYS: journal list, summary hash, by-time zset, expiry zset, call->target hash[, target zset].
-ARGV: event, ttl ms, ts, target or '', kind or '', call id, expiry (epoch s).
+KEYS: by-time zset, expiry zset, call->target hash. ARGV: a msgpack array of entries, ttl ms,
+expiry (epoch s), the prefix of target zset keys. An entry is [journal list, summary hash,
+event, ts, target or '', kind or '', call id]; the call is listed under its summary's target.
+The per-call keys travel inside the array, undeclared: valid on one Redis, where every key is
+on the node running the script, and the reason a batch costs the client one argument instead
+of fifteen per event.
 """
 
 PRUNE = """

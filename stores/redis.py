@@ -24,12 +24,13 @@ from functools import partial
 from typing import Any, TypeVar
 
 import anyio
+import msgpack
 from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
 
 from . import _redis_lua as lua
 from ._checks import check_call_id, check_limit, check_owner, check_round_key, check_ttl
-from ._journal import decode_event, encode_event, index_fields
+from ._journal import IndexFields, decode_event, encode_event, index_fields
 from ._redis_batch import BatcherStopped, ScriptBatcher, ScriptCall, run_scripts
 from ._redis_client import UNAVAILABLE, Messages, RedisClient, as_bytes, client_from_url
 from ._waiters import Waiters, wait_settled
@@ -52,6 +53,12 @@ _PRUNE_BATCH = 100
 def _tag(call_id: str) -> str:
     """Escape the call id so it can neither end its hash tag early nor forge another key."""
     return call_id.replace("%", "%25").replace("}", "%7D")
+
+
+CLUSTER_JOURNAL_CONCURRENCY = 16
+"""Calls whose journal events a cluster store writes at once."""
+JOURNAL_BLOB_BYTES = 1024 * 1024
+"""Events per journal script on a single Redis, by size: Lua unpacks each batch in memory."""
 
 
 def _ms(seconds: float) -> int:
@@ -107,7 +114,7 @@ class RedisStore:
         self._renew = self._client.register_script(lua.RENEW)
         self._append = self._client.register_script(lua.APPEND)
         self._index = self._client.register_script(lua.INDEX)
-        self._append_and_index = self._client.register_script(lua.APPEND_AND_INDEX)
+        self._append_many = self._client.register_script(lua.APPEND_MANY)
         self._prune = self._client.register_script(lua.PRUNE)
 
     def __repr__(self) -> str:
@@ -357,9 +364,16 @@ class RedisStore:
     # --- journal ---
 
     async def append(self, call_id: str, event: dict[str, Any], ttl: float) -> None:
+        if isinstance(self._client, Redis):  # one script on a single Redis
+            await self.append_many([(call_id, event)], ttl)
+            return
         check_call_id(call_id)
         check_ttl(ttl)
-        data, fields = encode_event(event), index_fields(event)
+        await self._append_one(call_id, encode_event(event), index_fields(event), ttl)
+        await self._maybe_prune()
+
+    async def _append_one(self, call_id: str, data: bytes, fields: IndexFields, ttl: float) -> None:
+        """One event on a cluster: its journal, then its listing (another slot, another node)."""
         keys = [self._key(call_id, "journal"), self._key(call_id, "summary")]
         args: list[bytes | str | int] = [
             data,
@@ -377,60 +391,81 @@ class RedisStore:
             index_keys.append(self._target_key(as_bytes(target, "a call target").decode()))
             index_args.append(target)
         await self._call(what, lambda: self._index(keys=index_keys, args=index_args))
-        await self._maybe_prune()
 
     async def append_many(self, items: list[tuple[str, dict[str, Any]]], ttl: float) -> None:
-        """One pipeline for all: each event's journal and listing entry (on a cluster, two
-        scripts per event, as the listing lives on another node)."""
+        """On a single Redis, one round trip: a script per ~1 MiB of events writes each event's
+        journal and listing entry. On a cluster, two scripts per event (the listing lives on
+        another node), one call's events in order, several calls at once."""
         check_ttl(ttl)
         if not items:
             return
         expiry = repr(time.time() + ttl)
-
-        single = isinstance(self._client, Redis)  # a cluster keeps the index on another node
         index_keys = [self._index_key(n) for n in ("by_ts", "expiry", "targets")]
-        calls: list[ScriptCall] = []
-        for call_id, event in items:
-            check_call_id(call_id)
-            data, fields = encode_event(event), index_fields(event)
-            keys = [self._key(call_id, "journal"), self._key(call_id, "summary")]
-            args: list[Any] = [
-                data,
-                _ms(ttl),
-                repr(fields.ts),
-                fields.target or "",
-                fields.kind or "",
+        if isinstance(self._client, Redis):
+            calls: list[ScriptCall] = [
+                (self._append_many, index_keys, [blob, _ms(ttl), expiry, self._target_key("")])
+                for blob in self._journal_blobs(items)
             ]
-            listing = (
-                [*index_keys, self._target_key(fields.target)] if fields.target else index_keys
-            )
-            if single:
-                calls.append((self._append_and_index, [*keys, *listing], [*args, call_id, expiry]))
-                continue
-            calls.append((self._append, keys, args))
-            index_args: list[Any] = [call_id, repr(fields.ts), expiry]
-            calls.append(
-                (
-                    self._index,
-                    listing,
-                    [*index_args, fields.target] if fields.target else index_args,
-                )
-            )
 
-        async def run() -> None:
-            if single:
+            async def run_single() -> None:
                 replies = await self._scripts(calls)
                 failed = next((r for r in replies if isinstance(r, Exception)), None)
                 if failed is not None:
                     raise failed
-                return
-            async with self._client.pipeline(transaction=False) as pipe:  # a cluster's own
-                for script, keys, args in calls:
-                    await script(keys=keys, args=args, client=pipe)  # type: ignore[arg-type]
-                await pipe.execute()
 
-        await self._call(f"append of {len(items)} journal events", run)
+            await self._call(f"append of {len(items)} journal events", run_single)
+            await self._maybe_prune()
+            return
+        # A cluster runs no scripts in pipelines. Every event is encoded first, so one that
+        # cannot be fails the batch before anything is written.
+        by_call: dict[str, list[tuple[bytes, IndexFields]]] = {}
+        for call_id, event in items:
+            check_call_id(call_id)
+            by_call.setdefault(call_id, []).append((encode_event(event), index_fields(event)))
+        limiter = anyio.CapacityLimiter(CLUSTER_JOURNAL_CONCURRENCY)
+        failures: list[StoreUnavailable] = []
+
+        async def append_in_order(call_id: str, events: list[tuple[bytes, IndexFields]]) -> None:
+            async with limiter:
+                try:
+                    for data, fields in events:
+                        await self._append_one(call_id, data, fields, ttl)
+                except StoreUnavailable as exc:
+                    failures.append(exc)
+
+        async with anyio.create_task_group() as tg:
+            for call_id, events in by_call.items():
+                tg.start_soon(append_in_order, call_id, events)
+        if failures:
+            raise failures[0]
         await self._maybe_prune()
+
+    def _journal_blobs(self, items: list[tuple[str, dict[str, Any]]]) -> list[bytes]:
+        """The entries of `lua.APPEND_MANY`, msgpack-packed, about ``JOURNAL_BLOB_BYTES`` each
+        (an event larger than that travels alone)."""
+        blobs: list[bytes] = []
+        entries: list[tuple[str | bytes, ...]] = []
+        size = 0
+        for call_id, event in items:
+            check_call_id(call_id)
+            data, fields = encode_event(event), index_fields(event)
+            if entries and size + len(data) > JOURNAL_BLOB_BYTES:
+                blobs.append(msgpack.packb(entries, use_bin_type=False))
+                entries, size = [], 0
+            entries.append(
+                (
+                    self._key(call_id, "journal"),
+                    self._key(call_id, "summary"),
+                    data,
+                    repr(fields.ts),
+                    fields.target or "",
+                    fields.kind or "",
+                    call_id,
+                )
+            )
+            size += len(data)
+        blobs.append(msgpack.packb(entries, use_bin_type=False))
+        return blobs
 
     async def events(self, call_id: str) -> list[dict[str, Any]]:
         key = self._key(call_id, "journal")

@@ -266,8 +266,52 @@ async def test_redis_cluster(private_cluster: str) -> None:
             await store.publish("news", b"to every node")
             with anyio.fail_after(5):
                 assert await anext(news) == b"to every node"
+
+        # A batch of journal events spans the primaries; each call is listed under its
+        # summary's target and latest time, whatever order its events come in.
+        batch = [
+            ("b-1", {"ts": 50.0, "target": "search"}),
+            ("b-2", {"ts": 40.0, "target": "fetch"}),
+            ("b-1", {"ts": 45.0, "kind": "done"}),
+            ("b-3", {"ts": 60.0}),
+        ]
+        await store.append_many(batch, ttl=30)
+        assert await store.events("b-1") == [
+            {"ts": 50.0, "target": "search"},
+            {"ts": 45.0, "kind": "done"},
+        ]
+        assert [c.call_id for c in await store.calls(since=39.0, limit=20)][:3] == [
+            "b-3",
+            "b-1",
+            "b-2",
+        ]
+        assert [c.call_id for c in await store.calls(target="search")] == ["b-1"]
     finally:
         await store.aclose()
+
+
+async def test_a_journal_batch_larger_than_one_script_is_split_and_kept_in_order(
+    redis_replicas: Replicas,
+) -> None:
+    from stores.redis import JOURNAL_BLOB_BYTES
+
+    store = await redis_replicas()
+    big = bytes(range(256)) * (JOURNAL_BLOB_BYTES // 1024)  # every byte value; 1/4 of a script
+    batch = [
+        (f"call-{i % 3}", {"ts": float(i), "target": "t", "n": i, "blob": big}) for i in range(9)
+    ]
+    batch.append(("call-0", {"ts": 100.0, "n": 9, "blob": big * 5}))  # over the limit alone
+    await store.append_many(batch, ttl=30)
+    for c in range(3):
+        events = await store.events(f"call-{c}")
+        assert [e["n"] for e in events] == [n for n in range(10) if n % 3 == c]
+        assert all(e["blob"] in (big, big * 5) for e in events)
+    listed = await store.calls(target="t")
+    assert [(s.call_id, s.events, s.last_ts) for s in listed] == [
+        ("call-0", 4, 100.0),
+        ("call-2", 3, 8.0),
+        ("call-1", 3, 7.0),
+    ]
 
 
 # --- shared pipelines while serving ---
