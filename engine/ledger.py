@@ -31,6 +31,8 @@ log = logging.getLogger("engine.ledger")
 JOURNAL_LINGER = 0.005
 """Seconds a journal writer waits after an event for others to share its round trip."""
 
+DROP_WARNING_INTERVAL = 10.0
+"""Seconds between warnings about journal events dropped under overload."""
 _NOT_HELD = contextlib.nullcontext()
 
 Deferred = tuple[Callable[[], Awaitable[None]], str, float]
@@ -94,6 +96,9 @@ class Ledger:
         self._writers: list[MemoryObjectSendStream[tuple[str, dict[str, Any]]]] = []
         self._held: set[Hold] = set()
         self._drained = anyio.Event()
+        self._dropped = 0
+        """Journal events dropped since the last warning about them."""
+        self._warned_at = -DROP_WARNING_INTERVAL
 
     async def admit(self, call_id: str, round_no: int, fingerprint: bytes) -> Admission:
         """Claim a round for this attempt, with a short lease (see :meth:`keep_alive`)."""
@@ -257,8 +262,25 @@ class Ledger:
         try:  # its events stay in order
             writer.send_nowait((call_id, event))
         except anyio.WouldBlock:
-            log.warning("journal writers are behind; event of call %s not written", call_id)
+            self._dropped_event()
         return True
+
+    def _dropped_event(self) -> None:
+        """Count a journal event dropped because the writers are behind; warn at most every
+        ``DROP_WARNING_INTERVAL`` seconds (a warning per event would add to the overload)."""
+        self._dropped += 1
+        if self.metrics is not None:
+            self.metrics.inc("engine_journal_events_dropped_total")
+        now = time.monotonic()
+        if now - self._warned_at >= DROP_WARNING_INTERVAL:
+            log.warning(
+                "journal writers are behind the calls: %d journal events not written; the "
+                "store is too slow or too far for this load (engine_journal_events_dropped_total "
+                "counts them)",
+                self._dropped,
+            )
+            self._dropped = 0
+            self._warned_at = now
 
     async def run_journal(
         self, writers: int = 1, *, task_status: Any = anyio.TASK_STATUS_IGNORED

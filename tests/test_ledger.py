@@ -347,3 +347,25 @@ async def test_a_long_round_keeps_its_claim_by_renewing_it() -> None:
     assert counter == [1]
     kinds = sorted(r["resultType"] for r in results)
     assert kinds == ["complete", "input_required"]
+
+
+async def test_journal_events_dropped_under_overload_are_counted_and_warned_about_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class StalledStore(MemoryStore):
+        async def append_many(self, items: list[tuple[str, dict[str, Any]]], ttl: float) -> None:
+            await anyio.sleep_forever()
+
+    mcp = MCPServer("journal", keys=[KEY], store=StalledStore())
+
+    @mcp.tool()
+    async def ping() -> str:
+        return "pong"
+
+    async with Client(mcp) as client:
+        for _ in range(2200):  # over what the writer's queue holds while it is stalled
+            assert (await client.call_tool("ping")).content[0]["text"] == "pong"
+    dropped = mcp.metrics.value("engine_journal_events_dropped_total")
+    assert 100 < dropped < 2200
+    warnings = [r for r in caplog.records if "journal writers are behind" in r.getMessage()]
+    assert len(warnings) == 1  # not one per dropped event
