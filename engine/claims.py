@@ -20,6 +20,7 @@ from pydantic_core import to_json
 
 from engine.entropy import random_bytes
 from engine.errors import InvalidRequestState
+from engine.state import pack
 
 CLAIMS_VERSION = 1
 FUTURE_SKEW = 60
@@ -49,31 +50,27 @@ class Binding:
         return self._args_digest
 
     def digest(self) -> bytes:
-        h = _target_hash(self.audience, self.method, self.target).copy()
+        h = _target(self.audience, self.method, self.target)[0].copy()
         h.update(self.args_digest)
         digest: bytes = h.digest()[:16]
         return digest
 
     def tags(self) -> bytes:
         """One byte per bound part, to say which one differs when the binding does not match."""
-        return _target_tags(self.audience, self.method, self.target) + self.args_digest[:1]
+        return _target(self.audience, self.method, self.target)[1] + self.args_digest[:1]
 
 
 @functools.lru_cache(maxsize=1024)
-def _target_hash(audience: str, method: str, target: str) -> Any:
-    """The binding hash over everything but the arguments, computed once per target."""
+def _target(audience: str, method: str, target: str) -> tuple[Any, bytes]:
+    """The binding hash over everything but the arguments, and the audience and target tags:
+    computed once per target."""
     h = hashlib.sha256(b"engine/binding\0")
     h.update(audience.encode("utf-8", "surrogatepass") + b"\0")
     h.update(method.encode() + b"\0")
     h.update(target.encode("utf-8", "surrogatepass") + b"\0")
-    return h
-
-
-@functools.lru_cache(maxsize=1024)
-def _target_tags(audience: str, method: str, target: str) -> bytes:
     aud = hashlib.sha256(audience.encode("utf-8", "surrogatepass")).digest()[0]
     tgt = hashlib.sha256((method + "\0" + target).encode("utf-8", "surrogatepass")).digest()[0]
-    return bytes((aud, tgt))
+    return h, bytes((aud, tgt))
 
 
 def _sorted(value: Any) -> Any:
@@ -150,7 +147,7 @@ class Claims:
             if isinstance(self.state, StateRef)
             else self.state
         )
-        return msgpack.packb(  # type: ignore[no-any-return]
+        return pack(
             [
                 CLAIMS_VERSION,
                 self.issued_at,
@@ -161,8 +158,7 @@ class Claims:
                 self.call_id,
                 self.round_no,
                 state,
-            ],
-            use_bin_type=True,
+            ]
         )
 
     @classmethod

@@ -11,7 +11,6 @@ once one token TTL has passed.
 
 from __future__ import annotations
 
-import base64
 import binascii
 import hashlib
 import logging
@@ -124,7 +123,9 @@ class KeyRing:
         nonce = random_bytes(_NONCE_LEN)
         body = key.aead.encrypt(nonce, plaintext, _PREFIX_BYTES + key.kid)
         raw = key.kid + nonce + body
-        return PREFIX + base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+        return PREFIX + binascii.b2a_base64(raw, newline=False).translate(_TO_URLSAFE).rstrip(
+            b"="
+        ).decode("ascii")
 
     def open(self, token: str, max_chars: int) -> bytes:
         """The plaintext of a token; :class:`InvalidRequestState` on any failure."""
@@ -149,6 +150,7 @@ class KeyRing:
 
 _ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 _TO_STANDARD = bytes.maketrans(b"-_", b"+/")
+_TO_URLSAFE = bytes.maketrans(b"+/", b"-_")
 _SPARE_BITS = {2: 0x0F, 3: 0x03}
 """Bits of the last character that carry no data, by ``len % 4``: canonical means zero."""
 
