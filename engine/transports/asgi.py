@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import weakref
+import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
@@ -120,7 +120,7 @@ class HangUpWatch:
             self.loop.call_later(self.watch_after, self._sweep)
 
     def remove(self, task: asyncio.Task[Any]) -> None:
-        del self.in_flight[task]
+        self.in_flight.pop(task, None)
         if self.watchers:
             watcher = self.watchers.pop(task, None)
             if watcher is not None:
@@ -151,22 +151,16 @@ class HangUpWatch:
         task.cancel()
 
 
-_watches: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[float, HangUpWatch]] = (
-    weakref.WeakKeyDictionary()
-)
-_last_watch: HangUpWatch | None = None
+_watches = threading.local()
+"""This thread's :class:`HangUpWatch`: a thread runs one event loop at a time."""
 
 
 def _watch_for(loop: asyncio.AbstractEventLoop, watch_after: float) -> HangUpWatch:
-    global _last_watch
-    watch = _last_watch
-    if watch is not None and watch.loop is loop and watch.watch_after == watch_after:
-        return watch
-    by_delay = _watches.setdefault(loop, {})
-    watch = by_delay.get(watch_after)
-    if watch is None:
-        watch = by_delay[watch_after] = HangUpWatch(loop, watch_after)
-    _last_watch = watch
+    watch: HangUpWatch | None = getattr(_watches, "watch", None)
+    if watch is None or watch.loop is not loop or watch.watch_after != watch_after:
+        # A new loop (or delay) starts a new watch; requests still in flight on the old one
+        # keep theirs until they end.
+        watch = _watches.watch = HangUpWatch(loop, watch_after)
     return watch
 
 
