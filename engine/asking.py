@@ -10,6 +10,8 @@ machine only ever calls :meth:`Asker.ask`.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, Protocol
 
 from engine.questions import BadAnswer, Rendered
@@ -30,9 +32,25 @@ PENDING: Any = _Pending()
 
 
 class Asker(Protocol):
+    """Answers a round's questions, and keeps what the round's journal event records."""
+
+    next_state: CallState
+    """The call's state as this round leaves it: answers to keep, checkpoints taken."""
+    accepted: dict[str, Any]
+    """Answers this round took from the client, by question key."""
+    asked_in_place: Mapping[str, dict[str, Any]]
+    """Questions asked and answered within this round (2025-11-25), as they were sent."""
+
     async def ask(self, key: str, question: Rendered, asker: str) -> Any:
         """The outcome of the question, or :data:`PENDING`."""
         ...
+
+    def new_checkpoints(self) -> dict[str, Any]:
+        """Checkpoints this round took (``once`` steps run for the first time)."""
+        ...
+
+
+NOTHING_IN_PLACE: Mapping[str, dict[str, Any]] = MappingProxyType({})
 
 
 class ReplayAsker:
@@ -41,6 +59,8 @@ class ReplayAsker:
     ``state`` is the call's state as it arrived; ``next_state`` is being built for the next
     round: recorded answers carry over, newly accepted answers are added, mismatched ones dropped.
     """
+
+    asked_in_place = NOTHING_IN_PLACE
 
     def __init__(
         self,

@@ -19,6 +19,7 @@ import anyio
 from engine.errors import ToolError
 from engine.protocol.jsonrpc import dumps
 from engine.questions import BadAnswer, ElicitURL, Rendered
+from engine.state import CallState
 
 log = logging.getLogger("engine.backchannel")
 
@@ -142,7 +143,12 @@ class BackChannelAsker:
         self.capabilities = capabilities
         self.timeout = timeout
         self.attempts = attempts
-        self.asked: dict[str, Any] = {}
+        self.next_state = CallState()
+        self.accepted: dict[str, Any] = {}
+        self.asked_in_place: dict[str, dict[str, Any]] = {}
+
+    def new_checkpoints(self) -> dict[str, Any]:
+        return dict(self.next_state.checkpoints)  # the call had none before this one round
 
     async def ask(self, key: str, question: Rendered, asker: str) -> Any:
         error = question.question.capability_error(self.capabilities, asker)
@@ -165,7 +171,8 @@ class BackChannelAsker:
                     f"{asker} sent the user to {params.get('url')}; finish there, then call the "
                     "tool again"
                 )
-            self.asked[key] = answer
+            self.accepted[key] = answer
+            self.asked_in_place[key] = question.request()
             return outcome
         raise ToolError(
             f"{asker} got {self.attempts} unusable answers to {question.question.method}; the "

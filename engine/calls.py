@@ -67,8 +67,8 @@ class RoundReply:
     round_no: int = 1
     cached: bytes | None = None
     finish: Finish | None = None
-    trace: ReplayAsker | None = None
-    """The asker of a replayed round: what it accepted and recorded, for the journal."""
+    trace: Asker | None = None
+    """The round's asker: what it asked in place, accepted and recorded, for the journal."""
 
 
 class OversizedState(ToolError):
@@ -213,9 +213,9 @@ class RoundRunner:
                 trust_unsolicited=server.trust_unsolicited_answers,
             )
             active: Asker = replay
-            next_state = replay.next_state
         else:
-            active, next_state = asker, CallState()
+            active = asker
+        next_state = active.next_state
         call = CallScope(handler.name, active, state, next_state, round_no)
         call.call_id = call_hex
         ctx: Context[Any] = Context(server, request.scope, call)
@@ -229,14 +229,14 @@ class RoundRunner:
             raise
         except ToolError as exc:
             text = f"{_verb(handler)} {handler.name}: {exc}"
-            return _traced(_failed(handler, request, text, call_hex, round_no), replay)
+            return _traced(_failed(handler, request, text, call_hex, round_no), active)
         except Exception:
             log.exception("%s %r failed", handler.role, handler.name)
             text = (
                 f"{_verb(handler)} {handler.name}: an unexpected error occurred; the server log "
                 "has the details"
             )
-            return _traced(_failed(handler, request, text, call_hex, round_no), replay)
+            return _traced(_failed(handler, request, text, call_hex, round_no), active)
         if isinstance(outcome, Completed):
             reply = RoundReply("complete", outcome.value, call_id=call_hex, round_no=round_no)
         else:
@@ -245,7 +245,7 @@ class RoundRunner:
             try:
                 sealed = await self.seal(next_state, binding, principal, call_id, round_no)
             except OversizedState as exc:
-                return _traced(_failed(handler, request, str(exc), call_hex, round_no), replay)
+                return _traced(_failed(handler, request, str(exc), call_hex, round_no), active)
             reply = RoundReply(
                 "input_required",
                 input_requests=requests,
@@ -253,7 +253,7 @@ class RoundRunner:
                 call_id=call_hex,
                 round_no=round_no,
             )
-        return _traced(reply, replay)
+        return _traced(reply, active)
 
     async def seal(
         self,
@@ -322,19 +322,21 @@ def journal_event(
     started: float,
 ) -> dict[str, Any]:
     """The journal entry of one round: what was asked, answered, checkpointed and returned."""
-    replay = reply.trace
+    trace = reply.trace
     event: dict[str, Any] = {
         "v": 1,
         "ts": time.time(),
         "kind": reply.kind,
         "target": handler.name,
         "method": request.method,
+        "protocol": request.scope.protocol_version,
         "round": reply.round_no,
         "arguments": (request.arguments or {}) if server.journal_arguments else None,
         "arguments_recorded": server.journal_arguments,
-        "questions": reply.input_requests or {},
-        "answers": replay.accepted if replay is not None else {},
-        "checkpoints": replay.new_checkpoints() if replay is not None else {},
+        "questions": reply.input_requests
+        or (dict(trace.asked_in_place) if trace is not None else {}),
+        "answers": trace.accepted if trace is not None else {},
+        "checkpoints": trace.new_checkpoints() if trace is not None else {},
         "response": response,
         "duration_ms": round((time.perf_counter() - started) * 1000, 3),
         "replica": server.replica_id,
@@ -343,9 +345,9 @@ def journal_event(
     return event
 
 
-def _traced(reply: RoundReply, replay: ReplayAsker | None) -> RoundReply:
-    """Keep what the round accepted and recorded, for the journal, whatever its outcome."""
-    reply.trace = replay
+def _traced(reply: RoundReply, asker: Asker) -> RoundReply:
+    """Keep what the round asked, accepted and recorded, for the journal, whatever its outcome."""
+    reply.trace = asker
     return reply
 
 

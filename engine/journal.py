@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.protocol.modern import MODERN
 from stores import Store
 
 FORMAT = "engine-call/1"
@@ -49,6 +50,8 @@ class RecordedRound:
     duration_ms: float | None
     replica: str | None
     code: str | None
+    protocol: str | None = None
+    """The protocol version the round was served in (absent from older journals)."""
 
     @classmethod
     def of(cls, event: Mapping[str, Any]) -> RecordedRound:
@@ -74,7 +77,13 @@ class RecordedRound:
             duration_ms=float(duration) if isinstance(duration, int | float) else None,
             replica=event.get("replica") if isinstance(event.get("replica"), str) else None,
             code=event.get("code") if isinstance(event.get("code"), str) else None,
+            protocol=event.get("protocol") if isinstance(event.get("protocol"), str) else None,
         )
+
+    @property
+    def answered_in_place(self) -> bool:
+        """Served in 2025-11-25: its questions were asked and answered within the round."""
+        return self.protocol is not None and self.protocol != MODERN
 
     @property
     def result(self) -> Any:

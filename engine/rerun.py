@@ -26,6 +26,7 @@ from engine.errors import MCPError, ToolError
 from engine.handlers import Handler, Prompt, Resource, Tool, error_result, resource_contents
 from engine.journal import RecordedCall, RecordedRound, ReplayError
 from engine.protocol.modern import MODERN
+from engine.questions import Rendered
 from engine.rounds import Completed, InvalidArguments, Round, validate_arguments
 from engine.server import MCPServer
 from engine.state import CallState
@@ -59,6 +60,27 @@ def detached(app: MCPServer) -> MCPServer:
     return live
 
 
+class InPlaceReplayAsker(ReplayAsker):
+    """Replays a round served in 2025-11-25, which asked its questions and got their answers
+    within the round: every recorded answer is offered at once, and every question the live
+    code asks is kept, answered or not, to compare with the questions the round recorded."""
+
+    def __init__(
+        self,
+        state: CallState,
+        responses: dict[str, Any] | None,
+        capabilities: dict[str, Any],
+        *,
+        trust_unsolicited: bool = False,
+    ) -> None:
+        super().__init__(state, responses, capabilities, trust_unsolicited=trust_unsolicited)
+        self.asked_live: dict[str, Rendered] = {}
+
+    async def ask(self, key: str, question: Rendered, asker: str) -> Any:
+        self.asked_live[key] = question
+        return await super().ask(key, question, asker)
+
+
 @dataclass(slots=True)
 class LiveRound:
     """What the live code did in one round."""
@@ -82,7 +104,27 @@ async def lifespan(app: MCPServer) -> AsyncIterator[None]:
         yield
 
 
+MODERN_ONLY_RESULT_KEYS = ("resultType", "ttlMs", "cacheScope")
+"""Result members a 2025-11-25 client never gets, so a round served to one never recorded."""
+
+
 async def run_round(
+    app: MCPServer,
+    handler: Handler,
+    call: RecordedCall,
+    recorded: RecordedRound,
+    raw_arguments: Any,
+    state: CallState,
+) -> LiveRound:
+    """Run ``recorded`` again with the live code; its result shaped as the round's era sent it."""
+    live = await _run_round(app, handler, call, recorded, raw_arguments, state)
+    if recorded.answered_in_place and isinstance(live.result, dict):
+        for key in MODERN_ONLY_RESULT_KEYS:
+            live.result.pop(key, None)
+    return live
+
+
+async def _run_round(
     app: MCPServer,
     handler: Handler,
     call: RecordedCall,
@@ -95,8 +137,12 @@ async def run_round(
         arguments = validate_arguments(signature, raw_arguments)
     except InvalidArguments as exc:
         return _failure(handler, str(exc))
-    asker = ReplayAsker(
-        state, recorded.answers, CAPABILITIES, trust_unsolicited=app.trust_unsolicited_answers
+    in_place = recorded.answered_in_place
+    asker = (InPlaceReplayAsker if in_place else ReplayAsker)(
+        state,
+        recorded.answers,
+        CAPABILITIES,
+        trust_unsolicited=in_place or app.trust_unsolicited_answers,
     )
     scope = CallScope(handler.name, asker, state, asker.next_state, recorded.round)
     scope.call_id = call.call_id
@@ -122,7 +168,8 @@ async def run_round(
         )
         live.traceback = _user_traceback()
         return live
-    questions = {key: rendered.request() for key, rendered in asker.pending.items()}
+    asked = asker.asked_live if isinstance(asker, InPlaceReplayAsker) else asker.pending
+    questions = {key: rendered.request() for key, rendered in asked.items()}
     if isinstance(outcome, Completed):
         result = _wire_result(app, handler, outcome.value, raw_arguments)
         return LiveRound("complete", questions, result, asker.next_state)

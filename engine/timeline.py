@@ -61,13 +61,19 @@ def timeline(call: RecordedCall) -> str:
         lines.append(
             f"Round {recorded.round}  {offset}  replica {recorded.replica or '?'}  {took}  "
             f"→ {recorded.kind}"
+            + (
+                f"  ({recorded.protocol}: asked and answered in place)"
+                if recorded.answered_in_place
+                else ""
+            )
         )
         for key, answer in recorded.answers.items():
             lines.append(f"  answer  {key}: {compact(answer, 300)}")
         for key, value in recorded.checkpoints.items():
             lines.append(f"  once    {key} = {_checkpoint(value)}")
+        verb = "asked" if recorded.answered_in_place else "asks "
         for key, request in recorded.questions.items():
-            lines += [f"  asks    {key}: " + describe_question(request)[0]]
+            lines += [f"  {verb}   {key}: " + describe_question(request)[0]]
             lines += ["          " + line for line in describe_question(request)[1:]]
         if recorded.kind != "input_required":
             lines += ["  " + line for line in describe_result(recorded.result)]

@@ -13,6 +13,7 @@ from engine import Context, Elicit, MCPServer, Resolve, ToolError
 from engine.journal import RecordedCall, load_call
 from engine.replay import ReplayError, replay_call
 from engine.testing import Client, replay
+from engine.timeline import timeline
 from examples import bookshop
 from examples.bookshop import build
 from stores import MemoryStore, Store
@@ -366,3 +367,67 @@ async def test_prompts_and_resource_templates_replay_like_tools() -> None:
         report = await replay_call(shelf(), await load_call(store, summary.call_id))
         assert report.ok, report.render()
         assert [c.live_kind for c in report.rounds] == ["input_required", "complete"]
+
+
+# --- a call served to a 2025-11-25 client ---------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_a_legacy_call_is_journaled_with_its_questions_and_answers_and_replays() -> None:
+    import httpx2
+    import mcp_types as types
+
+    from tests.fleet_helpers import serve_asgi
+    from tests.test_legacy import TIMEOUT, legacy_client
+
+    async def answer(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        reply = answers(params.model_dump())
+        return types.ElicitResult(action=reply["action"], content=reply["content"])
+
+    store = MemoryStore()
+    app = library(store)
+    async with (
+        serve_asgi(app.streamable_http_app()) as base,
+        httpx2.AsyncClient(trust_env=False, timeout=TIMEOUT) as http,
+    ):
+        url = base.rstrip("/") + "/mcp"
+        async with legacy_client(url, http, elicitation_callback=answer) as client:
+            result = await client.call_tool("hold", {"title": "Dune"})
+    assert not result.is_error
+
+    [summary] = await store.calls(limit=1)
+    [event] = await store.events(summary.call_id)
+    assert (event["protocol"], event["round"], event["kind"]) == ("2025-11-25", 1, "complete")
+    assert {k: q["method"] for k, q in event["questions"].items()} == {
+        "confirm_hold": "elicitation/create",
+        "elicit#2": "elicitation/create",
+    }
+    assert event["answers"] == {"confirm_hold": YES, "elicit#2": NORTH}
+    assert sorted(event["checkpoints"]) == ["once#1", "reserve"]  # the once steps it took
+
+    call = await load_call(store, summary.call_id)
+    shown = timeline(call)
+    assert "→ complete  (2025-11-25: asked and answered in place)" in shown
+    assert "  asked   confirm_hold: elicitation/create (form) \"Hold 'Dune' as R-" in shown
+    side_effects = (list(RESERVATIONS), list(RECEIPTS))
+    report = await replay_call(app, call)
+    assert report.ok, report.render()
+    assert [(c.round, c.live_kind, c.asked) for c in report.rounds] == [
+        (1, "complete", ["confirm_hold", "elicit#2"])
+    ]
+    assert (list(RESERVATIONS), list(RECEIPTS)) == side_effects  # once steps came from the record
+
+    async def reworded(
+        title: str, reservation: Annotated[str, Resolve(reserve, once=True)]
+    ) -> Elicit[Confirm]:
+        return Elicit(f"Really hold {title!r}?", Confirm)
+
+    live = library()
+    live.dependency_overrides[confirm_hold] = reworded
+    diverged = await replay_call(live, call)
+    assert diverged.divergence is not None
+    assert (diverged.divergence.round, diverged.divergence.what, diverged.divergence.key) == (
+        1,
+        "question",
+        "confirm_hold",
+    )

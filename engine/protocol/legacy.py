@@ -141,8 +141,9 @@ def _arguments(params: dict[str, Any]) -> Any:
 
 Operation = Callable[
     ["MCPServer", dict[str, Any], LegacySession, RequestScope, LegacyExchange],
-    Awaitable[dict[str, Any]],
+    Awaitable[dict[str, Any] | bytes],
 ]
+"""An operation's result, or its serialised result when it was journaled as sent."""
 
 
 RoundOperation = Callable[..., Awaitable[RoundReply]]
@@ -163,12 +164,15 @@ def _round(method: str, target_param: str) -> Operation:
         session: LegacySession,
         scope: RequestScope,
         exchange: LegacyExchange,
-    ) -> dict[str, Any]:
+    ) -> dict[str, Any] | bytes:
         target = _name(params, target_param)
         arguments = _arguments(params) if method != "resources/read" else None
         request = CallRequest(method, target, arguments, None, None, scope)
         reply = await run(server)(request, asker=_asker(server, session, exchange))
-        return _round_result(reply)
+        body = dumps(_round_result(reply))
+        if reply.finish is not None:  # journaled with the questions asked and answered in place
+            await reply.finish(body)
+        return body
 
     return operation
 
@@ -281,4 +285,4 @@ async def handle(server: MCPServer, message: Message, exchange: LegacyExchange) 
     scope = _scope(server, message, session, exchange)
     async with forwarding_logs(session.log_level or "info", exchange.notify):
         result = await operation(server, params, session, scope, exchange)
-    return dumps(result)
+    return result if isinstance(result, bytes) else dumps(result)
