@@ -17,6 +17,9 @@ import msgpack
 from stores import Store
 
 SESSION_BLOB = "session"
+DELETED_BLOB = "deleted"
+"""Kept for a session's whole TTL once it is deleted: a refresh racing the ``DELETE`` may write
+the session back, and this marker keeps it deleted on every replica all the same."""
 MAX_LOCAL = 100_000
 
 
@@ -71,6 +74,8 @@ class SessionRegistry:
         self.store = store
         self.ttl = ttl
         self._local: dict[str, LegacySession] = {}
+        self._deleted_local: dict[str, float] = {}
+        """Sessions deleted in this process, and when: a save racing the delete is dropped."""
         self._next_sweep = 1024
 
     def _key(self, session_id: str) -> str:
@@ -83,8 +88,11 @@ class SessionRegistry:
                 del self._local[session_id]
                 return None
         else:
-            blob = await self.store.get_blob(self._key(session_id), SESSION_BLOB)
-            session = LegacySession.decode(blob) if blob is not None else None
+            key = self._key(session_id)
+            blob = await self.store.get_blob(key, SESSION_BLOB)
+            session = LegacySession.decode(blob) if blob else None
+            if session is not None and await self.store.get_blob(key, DELETED_BLOB) is not None:
+                return None  # deleted; what a racing refresh wrote back is left to expire
         if session is not None and time.time() - session.touched > self.ttl / 4:
             await self.save(session)  # keep an active session alive
         return session
@@ -92,29 +100,44 @@ class SessionRegistry:
     async def save(self, session: LegacySession) -> None:
         session.touched = time.time()
         if self.store is None:
+            if session.id in self._deleted_local:
+                return  # deleted while this request held it
             self._local[session.id] = session
-            if len(self._local) > self._next_sweep:
-                self._sweep(session.touched)
+            self._maybe_sweep(session.touched)
         else:
             await self.store.put_blob(
                 self._key(session.id), SESSION_BLOB, session.encode(), self.ttl
             )
+
+    def _maybe_sweep(self, now: float) -> None:
+        if len(self._local) + len(self._deleted_local) > self._next_sweep:
+            self._sweep(now)
 
     def _sweep(self, now: float) -> None:
         """Forget expired sessions (kept in this process only), so `initialize` in a loop cannot
         grow memory without bound; past ``MAX_LOCAL`` the least recently used go too."""
         for sid in [s.id for s in self._local.values() if now - s.touched > self.ttl]:
             del self._local[sid]
+        for sid in [sid for sid, at in self._deleted_local.items() if now - at > self.ttl]:
+            del self._deleted_local[sid]
         if len(self._local) > MAX_LOCAL:
             by_age = sorted(self._local.values(), key=lambda s: s.touched)
             for stale in by_age[: len(self._local) - MAX_LOCAL]:
                 del self._local[stale.id]
-        self._next_sweep = max(1024, 2 * len(self._local))
+        for oldest in list(self._deleted_local)[: max(0, len(self._deleted_local) - MAX_LOCAL)]:
+            del self._deleted_local[oldest]  # in deletion order
+        self._next_sweep = max(1024, 2 * (len(self._local) + len(self._deleted_local)))
 
     async def delete(self, session_id: str) -> None:
         if self.store is None:
-            self._local.pop(session_id, None)
+            if self._local.pop(session_id, None) is not None:
+                now = time.time()
+                self._deleted_local[session_id] = now
+                self._maybe_sweep(now)
         else:
-            # A tombstone that expires at once: the store has no delete, and a deleted session
-            # must answer 404 on every replica right away.
-            await self.store.put_blob(self._key(session_id), SESSION_BLOB, b"", 1)
+            # The store has no delete: the marker first (a deleted session must answer 404 on
+            # every replica at once, whatever a racing refresh writes), then the session blob
+            # emptied to expire at once.
+            key = self._key(session_id)
+            await self.store.put_blob(key, DELETED_BLOB, b"1", self.ttl)
+            await self.store.put_blob(key, SESSION_BLOB, b"", 1)

@@ -1,7 +1,5 @@
 """With a store: state by reference, single-use rounds, one body run per call, the journal."""
 
-import os
-from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 import anyio
@@ -208,22 +206,6 @@ async def test_notifications_cross_replicas_through_the_store(backend: str, redi
         with anyio.fail_after(2):
             await arrived.wait()
     assert heard == ["notifications/tools/list_changed"]
-
-
-REDIS = os.environ.get("ENGINE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
-
-
-@pytest.fixture
-async def redis_url() -> AsyncIterator[str]:
-    """A Redis store URL with a private key prefix, whose keys are dropped afterwards."""
-    import redis.asyncio
-
-    prefix = f"engine-test-{os.urandom(4).hex()}"
-    yield f"{REDIS}?prefix={prefix}"
-    client = redis.asyncio.Redis.from_url(REDIS)
-    async for key in client.scan_iter(match=f"{prefix}:*"):
-        await client.delete(key)
-    await client.aclose()
 
 
 async def test_a_thousand_duplicate_final_rounds_over_two_replicas_with_redis(
