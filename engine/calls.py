@@ -33,7 +33,7 @@ log = logging.getLogger("engine.calls")
 
 _NOT_HOLDING = contextlib.nullcontext()
 Principal = Callable[[RequestScope], str | None]
-Finish = Callable[[bytes], Awaitable[None]]
+Finisher = Callable[["RoundReply", bytes], Awaitable[None]]
 
 
 @dataclass(slots=True)
@@ -54,7 +54,7 @@ class RoundReply:
 
     ``kind`` is ``complete`` (``value``), ``input_required`` (``input_requests`` and
     ``request_state``), ``error`` (an error result's text) or ``cached`` (the serialised result
-    of an earlier attempt of the same round). ``finish`` must be awaited with the serialised
+    of an earlier attempt of the same round). :meth:`finish` must be awaited with the serialised
     result: it keeps the response for duplicates and journals the round.
     """
 
@@ -66,9 +66,16 @@ class RoundReply:
     call_id: str | None = None
     round_no: int = 1
     cached: bytes | None = None
-    finish: Finish | None = None
+    finisher: Finisher | None = None
+    """Keeps the response and journals the round, when there is a store. It is given the
+    reply rather than holding it: a reply and a closure over it would form a reference cycle,
+    and every round would leave its whole request for the garbage collector."""
     trace: Asker | None = None
     """The round's asker: what it asked in place, accepted and recorded, for the journal."""
+
+    async def finish(self, response: bytes) -> None:
+        if self.finisher is not None:
+            await self.finisher(self, response)
 
 
 class OversizedState(ToolError):
@@ -169,7 +176,7 @@ class RoundRunner:
                 await ledger.abandon(claimed)
             raise
         if ledger is not None:
-            reply.finish = self._finisher(ledger, claimed, handler, request, reply, started)
+            reply.finisher = self._finisher(ledger, claimed, handler, request, started)
         return reply
 
     async def _state_bytes(self, claims: Claims, call_id: bytes) -> bytes:
@@ -293,12 +300,11 @@ class RoundRunner:
         claimed: Hold | None,
         handler: Handler,
         request: CallRequest,
-        reply: RoundReply,
         started: float,
-    ) -> Finish:
+    ) -> Finisher:
         server = self.server
 
-        async def finish(response: bytes) -> None:
+        async def finish(reply: RoundReply, response: bytes) -> None:
             call_id = reply.call_id or ""
             event = journal_event(server, handler, request, reply, response, started)
             if claimed is None and ledger.enqueue(call_id, event):

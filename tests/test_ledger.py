@@ -8,6 +8,7 @@ import pytest
 from engine import Context, MCPServer, Resolve, Sample
 from engine.testing import Client, ProtocolError
 from engine.types import CreateMessageResult, SamplingMessage, TextContent
+from examples.bookshop import build as bookshop
 from stores import MemoryStore, Store
 from tests.conftest import KEY
 
@@ -351,3 +352,32 @@ async def test_journal_events_dropped_under_overload_are_counted_and_warned_abou
     assert 100 < dropped < 2200
     warnings = [r for r in caplog.records if "journal writers are behind" in r.getMessage()]
     assert len(warnings) == 1  # not one per dropped event
+
+
+@pytest.mark.parametrize("with_store", [False, True])
+async def test_rounds_leave_no_reference_cycles_behind(with_store: bool) -> None:
+    """Every round is freed as soon as it is answered: nothing waits for the cycle collector,
+    whose passes over a busy server's heap would cost more than the rounds themselves."""
+    import gc
+
+    counter: list[int] = []
+    mcp = order_server(MemoryStore(), counter) if with_store else bookshop(keys=[KEY])
+    async with Client(mcp, elicitation=lambda p: YES) as client:
+        await client.call_tool("order_book", {"title": "Neuromancer"})  # warm every cache
+        gc.collect()
+        gc.disable()
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        try:
+            for _ in range(5):
+                result = await client.call_tool("order_book", {"title": "Neuromancer"})
+                assert (
+                    result.content[0]["text"] == "Backordered 'Neuromancer'; it ships in 2-3 weeks."
+                )
+            await anyio.sleep(0.05)  # the journal writers take their events
+            gc.collect()
+            left = [type(o).__qualname__ for o in gc.garbage]
+        finally:
+            gc.set_debug(0)
+            gc.garbage.clear()
+            gc.enable()
+    assert left == []

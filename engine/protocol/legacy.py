@@ -170,8 +170,7 @@ def _round(method: str, target_param: str) -> Operation:
         request = CallRequest(method, target, arguments, None, None, scope)
         reply = await run(server)(request, asker=_asker(server, session, exchange))
         body = dumps(_round_result(reply))
-        if reply.finish is not None:  # journaled with the questions asked and answered in place
-            await reply.finish(body)
+        await reply.finish(body)  # journaled with the questions asked and answered in place
         return body
 
     return operation

@@ -256,6 +256,6 @@ async def handle(server: MCPServer, message: Message, exchange: Exchange) -> byt
     if isinstance(outcome, RoundReply) and outcome.call_id is not None:
         result_meta[META_CALL] = outcome.call_id
     body = dumps(result)
-    if isinstance(outcome, RoundReply) and outcome.finish is not None:
+    if isinstance(outcome, RoundReply) and outcome.finisher is not None:
         await outcome.finish(body)
     return body
