@@ -65,15 +65,8 @@ class InPlaceReplayAsker(ReplayAsker):
     within the round: every recorded answer is offered at once, and every question the live
     code asks is kept, answered or not, to compare with the questions the round recorded."""
 
-    def __init__(
-        self,
-        state: CallState,
-        responses: dict[str, Any] | None,
-        capabilities: dict[str, Any],
-        *,
-        trust_unsolicited: bool = False,
-    ) -> None:
-        super().__init__(state, responses, capabilities, trust_unsolicited=trust_unsolicited)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self.asked_live: dict[str, Rendered] = {}
 
     async def ask(self, key: str, question: Rendered, asker: str) -> Any:
@@ -104,10 +97,6 @@ async def lifespan(app: MCPServer) -> AsyncIterator[None]:
         yield
 
 
-MODERN_ONLY_RESULT_KEYS = ("resultType", "ttlMs", "cacheScope")
-"""Result members a 2025-11-25 client never gets, so a round served to one never recorded."""
-
-
 async def run_round(
     app: MCPServer,
     handler: Handler,
@@ -116,28 +105,15 @@ async def run_round(
     raw_arguments: Any,
     state: CallState,
 ) -> LiveRound:
-    """Run ``recorded`` again with the live code; its result shaped as the round's era sent it."""
-    live = await _run_round(app, handler, call, recorded, raw_arguments, state)
-    if recorded.answered_in_place and isinstance(live.result, dict):
-        for key in MODERN_ONLY_RESULT_KEYS:
-            live.result.pop(key, None)
-    return live
-
-
-async def _run_round(
-    app: MCPServer,
-    handler: Handler,
-    call: RecordedCall,
-    recorded: RecordedRound,
-    raw_arguments: Any,
-    state: CallState,
-) -> LiveRound:
+    """Run ``recorded`` again with the live code; its result shaped as the round's era sent it
+    (a 2025-11-25 client gets no ``resultType`` and no caching hints)."""
+    in_place = recorded.answered_in_place
+    modern = not in_place
     signature = handler.planned(app.dependency_overrides, app.dependency_overrides.version)
     try:
         arguments = validate_arguments(signature, raw_arguments)
     except InvalidArguments as exc:
-        return _failure(handler, str(exc))
-    in_place = recorded.answered_in_place
+        return _failure(handler, str(exc), modern)
     asker = (InPlaceReplayAsker if in_place else ReplayAsker)(
         state,
         recorded.answers,
@@ -160,18 +136,19 @@ async def _run_round(
     except MCPError as exc:
         return LiveRound("protocol error", {}, protocol_error=f"{exc.code}: {exc.message}")
     except ToolError as exc:
-        return LiveRound("error", {}, _error_result(f"{verb} {handler.name}: {exc}"))
+        return LiveRound("error", {}, _error_result(f"{verb} {handler.name}: {exc}", modern))
     except Exception:
         live = _failure(
             handler,
             f"{verb} {handler.name}: an unexpected error occurred; the server log has the details",
+            modern,
         )
         live.traceback = _user_traceback()
         return live
     asked = asker.asked_live if isinstance(asker, InPlaceReplayAsker) else asker.pending
     questions = {key: rendered.request() for key, rendered in asked.items()}
     if isinstance(outcome, Completed):
-        result = _wire_result(app, handler, outcome.value, raw_arguments)
+        result = _wire_result(app, handler, outcome.value, raw_arguments, modern)
         return LiveRound("complete", questions, result, asker.next_state)
     return LiveRound("input_required", questions, None, asker.next_state)
 
@@ -199,31 +176,35 @@ _VERBS = {
 }
 
 
-def _failure(handler: Handler, text: str) -> LiveRound:
+def _failure(handler: Handler, text: str, modern: bool) -> LiveRound:
     if handler.role == "tool":
-        return LiveRound("error", {}, _error_result(text))
+        return LiveRound("error", {}, _error_result(text, modern))
     return LiveRound("protocol error", {}, protocol_error=text)
 
 
-def _error_result(text: str) -> dict[str, Any]:
-    return {**error_result(text), "resultType": "complete"}
+def _error_result(text: str, modern: bool) -> dict[str, Any]:
+    result = error_result(text)
+    if modern:
+        result["resultType"] = "complete"
+    return result
 
 
-def _wire_result(app: MCPServer, handler: Handler, value: Any, arguments: Any) -> dict[str, Any]:
+def _wire_result(
+    app: MCPServer, handler: Handler, value: Any, arguments: Any, modern: bool
+) -> dict[str, Any]:
     if isinstance(handler, Tool | Prompt):
         result = handler.result(value)
     elif isinstance(handler, Resource):
         uri = handler.uri
         for name, part in (arguments or {}).items():
             uri = uri.replace("{" + str(name) + "}", str(part))
-        result = {
-            "contents": resource_contents(uri, value, handler.mime_type),
-            "ttlMs": app.list_ttl_ms,
-            "cacheScope": "public",
-        }
+        result = {"contents": resource_contents(uri, value, handler.mime_type)}
+        if modern:
+            result |= {"ttlMs": app.list_ttl_ms, "cacheScope": "public"}
     else:  # pragma: no cover - every handler is one of the three
         raise ReplayError(f"cannot build the result of a {handler.role}")
-    result["resultType"] = "complete"
+    if modern:
+        result["resultType"] = "complete"
     return result
 
 
