@@ -18,8 +18,9 @@ from stores import Store
 
 SESSION_BLOB = "session"
 DELETED_BLOB = "deleted"
-"""Kept for a session's whole TTL once it is deleted: a refresh racing the ``DELETE`` may write
-the session back, and this marker keeps it deleted on every replica all the same."""
+"""Kept for twice a session's TTL once it is deleted: a refresh racing the ``DELETE`` may write
+the session back (for one TTL from then), and this marker keeps it deleted on every replica for
+longer than what was written back can live."""
 MAX_LOCAL = 100_000
 
 
@@ -118,7 +119,7 @@ class SessionRegistry:
         grow memory without bound; past ``MAX_LOCAL`` the least recently used go too."""
         for sid in [s.id for s in self._local.values() if now - s.touched > self.ttl]:
             del self._local[sid]
-        for sid in [sid for sid, at in self._deleted_local.items() if now - at > self.ttl]:
+        for sid in [sid for sid, at in self._deleted_local.items() if now - at > 2 * self.ttl]:
             del self._deleted_local[sid]
         if len(self._local) > MAX_LOCAL:
             by_age = sorted(self._local.values(), key=lambda s: s.touched)
@@ -139,5 +140,5 @@ class SessionRegistry:
             # every replica at once, whatever a racing refresh writes), then the session blob
             # emptied to expire at once.
             key = self._key(session_id)
-            await self.store.put_blob(key, DELETED_BLOB, b"1", self.ttl)
+            await self.store.put_blob(key, DELETED_BLOB, b"1", 2 * self.ttl)
             await self.store.put_blob(key, SESSION_BLOB, b"", 1)
