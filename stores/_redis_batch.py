@@ -6,21 +6,43 @@ carries (the socket write, the wake-up, the read), and under load many requests 
 same moment. So while one pipeline is in flight, the scripts issued meanwhile queue up and go
 together in the next one: the busier the server, the more requests share each round trip, and a
 lone request waits for nothing but its own.
+
+The pipelines go over one connection of their own, written and read with redis-py's connection
+primitives (and hiredis's packer when it is installed) rather than through a ``Pipeline``: that
+object's per-command packing, per-reply timeouts and pool checkout cost several times what the
+scripts themselves cost Redis. Each queued script carries its caller's deadline, and a pipeline
+is read under the earliest deadline it carries, so no caller waits longer than the operation
+timeout.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import anyio
 from redis import exceptions as rx
 from redis.asyncio import Redis
+from redis.asyncio.connection import AbstractConnection
 from redis.commands.core import AsyncScript
 
 from ._redis_client import UNAVAILABLE
+
+
+def _c_packer() -> Callable[[tuple[Any, ...]], bytes] | None:
+    """hiredis's command packer, when installed; redis-py packs without it, more slowly."""
+    try:
+        from hiredis import pack_command
+    except ImportError:  # pragma: no cover
+        return None
+    return pack_command
+
+
+_hiredis_pack = _c_packer()
 
 log = logging.getLogger(__name__)
 
@@ -32,32 +54,48 @@ class BatcherStopped(Exception):
     """The batcher stopped before sending this script; the caller sends it by itself."""
 
 
+ScriptCall = tuple[AsyncScript, list[str], list[Any]]
+"""A script with its keys and arguments."""
+
+
 @dataclass(slots=True)
 class _Queued:
     script: AsyncScript
     keys: list[str]
     args: list[Any]
     reply: asyncio.Future[Any]
+    deadline: float
+    """Loop time by which the caller must have its reply (or a ``TimeoutError``)."""
 
 
 class ScriptBatcher:
-    """Queues scripts and sends them, a pipeline at a time, while :meth:`run` runs."""
+    """Queues scripts and sends them, a pipeline at a time, while :meth:`run` runs.
+
+    Create it inside the event loop that runs it.
+    """
 
     def __init__(self, client: Redis, op_timeout: float) -> None:
         self._client = client
         self._op_timeout = op_timeout
+        self._loop = asyncio.get_running_loop()
         self._queue: list[_Queued] = []
         self._ready = asyncio.Event()
         self._stopped = False
+        self._connection: AbstractConnection | None = None
 
     def submit(self, script: AsyncScript, keys: list[str], args: list[Any]) -> asyncio.Future[Any]:
-        # A caller that gives up (its deadline, a hang-up) cancels its future: the script may
-        # still run, as a script sent on its own may after its caller stopped listening.
-        """The script's reply (or its error), once the pipeline that carries it is back."""
+        """The script's reply (or its error), within the operation timeout.
+
+        The future always ends: with the reply, the error Redis gave, an unavailability error, or
+        ``TimeoutError`` once the operation timeout has passed. A caller that gives up cancels it;
+        the script may still run, as a script sent on its own may after its caller stopped
+        listening.
+        """
         if self._stopped:
             raise BatcherStopped
-        reply = asyncio.get_running_loop().create_future()
-        self._queue.append(_Queued(script, keys, args, reply))
+        loop = self._loop
+        reply = loop.create_future()
+        self._queue.append(_Queued(script, keys, args, reply, loop.time() + self._op_timeout))
         self._ready.set()
         return reply
 
@@ -74,15 +112,29 @@ class ScriptBatcher:
         finally:
             self._stopped = True
             for queued in self._queue:
-                if not queued.reply.done():
-                    queued.reply.set_exception(BatcherStopped())
+                _settle(queued.reply, BatcherStopped())
             self._queue.clear()
+            if self._connection is not None:
+                with anyio.CancelScope(shield=True):
+                    await self._connection.disconnect(nowait=True)
 
     async def _send(self, batch: list[_Queued]) -> None:
-        live = [queued for queued in batch if not queued.reply.done()]  # a caller gave up
+        now = self._loop.time()
+        live: list[_Queued] = []
+        for queued in batch:
+            if queued.reply.done():  # its caller gave up
+                continue
+            if queued.deadline <= now:
+                _settle(queued.reply, TimeoutError())
+                continue
+            live.append(queued)
+        if not live:
+            return
+        deadline = min(queued.deadline for queued in live)
         try:
-            # Shielded: the pipeline carries other requests' scripts, which must get replies.
-            with anyio.CancelScope(shield=True), anyio.fail_after(self._op_timeout):
+            # Shielded from the caller's cancellation: the pipeline carries other requests'
+            # scripts, which must get replies. Bounded by the earliest deadline among them.
+            with anyio.CancelScope(shield=True), anyio.fail_after(deadline - now):
                 replies = await self._pipeline([(q.script, q.keys, q.args) for q in live])
         except (*UNAVAILABLE, TimeoutError) as exc:
             for queued in live:
@@ -97,26 +149,76 @@ class ScriptBatcher:
             _settle(queued.reply, reply)
 
     async def _pipeline(self, calls: list[ScriptCall]) -> list[Any]:
-        return await run_scripts(self._client, calls)
+        """Replies of the scripts, errors in place; scripts Redis lost are loaded and resent."""
+        return await _reloading(self._client, calls, self._exchange)
+
+    async def _exchange(self, calls: list[ScriptCall]) -> list[Any]:
+        """One round trip on the batcher's connection; a connection that turns out dead
+        (Redis restarted since it was last used) is replaced once."""
+        commands = [
+            ("EVALSHA", script.sha, len(keys), *keys, *args) for script, keys, args in calls
+        ]
+        connection = self._connection
+        fresh = connection is None
+        if connection is None:
+            connection = self._connection = self._new_connection()
+        try:
+            return await _round_trip(connection, commands)
+        except rx.ConnectionError:
+            if fresh:
+                raise
+        # A connection idle across a Redis restart fails on first use; its scripts never ran.
+        return await _round_trip(connection, commands)
+
+    def _new_connection(self) -> AbstractConnection:
+        """A connection outside the pool, with no per-read timeout: the batch has its deadline."""
+        pool = self._client.connection_pool
+        options = {**pool.connection_kwargs, "socket_timeout": None}
+        connection: AbstractConnection = pool.connection_class(**options)
+        return connection
 
 
-ScriptCall = tuple[AsyncScript, list[str], list[Any]]
-"""A script with its keys and arguments."""
+async def _round_trip(
+    connection: AbstractConnection, commands: Sequence[tuple[Any, ...]]
+) -> list[Any]:
+    if _hiredis_pack is not None:
+        packed: list[bytes] = [b"".join([_hiredis_pack(command) for command in commands])]
+    else:
+        packed = connection.pack_commands(commands)
+    try:
+        await connection.send_packed_command(packed, check_health=False)
+        replies: list[Any] = []
+        for _ in commands:
+            try:
+                replies.append(await connection.read_response())
+            except rx.ResponseError as exc:  # this script's error; the connection is fine
+                replies.append(exc)
+    except BaseException:
+        await connection.disconnect(nowait=True)  # a half-read pipeline poisons the connection
+        raise
+    return replies
 
 
 async def run_scripts(client: Redis, calls: list[ScriptCall]) -> list[Any]:
-    """Replies of scripts sent in one pipeline by their SHA, errors in place of failed ones.
+    """Replies of scripts sent in one pipeline of their own (no batcher running), errors in
+    place of failed ones."""
+    return await _reloading(client, calls, partial(_evalsha, client))
 
-    Scripts Redis does not know (it restarted, or was flushed) are loaded and sent again; the
-    pipeline never spends a round trip asking which scripts are loaded.
-    """
-    replies = await _evalsha(client, calls)
+
+async def _reloading(
+    client: Redis,
+    calls: list[ScriptCall],
+    send: Callable[[list[ScriptCall]], Awaitable[list[Any]]],
+) -> list[Any]:
+    """``send`` the scripts by their SHA; those Redis does not know (it restarted, or was
+    flushed) are loaded and sent again, so no round trip is spent asking which are loaded."""
+    replies = await send(calls)
     unloaded = [i for i, reply in enumerate(replies) if isinstance(reply, rx.NoScriptError)]
     if unloaded:
         retry = [calls[i] for i in unloaded]
         for script in {id(call[0]): call[0] for call in retry}.values():
             await client.script_load(script.script)
-        for i, reply in zip(unloaded, await _evalsha(client, retry), strict=True):
+        for i, reply in zip(unloaded, await send(retry), strict=True):
             replies[i] = reply
     return replies
 

@@ -61,6 +61,10 @@ JOURNAL_BLOB_BYTES = 1024 * 1024
 """Events per journal script on a single Redis, by size: Lua unpacks each batch in memory."""
 
 
+async def _awaited(reply: asyncio.Future[T]) -> T:
+    return await reply
+
+
 def _ms(seconds: float) -> int:
     return max(1, math.ceil(seconds * 1000))
 
@@ -174,20 +178,29 @@ class RedisStore:
                 return results
         return await run_scripts(self._client, calls)
 
-    async def _script(self, script: AsyncScript, keys: list[str], args: list[Any]) -> Any:
-        """One script's reply: in the shared pipelines while serving, else sent by itself."""
-        if self._batcher is None:
-            return await script(keys=keys, args=args)
-        (reply,) = await self._scripts([(script, keys, args)])
-        if isinstance(reply, Exception):
-            raise reply
-        return reply
+    async def _script(
+        self, what: str, script: AsyncScript, keys: list[str], args: list[Any]
+    ) -> Any:
+        """One script's reply: in the shared pipelines while serving (which answer within the
+        operation timeout), else sent by itself under the timeout."""
+        batcher = self._batcher
+        if batcher is not None:
+            try:
+                reply = batcher.submit(script, keys, args)
+            except BatcherStopped:
+                pass
+            else:
+                return await self._call(what, partial(_awaited, reply), timed=False)
+        return await self._call(what, lambda: script(keys=keys, args=args))
 
-    async def _call(self, what: str, op: Callable[[], Awaitable[T]]) -> T:
-        """Run one operation under the timeout, turning backend trouble into StoreUnavailable."""
+    async def _call(self, what: str, op: Callable[[], Awaitable[T]], *, timed: bool = True) -> T:
+        """Run one operation under the timeout (unless it bounds itself: ``timed=False``),
+        turning backend trouble into StoreUnavailable."""
         if self._closed:
             raise RuntimeError("this RedisStore is closed; open a new store")
         try:
+            if not timed:
+                return await op()
             async with asyncio.timeout(self._op_timeout):  # redis.asyncio runs on asyncio only
                 return await op()
         except TimeoutError:
@@ -287,9 +300,8 @@ class RedisStore:
         args: list[bytes | int] = [bytes(fingerprint), _ms(ttl)]
         if own is not None:
             args.append(own)
-        reply = await self._call(
-            f"claim of call {call_id!r} round {round_no}",
-            lambda: self._script(self._claim, [key], args),
+        reply = await self._script(
+            f"claim of call {call_id!r} round {round_no}", self._claim, [key], args
         )
         status = Claim(as_bytes(reply[0], "a claim").decode())
         response = as_bytes(reply[1], "a response") if status is Claim.DUPLICATE else None
@@ -302,9 +314,8 @@ class RedisStore:
         check_ttl(ttl)
         key = self._key(call_id, "round", round_no)
         args: list[bytes | int] = [bytes(fingerprint), bytes(response), _ms(ttl)]
-        if await self._call(
-            f"complete of call {call_id!r} round {round_no}",
-            lambda: self._script(self._complete, [key], args),
+        if await self._script(
+            f"complete of call {call_id!r} round {round_no}", self._complete, [key], args
         ):
             self._waiters.notify(key)
 

@@ -382,3 +382,29 @@ async def test_shared_pipelines_fail_fast_in_an_outage_and_recover(
             serving.cancel_scope.cancel()
     finally:
         await store.aclose()
+
+
+async def test_shared_pipelines_answer_within_the_op_timeout_when_redis_stalls(
+    private_redis: PrivateRedis,
+) -> None:
+    store = RedisStore(private_redis.url, prefix="stall-served", op_timeout=0.5)
+    try:
+        async with anyio.create_task_group() as serving:
+            await serving.start(store.serve)
+            assert (await store.claim("c1", 1, b"fp", ttl=30)).status is Claim.FRESH
+            private_redis.signal(signal.SIGSTOP)
+            try:
+                started = time.monotonic()
+                with pytest.raises(StoreUnavailable, match="claim of call 'c2'"):
+                    await store.claim("c2", 1, b"fp", ttl=30)
+                assert 0.4 < time.monotonic() - started < 1.2
+            finally:
+                private_redis.signal(signal.SIGCONT)
+            # The half-read pipeline's connection was dropped; the next one starts clean.
+            assert (await store.claim("c1", 1, b"fp", ttl=30)).status is Claim.IN_PROGRESS
+            await store.complete("c1", 1, b"fp", b"done", ttl=30)
+            duplicate = await store.claim("c1", 1, b"fp", ttl=30)
+            assert (duplicate.status, duplicate.response) == (Claim.DUPLICATE, b"done")
+            serving.cancel_scope.cancel()
+    finally:
+        await store.aclose()
