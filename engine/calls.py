@@ -15,13 +15,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import anyio
-
 from engine.asking import Asker, ReplayAsker
 from engine.claims import Binding, Claims, StateRef, new_call_id, principal_tag
 from engine.context import CallScope, Context, RequestScope
 from engine.errors import INTERNAL_ERROR, INVALID_PARAMS, InvalidRequestState, MCPError, ToolError
 from engine.handlers import Handler
+from engine.hangup import uncut
 from engine.ledger import Hold, Ledger, responses_fingerprint
 from engine.rounds import Completed, InvalidArguments, Round, validate_arguments
 from engine.state import CallState
@@ -311,7 +310,7 @@ class RoundRunner:
                 return  # nothing waits on the store: the journal writers take it from here
             # The body ran: keeping its response must not be cut short by a client hanging
             # up, or a retry would run it again. Store operations have their own timeout.
-            with anyio.CancelScope(shield=True):
+            with uncut():
                 if claimed is not None:
                     await ledger.settle(claimed, response)
                 await ledger.record(call_id, event)

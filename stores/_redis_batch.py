@@ -130,16 +130,21 @@ class ScriptBatcher:
             live.append(queued)
         if not live:
             return
-        deadline = min(queued.deadline for queued in live)
         try:
-            # Shielded from the caller's cancellation: the pipeline carries other requests'
-            # scripts, which must get replies. Bounded by the earliest deadline among them.
-            with anyio.CancelScope(shield=True), anyio.fail_after(deadline - now):
+            # Bounded by the earliest deadline it carries. Cancelling the batcher (the store
+            # stops serving) fails the scripts in flight as unavailable: they may or may not
+            # have run, as with a connection lost.
+            async with asyncio.timeout_at(min(queued.deadline for queued in live)):
                 replies = await self._pipeline([(q.script, q.keys, q.args) for q in live])
         except (*UNAVAILABLE, TimeoutError) as exc:
             for queued in live:
                 _settle(queued.reply, exc)
             return
+        except asyncio.CancelledError:
+            stopped = rx.ConnectionError("the store stopped serving before Redis answered")
+            for queued in live:
+                _settle(queued.reply, stopped)
+            raise
         except Exception as exc:  # a bug or a refused reply: each caller sees it, none hangs
             log.warning("a pipeline of %d round scripts failed", len(live), exc_info=True)
             for queued in live:

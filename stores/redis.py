@@ -190,7 +190,10 @@ class RedisStore:
             except BatcherStopped:
                 pass
             else:
-                return await self._call(what, partial(_awaited, reply), timed=False)
+                try:
+                    return await self._call(what, partial(_awaited, reply), timed=False)
+                except BatcherStopped:
+                    pass  # it stopped before sending this one
         return await self._call(what, lambda: script(keys=keys, args=args))
 
     async def _call(self, what: str, op: Callable[[], Awaitable[T]], *, timed: bool = True) -> T:

@@ -381,3 +381,56 @@ async def test_rounds_leave_no_reference_cycles_behind(with_store: bool) -> None
             gc.garbage.clear()
             gc.enable()
     assert left == []
+
+
+class SlowToKeepStore(MemoryStore):
+    """A memory store that takes a while to keep a round's response."""
+
+    async def complete(self, *args: Any, **kwargs: Any) -> None:
+        await anyio.sleep(0.3)
+        await super().complete(*args, **kwargs)
+
+
+async def test_a_client_hanging_up_while_its_response_is_kept_does_not_cut_the_keeping_short() -> (
+    None
+):
+    import json
+
+    from tests.http_helpers import headers_for, request
+
+    counter: list[int] = []
+    mcp = order_server(SlowToKeepStore(), counter)
+    app = mcp.streamable_http_app()
+
+    async def post(params: dict[str, Any], *, hang_up: bool) -> dict[str, Any]:
+        body = request("tools/call", params, capabilities={"elicitation": {}})
+        incoming = [{"type": "http.request", "body": json.dumps(body).encode()}]
+        sent: list[dict[str, Any]] = []
+
+        async def receive() -> dict[str, Any]:
+            if incoming:
+                return incoming.pop()
+            if not hang_up:
+                await anyio.sleep_forever()
+            return {"type": "http.disconnect"}  # the client is gone
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        headers = [(k.lower().encode(), v.encode()) for k, v in headers_for(body).items()]
+        scope = {"type": "http", "method": "POST", "path": "/mcp", "headers": headers}
+        await app(scope, receive, send)
+        if not sent:
+            return {}  # cancelled: the client is gone
+        result: dict[str, Any] = json.loads(sent[-1]["body"])["result"]
+        return result
+
+    async with mcp.running():
+        params = {"name": "order_book", "arguments": {"title": "Neuromancer"}}
+        state = (await post(params, hang_up=False))["requestState"]
+        # The client hangs up while the final round's response is being kept (past the delay
+        # after which a request gets a hang-up watcher): the keeping runs to its end.
+        await post(retry(state), hang_up=True)
+        again = await post(retry(state), hang_up=False)
+    assert again["content"][0]["text"] == "Backordered 'Neuromancer'; it ships in 2-3 weeks."
+    assert counter == [1]

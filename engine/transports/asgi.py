@@ -11,6 +11,8 @@ from typing import Any, TypeVar
 
 import anyio
 
+from engine.hangup import hang_up_guard
+
 log = logging.getLogger("engine.http")
 
 Scope = dict[str, Any]
@@ -84,6 +86,7 @@ async def until_disconnect(
         return result
     hang_ups = _watch_for(task.get_loop(), watch_after)
     hang_ups.add(task, receive)
+    guarding = hang_up_guard.set(hang_ups)
     try:
         return await work
     except asyncio.CancelledError:
@@ -92,6 +95,7 @@ async def until_disconnect(
         task.uncancel()
         return None
     finally:
+        hang_up_guard.reset(guarding)
         hang_ups.remove(task)
 
 
@@ -103,6 +107,10 @@ class HangUpWatch:
     is in flight a sweep runs every ``watch_after / 2`` and starts a watcher task for each
     request that has run between ``watch_after`` and ``1.5 * watch_after``; the watcher's
     done-callback cancels the request's task when the client hangs up.
+
+    Entered (as the request's :data:`~engine.hangup.hang_up_guard`), it holds that cancellation
+    off: a request that hangs up inside the block is left to finish, and its response goes
+    nowhere.
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop, watch_after: float) -> None:
@@ -111,7 +119,22 @@ class HangUpWatch:
         self.in_flight: dict[asyncio.Task[Any], tuple[float, Receive]] = {}
         self.watchers: dict[asyncio.Task[Any], asyncio.Task[None]] = {}
         self.hung_up: set[asyncio.Task[Any]] = set()
+        self.held: dict[asyncio.Task[Any], int] = {}
+        """Requests inside a block that a hang-up must not cut short, with its nesting depth."""
         self.sweeping = False
+
+    def __enter__(self) -> None:
+        task = asyncio.current_task(self.loop)
+        if task is not None:
+            self.held[task] = self.held.get(task, 0) + 1
+
+    def __exit__(self, *exc_info: object) -> None:
+        task = asyncio.current_task(self.loop)
+        if task is None:
+            return
+        depth = self.held.pop(task, 0)
+        if depth > 1:
+            self.held[task] = depth - 1
 
     def add(self, task: asyncio.Task[Any], receive: Receive) -> None:
         self.in_flight[task] = (self.loop.time() + self.watch_after, receive)
@@ -148,7 +171,8 @@ class HangUpWatch:
             log.debug("the hang-up watcher failed", exc_info=watcher.exception())
         del self.watchers[task]
         self.hung_up.add(task)
-        task.cancel()
+        if task not in self.held:
+            task.cancel()
 
 
 _watches = threading.local()
