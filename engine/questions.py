@@ -300,7 +300,16 @@ class Rendered:
     @classmethod
     def of(cls, question: Question, *, from_body: bool = False) -> Rendered:
         params = question.render()
-        return cls(question, params, fingerprint(params), from_body)
+        key = _fingerprint_key(question)
+        if key is None:
+            return cls(question, params, fingerprint(params), from_body)
+        known = _FINGERPRINTS.get(key)
+        if known is None:
+            known = fingerprint(params)
+            if len(_FINGERPRINTS) >= _FINGERPRINTS_KEPT:
+                _FINGERPRINTS.clear()
+            _FINGERPRINTS[key] = known
+        return cls(question, params, known, from_body)
 
     def settles(self, outcome: Any) -> bool:
         return self.from_body or self.question.settles(outcome)
@@ -309,6 +318,23 @@ class Rendered:
         if self.params:
             return {"method": self.question.method, "params": self.params}
         return {"method": self.question.method}
+
+
+_FINGERPRINTS: dict[tuple[Any, ...], bytes] = {}
+"""Fingerprints of the forms and links resolvers ask over and over (each round asks again)."""
+_FINGERPRINTS_KEPT = 4096
+
+
+def _fingerprint_key(question: Question) -> tuple[Any, ...] | None:
+    """What fully decides a question's params, when that is cheap to say: an exact ``Elicit``
+    renders from its message and form model alone (the form's schema is built once per model),
+    an exact ``ElicitURL`` from its message and URL. Subclasses may render more, so they are
+    fingerprinted every time."""
+    if type(question) is Elicit and type(question.message) is str:
+        return (Elicit, question.message, question.schema)
+    if type(question) is ElicitURL and type(question.message) is str and type(question.url) is str:
+        return (ElicitURL, question.message, question.url)
+    return None
 
 
 _PRIMITIVES = {"string", "number", "integer", "boolean"}
