@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 import anyio
 
-from engine.hangup import hang_up_guard
+from engine import hangup
 
 log = logging.getLogger("engine.http")
 
@@ -86,7 +86,6 @@ async def until_disconnect(
         return result
     hang_ups = _watch_for(task.get_loop(), watch_after)
     hang_ups.add(task, receive)
-    guarding = hang_up_guard.set(hang_ups)
     try:
         return await work
     except asyncio.CancelledError:
@@ -95,7 +94,6 @@ async def until_disconnect(
         task.uncancel()
         return None
     finally:
-        hang_up_guard.reset(guarding)
         hang_ups.remove(task)
 
 
@@ -108,9 +106,9 @@ class HangUpWatch:
     request that has run between ``watch_after`` and ``1.5 * watch_after``; the watcher's
     done-callback cancels the request's task when the client hangs up.
 
-    Entered (as the request's :data:`~engine.hangup.hang_up_guard`), it holds that cancellation
-    off: a request that hangs up inside the block is left to finish, and its response goes
-    nowhere.
+    Entered from a request it watches (the guard :func:`engine.hangup.uncut` finds), it holds
+    that cancellation off: a request that hangs up inside the block is left to finish, and its
+    response goes nowhere.
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop, watch_after: float) -> None:
@@ -186,6 +184,18 @@ def _watch_for(loop: asyncio.AbstractEventLoop, watch_after: float) -> HangUpWat
         # keep theirs until they end.
         watch = _watches.watch = HangUpWatch(loop, watch_after)
     return watch
+
+
+def _hang_up_guard() -> HangUpWatch | None:
+    """The watch of the request running now, if this thread's watch has it in flight."""
+    watch: HangUpWatch | None = getattr(_watches, "watch", None)
+    if watch is None or not watch.in_flight:
+        return None
+    task = _current_asyncio_task()
+    return watch if task is not None and task in watch.in_flight else None
+
+
+hangup.register(_hang_up_guard)
 
 
 def _current_asyncio_task() -> asyncio.Task[Any] | None:
