@@ -73,12 +73,14 @@ return 1
 _APPEND_FUNCTION = """
 local function append(journal, summary, event, ttl, ts_text, target_in, kind)
   local n = redis.call('RPUSH', journal, event)
+  local first, last, target
   if n == 1 then
-    redis.call('DEL', summary)
+    redis.call('DEL', summary)  -- a summary outliving its journal starts over
+  else
+    local seen = redis.call('HMGET', summary, 'first_ts', 'last_ts', 'target')
+    first, last, target = tonumber(seen[1]), seen[2], seen[3]
   end
-  local seen = redis.call('HMGET', summary, 'first_ts', 'last_ts', 'target')
   local ts = tonumber(ts_text)
-  local first, last, target = tonumber(seen[1]), seen[2], seen[3]
   local fields = {'events', n}
   if not first or ts < first then
     fields[#fields + 1] = 'first_ts'
