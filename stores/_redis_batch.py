@@ -172,7 +172,11 @@ class ScriptBatcher:
         except rx.ConnectionError:
             if fresh:
                 raise
-        # A connection idle across a Redis restart fails on first use; its scripts never ran.
+        # Most often a connection left idle across a Redis restart, which fails before its
+        # scripts reach Redis. A connection lost mid-reply is retried too (as redis-py retries a
+        # pipeline), so a script may run twice: a claim then answers "in progress" (its caller is
+        # told to retry, no body runs twice), a completion is already kept, and a journal batch
+        # may list its events twice.
         return await _round_trip(connection, commands)
 
     def _new_connection(self) -> AbstractConnection:
