@@ -175,8 +175,8 @@ class ScriptBatcher:
         # Most often a connection left idle across a Redis restart, which fails before its
         # scripts reach Redis. A connection lost mid-reply is retried too (as redis-py retries a
         # pipeline), so a script may run twice: a claim then answers "in progress" (its caller is
-        # told to retry, no body runs twice), a completion is already kept, and a journal batch
-        # may list its events twice.
+        # told to retry until the claim's lease lapses; no body runs twice), a completion finds
+        # the response already kept, and a journal batch may list its events twice.
         return await _round_trip(connection, commands)
 
     def _new_connection(self) -> AbstractConnection:
