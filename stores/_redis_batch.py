@@ -190,7 +190,9 @@ class ScriptBatcher:
 async def _round_trip(
     connection: AbstractConnection, commands: Sequence[tuple[Any, ...]]
 ) -> list[Any]:
-    if _hiredis_pack is not None:
+    encoder = connection.encoder
+    utf8 = encoder.encoding == "utf-8" and encoder.encoding_errors == "strict"
+    if _hiredis_pack is not None and utf8:  # hiredis encodes text as redis-py does by default
         packed: list[bytes] = [b"".join([_hiredis_pack(command) for command in commands])]
     else:
         packed = connection.pack_commands(commands)

@@ -408,3 +408,22 @@ async def test_shared_pipelines_answer_within_the_op_timeout_when_redis_stalls(
             serving.cancel_scope.cancel()
     finally:
         await store.aclose()
+
+
+async def test_shared_pipelines_name_keys_as_the_client_encodes_them(
+    redis_replicas: Replicas, redis_test_url: str
+) -> None:
+    client = Redis.from_url(redis_test_url, encoding="latin-1")
+    prefix = (await redis_replicas()).prefix  # cleaned up by the fixture
+    store = RedisStore(client, prefix=prefix)
+    try:
+        async with anyio.create_task_group() as serving:
+            await serving.start(store.serve)
+            assert (await store.claim("café", 1, b"fp", ttl=30)).status is Claim.FRESH
+            serving.cancel_scope.cancel()
+        # Sent by itself (redis-py packs it), the same claim finds the round taken.
+        assert (await store.claim("café", 1, b"fp", ttl=30)).status is Claim.IN_PROGRESS
+        assert await client.exists(f"{prefix}:{{café}}:round:1".encode("latin-1")) == 1
+    finally:
+        await store.aclose()
+        await client.aclose()
