@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -317,6 +318,15 @@ async def test_a_journal_batch_larger_than_one_script_is_split_and_kept_in_order
 # --- shared pipelines while serving ---
 
 
+@asynccontextmanager
+async def serving(store: RedisStore) -> AsyncIterator[None]:
+    """The store's shared pipelines run for the block (as while a server uses the store)."""
+    async with anyio.create_task_group() as tg:
+        await tg.start(store.serve)
+        yield
+        tg.cancel_scope.cancel()
+
+
 async def test_concurrent_round_scripts_share_pipelines(
     redis_replicas: Replicas, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -334,8 +344,7 @@ async def test_concurrent_round_scripts_share_pipelines(
     async def claim(n: int) -> None:
         results[n] = await store.claim(f"call-{n}", 1, b"fp", ttl=30)
 
-    async with anyio.create_task_group() as serving:
-        await serving.start(store.serve)
+    async with serving(store):
         async with anyio.create_task_group() as tg:
             for n in range(64):
                 tg.start_soon(claim, n)
@@ -343,7 +352,6 @@ async def test_concurrent_round_scripts_share_pipelines(
         assert sum(pipelines) == 64 and len(pipelines) < 64 / 4
         again = await store.claim("call-7", 1, b"fp", ttl=30)
         assert again.status is Claim.IN_PROGRESS
-        serving.cancel_scope.cancel()
     assert (await store.claim("call-7", 1, b"other", ttl=30)).status is Claim.CONFLICT  # direct
 
 
@@ -351,15 +359,13 @@ async def test_shared_pipelines_reload_scripts_after_a_flush(private_redis: Priv
     store = RedisStore(private_redis.url, prefix="flush", op_timeout=2)
     client = Redis.from_url(private_redis.url)
     try:
-        async with anyio.create_task_group() as serving:
-            await serving.start(store.serve)
+        async with serving(store):
             assert (await store.claim("c1", 1, b"fp", ttl=30)).status is Claim.FRESH
             await client.script_flush()
             assert (await store.claim("c2", 1, b"fp", ttl=30)).status is Claim.FRESH
             await store.complete("c2", 1, b"fp", b"done", ttl=30)
             duplicate = await store.claim("c2", 1, b"fp", ttl=30)
             assert (duplicate.status, duplicate.response) == (Claim.DUPLICATE, b"done")
-            serving.cancel_scope.cancel()
     finally:
         await client.aclose()
         await store.aclose()
@@ -370,8 +376,7 @@ async def test_shared_pipelines_fail_fast_in_an_outage_and_recover(
 ) -> None:
     store = RedisStore(private_redis.url, prefix="outage-served", op_timeout=0.5)
     try:
-        async with anyio.create_task_group() as serving:
-            await serving.start(store.serve)
+        async with serving(store):
             assert (await store.claim("c1", 1, b"fp", ttl=30)).status is Claim.FRESH
             await private_redis.kill()
             async with anyio.create_task_group() as tg:
@@ -379,7 +384,6 @@ async def test_shared_pipelines_fail_fast_in_an_outage_and_recover(
                     tg.start_soon(_fails_fast, store.claim(f"c{n}", 2, b"fp", ttl=30), 0.9)
             await private_redis.start()  # same port, empty dataset: scripts are gone too
             assert (await store.claim("c1", 1, b"fp", ttl=30)).status is Claim.FRESH
-            serving.cancel_scope.cancel()
     finally:
         await store.aclose()
 
@@ -389,8 +393,7 @@ async def test_shared_pipelines_answer_within_the_op_timeout_when_redis_stalls(
 ) -> None:
     store = RedisStore(private_redis.url, prefix="stall-served", op_timeout=0.5)
     try:
-        async with anyio.create_task_group() as serving:
-            await serving.start(store.serve)
+        async with serving(store):
             assert (await store.claim("c1", 1, b"fp", ttl=30)).status is Claim.FRESH
             private_redis.signal(signal.SIGSTOP)
             try:
@@ -405,7 +408,6 @@ async def test_shared_pipelines_answer_within_the_op_timeout_when_redis_stalls(
             await store.complete("c1", 1, b"fp", b"done", ttl=30)
             duplicate = await store.claim("c1", 1, b"fp", ttl=30)
             assert (duplicate.status, duplicate.response) == (Claim.DUPLICATE, b"done")
-            serving.cancel_scope.cancel()
     finally:
         await store.aclose()
 
@@ -417,10 +419,8 @@ async def test_shared_pipelines_name_keys_as_the_client_encodes_them(
     prefix = (await redis_replicas()).prefix  # cleaned up by the fixture
     store = RedisStore(client, prefix=prefix)
     try:
-        async with anyio.create_task_group() as serving:
-            await serving.start(store.serve)
+        async with serving(store):
             assert (await store.claim("café", 1, b"fp", ttl=30)).status is Claim.FRESH
-            serving.cancel_scope.cancel()
         # Sent by itself (redis-py packs it), the same claim finds the round taken.
         assert (await store.claim("café", 1, b"fp", ttl=30)).status is Claim.IN_PROGRESS
         assert await client.exists(f"{prefix}:{{café}}:round:1".encode("latin-1")) == 1
