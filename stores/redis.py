@@ -61,6 +61,10 @@ JOURNAL_BLOB_BYTES = 1024 * 1024
 """Events per journal script on a single Redis, by size: Lua unpacks each batch in memory."""
 
 
+_CLAIMS = {claim.value.encode(): claim for claim in Claim}
+"""The claim script's replies, as Redis sends them."""
+
+
 async def _awaited(reply: asyncio.Future[T]) -> T:
     return await reply
 
@@ -306,7 +310,7 @@ class RedisStore:
         reply = await self._script(
             f"claim of call {call_id!r} round {round_no}", self._claim, [key], args
         )
-        status = Claim(as_bytes(reply[0], "a claim").decode())
+        status = _CLAIMS.get(as_bytes(reply[0], "a claim")) or Claim(reply[0].decode())
         response = as_bytes(reply[1], "a response") if status is Claim.DUPLICATE else None
         return ClaimResult(status, response)
 
