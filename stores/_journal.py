@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgpack
 
 
-@dataclass(frozen=True, slots=True)
-class IndexFields:
-    """What the call listing learns from one event."""
+class IndexFields(NamedTuple):
+    """What the call listing learns from one event (a tuple: one is built per event written)."""
 
     ts: float
     target: str | None

@@ -470,10 +470,11 @@ class RedisStore:
             if entries and size + len(data) > JOURNAL_BLOB_BYTES:
                 blobs.append(msgpack.packb(entries, use_bin_type=False))
                 entries, size = [], 0
+            keys = self._key(call_id)
             entries.append(
                 (
-                    self._key(call_id, "journal"),
-                    self._key(call_id, "summary"),
+                    f"{keys}:journal",
+                    f"{keys}:summary",
                     data,
                     repr(fields.ts),
                     fields.target or "",
