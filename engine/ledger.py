@@ -19,6 +19,7 @@ from typing import Any
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from pydantic_core import to_json
 
 from engine.claims import StateRef, _sorted
 from engine.entropy import random_bytes
@@ -48,8 +49,6 @@ def store_error(exc: StoreUnavailable, metrics: Metrics | None = None) -> MCPErr
 
 def responses_fingerprint(responses: Any) -> bytes:
     """What makes two retries of one round the same request: their answers."""
-    from pydantic_core import to_json
-
     canonical = to_json(_sorted(responses) if responses is not None else None, fallback=str)
     return hashlib.sha256(canonical).digest()[:16]
 
