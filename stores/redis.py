@@ -65,10 +65,6 @@ _CLAIMS = {claim.value.encode(): claim for claim in Claim}
 """The claim script's replies, as Redis sends them."""
 
 
-async def _awaited(reply: asyncio.Future[T]) -> T:
-    return await reply
-
-
 def _ms(seconds: float) -> int:
     return max(1, math.ceil(seconds * 1000))
 
@@ -195,7 +191,7 @@ class RedisStore:
                 pass
             else:
                 try:
-                    return await self._call(what, partial(_awaited, reply), timed=False)
+                    return await self._call(what, lambda: reply, timed=False)
                 except BatcherStopped:
                     pass  # it stopped before sending this one
         return await self._call(what, lambda: script(keys=keys, args=args))
