@@ -74,9 +74,7 @@ class ReplayAsker:
         self.responses = responses or {}
         self.capabilities = capabilities
         self.trust_unsolicited = trust_unsolicited
-        self.next_state = CallState(
-            answers=dict(state.answers), checkpoints=dict(state.checkpoints)
-        )
+        self.next_state = CallState(dict(state.answers), {}, dict(state.checkpoints))
         self.pending: dict[str, Rendered] = {}
         self.accepted: dict[str, Any] = {}
         """Answers taken from this round's ``inputResponses``."""

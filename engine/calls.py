@@ -227,10 +227,10 @@ class RoundRunner:
         ctx: Context[Any] = Context(server, request.scope, call)
         try:
             outcome = await Round(signature, signature.plan, ctx, call, active).run(arguments)
-            if isinstance(outcome, Completed) and convert is not None:
+            if convert is not None and type(outcome) is Completed:
                 # Inside the same guard as the body: a value that cannot be sent fails like
                 # the body did, while the round's claim is still held.
-                outcome = Completed(convert(outcome.value))
+                outcome.value = convert(outcome.value)
         except MCPError:
             raise
         except ToolError as exc:
@@ -243,7 +243,7 @@ class RoundRunner:
                 "has the details"
             )
             return _traced(_failed(handler, request, text, call_hex, round_no), active)
-        if isinstance(outcome, Completed):
+        if type(outcome) is Completed:
             reply = RoundReply("complete", outcome.value, call_id=call_hex, round_no=round_no)
         else:
             assert replay is not None, "a back-channel asker never suspends a round"

@@ -1029,6 +1029,24 @@ def test_request_headers_join_repeated_names_and_lowercase_them() -> None:
         "x-trace": "a",
     }
     assert request_headers({}) == {}
+    as_lists = [[b"Accept", b"application/json"], [b"x-trace", b"a"]]
+    assert request_headers({"headers": as_lists}) == {
+        "accept": "application/json",
+        "x-trace": "a",
+    }
+
+
+def test_request_headers_are_a_fresh_dict_for_every_request() -> None:
+    from engine.transports.asgi import request_headers
+
+    raw = [(b"host", b"127.0.0.1"), (b"mcp-method", b"tools/call")]
+    first = request_headers({"headers": list(raw)})
+    first["mcp-method"] = "changed by a handler"
+    first["x-added"] = "1"
+    assert request_headers({"headers": list(raw)}) == {
+        "host": "127.0.0.1",
+        "mcp-method": "tools/call",
+    }
 
 
 async def test_requests_in_flight_get_a_hang_up_watcher_only_once_they_run_long() -> None:

@@ -240,22 +240,28 @@ async def handle(server: MCPServer, message: Message, exchange: Exchange) -> byt
         notify=exchange.notify,
     )
     outcome = await operation(server, params, scope)
-    if isinstance(outcome, RoundReply):
+    if type(outcome) is RoundReply:
         server.metrics.round_served(message.method, outcome.kind)
         if outcome.cached is not None:
             return outcome.cached
         result = round_result(outcome)
-    else:
-        result = outcome
-        result.setdefault("resultType", "complete")
-    result_meta = result.get("_meta")
-    if not isinstance(result_meta, dict):
-        result_meta = result["_meta"] = {}
-    result_meta[META_SERVER_INFO] = {"name": server.name, "version": server.version}
-    result_meta[META_REPLICA] = server.replica_id
-    if isinstance(outcome, RoundReply) and outcome.call_id is not None:
-        result_meta[META_CALL] = outcome.call_id
-    body = dumps(result)
-    if isinstance(outcome, RoundReply) and outcome.finisher is not None:
-        await outcome.finish(body)
-    return body
+        _decorate(server, result)
+        if outcome.call_id is not None:
+            result["_meta"][META_CALL] = outcome.call_id
+        body = dumps(result)
+        if outcome.finisher is not None:
+            await outcome.finish(body)
+        return body
+    assert isinstance(outcome, dict)
+    outcome.setdefault("resultType", "complete")
+    _decorate(server, outcome)
+    return dumps(outcome)
+
+
+def _decorate(server: MCPServer, result: dict[str, Any]) -> None:
+    """Name the server and the replica that answered in the result's ``_meta``."""
+    meta = result.get("_meta")
+    if type(meta) is not dict:
+        meta = result["_meta"] = {}
+    meta[META_SERVER_INFO] = {"name": server.name, "version": server.version}
+    meta[META_REPLICA] = server.replica_id

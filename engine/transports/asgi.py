@@ -6,7 +6,7 @@ import asyncio
 import functools
 import logging
 import threading
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
 import anyio
@@ -37,11 +37,33 @@ async def send_json(send: Send, status: int, body: bytes, *headers: Header) -> N
     await send({"type": "http.response.body", "body": body})
 
 
+HEADER_SETS = 512
+"""Distinct request header lists whose decoding is remembered (a client sends the same ones
+again and again; a bounded table, emptied when full, so varied headers only refill it)."""
+
+_decoded: dict[tuple[Header, ...], dict[str, str]] = {}
+
+
 def request_headers(scope: Scope) -> dict[str, str]:
-    """Header names lowercased; a repeated header's values joined with ``", "``."""
-    raw = scope.get("headers", ())
-    if type(raw) is not list:
-        raw = list(raw)
+    """Header names lowercased; a repeated header's values joined with ``", "``.
+
+    Every request gets a dict of its own (a copy of the remembered decoding): a handler that
+    changes it changes nothing for other requests.
+    """
+    key = tuple(scope.get("headers", ()))
+    try:
+        decoded = _decoded.get(key)
+    except TypeError:  # headers as lists, not tuples: unhashable, decoded every time
+        return _decode(key)
+    if decoded is None:
+        decoded = _decode(key)
+        if len(_decoded) >= HEADER_SETS:
+            _decoded.clear()
+        _decoded[key] = decoded
+    return dict(decoded)
+
+
+def _decode(raw: Sequence[Sequence[bytes]]) -> dict[str, str]:
     result = {name.lower().decode("latin-1"): value.decode("latin-1") for name, value in raw}
     if len(result) == len(raw):
         return result
