@@ -13,12 +13,12 @@ import contextlib
 import hashlib
 import logging
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from pydantic_core import to_json
 
 from engine.claims import StateRef, _sorted
@@ -31,6 +31,10 @@ log = logging.getLogger("engine.ledger")
 
 JOURNAL_LINGER = 0.005
 """Seconds a journal writer waits after an event for others to share its round trip."""
+JOURNAL_BATCH = 200
+"""Events a journal writer sends in one round trip at most."""
+JOURNAL_QUEUE = 2048
+"""Events waiting for a journal writer beyond which new ones are dropped (and counted)."""
 
 DROP_WARNING_INTERVAL = 10.0
 """Seconds between warnings about journal events dropped under overload."""
@@ -80,6 +84,37 @@ class _Holding:
         self.held.discard(self.hold)
 
 
+class _EventQueue:
+    """One journal writer's queue: events in order, dropped when ``limit`` are waiting.
+
+    A deque and a wake-up rather than a memory object stream: every round puts an event here,
+    and this single-consumer, never-blocking case needs none of a stream's machinery.
+    """
+
+    __slots__ = ("closed", "events", "limit", "wake")
+
+    def __init__(self, limit: int) -> None:
+        self.events: deque[tuple[str, dict[str, Any]]] = deque()
+        self.limit = limit
+        self.wake = anyio.Event()
+        self.closed = False
+
+    def put(self, item: tuple[str, dict[str, Any]]) -> bool:
+        """Queue an event; ``False`` when the queue is full (the event is not queued)."""
+        if len(self.events) >= self.limit:
+            return False
+        self.events.append(item)
+        wake = self.wake
+        if not wake.is_set():
+            wake.set()
+        return True
+
+    def close(self) -> None:
+        """The writer ends once it has written what is queued."""
+        self.closed = True
+        self.wake.set()
+
+
 @dataclass(slots=True)
 class Admission:
     """The claim's verdict: run (``hold``), answer from ``cached`` bytes, or ask to ``retry``."""
@@ -109,7 +144,7 @@ class Ledger:
         self.journal_ttl = journal_ttl
         self.metrics = metrics
         self._deferred, self._pending = anyio.create_memory_object_stream[Deferred](10_000)
-        self._writers: list[MemoryObjectSendStream[tuple[str, dict[str, Any]]]] = []
+        self._writers: list[_EventQueue] = []
         self._held: set[Hold] = set()
         self._drained = anyio.Event()
         self._dropped = 0
@@ -264,12 +299,11 @@ class Ledger:
 
     def enqueue(self, call_id: str, event: dict[str, Any]) -> bool:
         """Hand a round's event to the journal writers; ``False`` when none are running."""
-        if not self._writers:
+        writers = self._writers
+        if not writers:
             return False
-        writer = self._writers[hash(call_id) % len(self._writers)]  # one writer per call:
-        try:  # its events stay in order
-            writer.send_nowait((call_id, event))
-        except anyio.WouldBlock:
+        # One writer per call, so a call's events stay in order.
+        if not writers[hash(call_id) % len(writers)].put((call_id, event)):
             self._dropped_event()
         return True
 
@@ -294,16 +328,13 @@ class Ledger:
         self, writers: int = 1, *, task_status: Any = anyio.TASK_STATUS_IGNORED
     ) -> None:
         """Write journal events in the background, so a response never waits for them."""
-        streams = [
-            anyio.create_memory_object_stream[tuple[str, dict[str, Any]]](2048)
-            for _ in range(writers)
-        ]
-        self._writers = [send for send, _ in streams]
+        queues = [_EventQueue(JOURNAL_QUEUE) for _ in range(writers)]
+        self._writers = queues
         self._drained = anyio.Event()
         try:
             async with anyio.create_task_group() as tg:
-                for _, receive in streams:
-                    tg.start_soon(self._write_journal, receive)
+                for queue in queues:
+                    tg.start_soon(self._write_journal, queue)
                 task_status.started()
         finally:
             self._writers = []
@@ -318,17 +349,17 @@ class Ledger:
             with anyio.move_on_after(within):
                 await self._drained.wait()
 
-    async def _write_journal(
-        self, events: MemoryObjectReceiveStream[tuple[str, dict[str, Any]]]
-    ) -> None:
-        async for first in events:
+    async def _write_journal(self, queue: _EventQueue) -> None:
+        events = queue.events
+        while True:
+            if not events:
+                if queue.closed:
+                    return
+                queue.wake = anyio.Event()
+                await queue.wake.wait()
+                continue
             await anyio.sleep(JOURNAL_LINGER)  # let a batch gather: one round trip for many
-            batch = [first]
-            while len(batch) < 200:  # what queued meanwhile goes in the same round trip
-                try:
-                    batch.append(events.receive_nowait())
-                except (anyio.WouldBlock, anyio.EndOfStream):  # none queued, or shutting down
-                    break
+            batch = [events.popleft() for _ in range(min(len(events), JOURNAL_BATCH))]
             try:
                 await self.store.append_many(batch, self.journal_ttl)
             except StoreUnavailable as exc:

@@ -13,7 +13,7 @@ def check_call_id(call_id: str) -> None:
 
 def check_ttl(ttl: float, name: str = "ttl") -> None:
     """A zero, negative or infinite TTL is always a caller bug: say so before storing."""
-    if not isinstance(ttl, int | float) or not math.isfinite(ttl) or ttl <= 0:
+    if not isinstance(ttl, (int, float)) or not math.isfinite(ttl) or ttl <= 0:
         raise ValueError(f"{name} must be a positive number of seconds, got {ttl!r}")
 
 
@@ -40,5 +40,7 @@ def check_owner(owner: bytes | None) -> bytes | None:
 
 def check_round_key(call_id: str, round_no: int) -> None:
     """Every round operation names its round the same way, so each checks both parts."""
-    check_call_id(call_id)
-    check_round(round_no)
+    if not isinstance(call_id, str) or not call_id:
+        check_call_id(call_id)
+    if not isinstance(round_no, int) or isinstance(round_no, bool) or round_no < 0:
+        check_round(round_no)

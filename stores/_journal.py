@@ -47,10 +47,12 @@ def index_fields(event: dict[str, Any]) -> IndexFields:
     ts = event.get("ts")
     target = event.get("target")
     kind = event.get("kind")
-    if isinstance(ts, bool) or not isinstance(ts, int | float) or not math.isfinite(ts):
-        ts = time.time()
+    if type(ts) is not float or not math.isfinite(ts):  # the engine's events carry a float
+        if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts):
+            ts = time.time()
+        ts = float(ts)
     return IndexFields(
-        ts=float(ts),
-        target=target if isinstance(target, str) and target else None,
-        kind=kind if isinstance(kind, str) and kind else None,
+        ts,
+        target if isinstance(target, str) and target else None,
+        kind if isinstance(kind, str) and kind else None,
     )

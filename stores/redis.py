@@ -129,6 +129,10 @@ class RedisStore:
     def _key(self, call_id: str, *parts: str | int) -> str:
         return ":".join([self.prefix, f"{{{_tag(call_id)}}}", *map(str, parts)])
 
+    def _round_key(self, call_id: str, round_no: int) -> str:
+        """``_key(call_id, "round", round_no)``, built in one step (twice a round)."""
+        return f"{self.prefix}:{{{_tag(call_id)}}}:round:{round_no}"
+
     def _index_key(self, name: str) -> str:
         return f"{self.prefix}:index:{{{self.prefix}}}:{name}"
 
@@ -179,22 +183,28 @@ class RedisStore:
         return await run_scripts(self._client, calls)
 
     async def _script(
-        self, what: str, script: AsyncScript, keys: list[str], args: list[Any]
+        self, script: AsyncScript, keys: list[str], args: list[Any], what: str, *details: Any
     ) -> Any:
         """One script's reply: in the shared pipelines while serving (which answer within the
-        operation timeout), else sent by itself under the timeout."""
+        operation timeout), else sent by itself under the timeout. ``what.format(*details)``
+        names the operation in errors (formatted only then: this runs twice a round)."""
         batcher = self._batcher
         if batcher is not None:
+            if self._closed:
+                raise RuntimeError("this RedisStore is closed; open a new store")
             try:
-                reply = batcher.submit(script, keys, args)
+                return await batcher.submit(script, keys, args)
             except BatcherStopped:
-                pass
-            else:
-                try:
-                    return await self._call(what, lambda: reply, timed=False)
-                except BatcherStopped:
-                    pass  # it stopped before sending this one
-        return await self._call(what, lambda: script(keys=keys, args=args))
+                pass  # it stopped before sending this one
+            except TimeoutError:
+                raise unavailable(
+                    "Redis", what.format(*details), f"no answer within {self._op_timeout} s"
+                ) from None
+            except UNAVAILABLE as exc:
+                raise unavailable(
+                    "Redis", what.format(*details), f"{type(exc).__name__}: {exc}"
+                ) from exc
+        return await self._call(what.format(*details), lambda: script(keys=keys, args=args))
 
     async def _call(self, what: str, op: Callable[[], Awaitable[T]], *, timed: bool = True) -> T:
         """Run one operation under the timeout (unless it bounds itself: ``timed=False``),
@@ -299,12 +309,12 @@ class RedisStore:
         check_round_key(call_id, round_no)
         check_ttl(ttl)
         own = check_owner(owner)
-        key = self._key(call_id, "round", round_no)
+        key = self._round_key(call_id, round_no)
         args: list[bytes | int] = [bytes(fingerprint), _ms(ttl)]
         if own is not None:
             args.append(own)
         reply = await self._script(
-            f"claim of call {call_id!r} round {round_no}", self._claim, [key], args
+            self._claim, [key], args, "claim of call {!r} round {}", call_id, round_no
         )
         status = _CLAIMS.get(as_bytes(reply[0], "a claim")) or Claim(reply[0].decode())
         response = as_bytes(reply[1], "a response") if status is Claim.DUPLICATE else None
@@ -315,10 +325,10 @@ class RedisStore:
     ) -> None:
         check_round_key(call_id, round_no)
         check_ttl(ttl)
-        key = self._key(call_id, "round", round_no)
+        key = self._round_key(call_id, round_no)
         args: list[bytes | int] = [bytes(fingerprint), bytes(response), _ms(ttl)]
         if await self._script(
-            f"complete of call {call_id!r} round {round_no}", self._complete, [key], args
+            self._complete, [key], args, "complete of call {!r} round {}", call_id, round_no
         ):
             self._waiters.notify(key)
 
@@ -460,13 +470,14 @@ class RedisStore:
         blobs: list[bytes] = []
         entries: list[tuple[str | bytes, ...]] = []
         size = 0
+        prefix = self.prefix
         for call_id, event in items:
             check_call_id(call_id)
             data, fields = encode_event(event), index_fields(event)
             if entries and size + len(data) > JOURNAL_BLOB_BYTES:
                 blobs.append(msgpack.packb(entries, use_bin_type=False))
                 entries, size = [], 0
-            keys = self._key(call_id)
+            keys = f"{prefix}:{{{_tag(call_id)}}}"  # _key(call_id)
             entries.append(
                 (
                     f"{keys}:journal",
