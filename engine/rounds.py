@@ -184,7 +184,11 @@ class Round:
             async with anyio.create_task_group() as tg:
                 for node in nodes:
                     tg.start_soon(settle, node)
-        return all(self.values[n] is not PENDING for n in nodes)
+        values = self.values
+        for node in nodes:  # noqa: SIM110 - no generator object on every round
+            if values[node] is PENDING:
+                return False
+        return True
 
     async def _settle(self, node: Node) -> None:
         self.values[node] = PENDING if self._blocked(node) else await self._resolve(node)
@@ -252,14 +256,19 @@ class Round:
 
     def _kwargs(self, sources: list[Source], node: Node | None = None) -> dict[str, Any]:
         kwargs: dict[str, Any] = {}
+        values = self.values
         for source in sources:
-            if source.kind == "argument":
+            kind = source.kind
+            if kind == "argument":
                 kwargs[source.name] = self.arguments[source.name]
-            elif source.kind == "context":
-                kwargs[source.name] = self.ctx if node is None else self.ctx.for_resolver(node.key)
-            else:
+            elif kind == "resolved":
                 assert source.node is not None
-                kwargs[source.name] = deliver(self.values[source.node], source)
+                value = values[source.node]
+                if source.wants_union or isinstance(value, OUTCOMES):
+                    value = deliver(value, source)
+                kwargs[source.name] = value
+            else:
+                kwargs[source.name] = self.ctx if node is None else self.ctx.for_resolver(node.key)
         return kwargs
 
 

@@ -169,11 +169,21 @@ def round_result(reply: RoundReply) -> dict[str, Any]:
 
 
 async def _call_tool(server: MCPServer, params: dict[str, Any], scope: RequestScope) -> RoundReply:
-    name = _string_param(params, "name")
+    name = params.get("name")
+    if type(name) is not str:
+        name = _string_param(params, "name")
     arguments = params.get("arguments")
     if arguments is not None and not isinstance(arguments, dict):
         raise MCPError(INVALID_PARAMS, "Invalid params: 'arguments' must be an object")
-    return await server.call_tool(_call_request("tools/call", name, params, scope, arguments))
+    request = CallRequest(
+        "tools/call",
+        name,
+        arguments,
+        params.get("inputResponses"),
+        params.get("requestState"),
+        scope,
+    )
+    return await server.call_tool(request)
 
 
 async def _get_prompt(server: MCPServer, params: dict[str, Any], scope: RequestScope) -> RoundReply:
@@ -226,7 +236,8 @@ async def handle(server: MCPServer, message: Message, exchange: Exchange) -> byt
     version, capabilities, meta = read_meta(params)
     if exchange.validate is not None and exchange.headers is not None:
         exchange.validate(exchange.headers, message.method, params, version)
-    check_version(version)
+    if version != MODERN:
+        check_version(version)
     operation = OPERATIONS.get(message.method)
     if operation is None:
         raise MCPError(METHOD_NOT_FOUND, f"Method not found: {message.method}")

@@ -21,7 +21,7 @@ from engine.errors import INVALID_REQUEST, PARSE_ERROR, MCPError
 from engine.ledger import store_error
 from engine.protocol.dispatch import dispatch, error_response, status_of
 from engine.protocol.jsonrpc import dumps, error_bytes, loads, notification_bytes
-from engine.protocol.modern import Exchange
+from engine.protocol.modern import META_VERSION, Exchange
 from engine.transports import headers as header_rules
 from engine.transports import legacy_http
 from engine.transports.asgi import (
@@ -80,6 +80,7 @@ class StreamableHTTPApp:
         self.max_body_bytes = max_body_bytes
         self.replica_header = (b"x-engine-replica", server.replica_id.encode())
         self._origin_decisions: dict[tuple[str | None, str | None], str | None] = {}
+        self._header_check = self._check_headers
 
     # --- ASGI entry --------------------------------------------------------------------------
 
@@ -202,7 +203,8 @@ class StreamableHTTPApp:
         if type(raw) is dict:  # anything else is refused by dispatch, with its reason
             params = raw.get("params")
             meta = params.get("_meta") if type(params) is dict else None
-            if is_legacy(raw, meta, headers):
+            modern = type(meta) is dict and META_VERSION in meta
+            if not modern and is_legacy(raw, meta, headers):
                 await legacy_http.post(
                     self.server,
                     raw,
@@ -220,7 +222,7 @@ class StreamableHTTPApp:
                 streaming = isinstance(meta, dict) and (
                     "progressToken" in meta or "io.modelcontextprotocol/logLevel" in meta
                 )
-        exchange = Exchange(headers, None, self._check_headers)
+        exchange = Exchange(headers, None, self._header_check)
         if streaming:
             await self._sse_call(raw, exchange, receive, send)
             return
