@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any
 
@@ -132,10 +133,14 @@ class Round:
         self.exits: contextlib.AsyncExitStack | None = None
         """Generator resolvers' clean-up, for plans that have any."""
 
-    async def run(self, arguments: dict[str, Any]) -> RoundOutcome:
+    def run(self, arguments: dict[str, Any]) -> Awaitable[RoundOutcome]:
+        """The round's outcome (awaitable: without generator resolvers, the walk itself)."""
         self.arguments = arguments
         if not self.plan.has_generators:
-            return await self._run()
+            return self._run()
+        return self._run_with_exits()
+
+    async def _run_with_exits(self) -> RoundOutcome:
         self.exits = contextlib.AsyncExitStack()
         async with self.exits:
             return await self._run()

@@ -7,7 +7,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
 import anyio
@@ -279,11 +279,13 @@ class MCPServer:
 
     # --- operations -----------------------------------------------------------------------------
 
-    async def call_tool(self, request: CallRequest, asker: Asker | None = None) -> RoundReply:
+    def call_tool(self, request: CallRequest, asker: Asker | None = None) -> Awaitable[RoundReply]:
+        """One round of a tool call (awaitable; a plain function so that a round is one
+        coroutine less deep)."""
         tool = self._tools.get(request.target)
         if tool is None:
-            return RoundReply("error", error=f"Unknown tool: {request.target}")
-        return await self.rounds.run(tool, request, asker=asker, convert=tool.result)
+            return _replied(RoundReply("error", error=f"Unknown tool: {request.target}"))
+        return self.rounds.run(tool, request, asker=asker, convert=tool.result)
 
     async def get_prompt(self, request: CallRequest, asker: Asker | None = None) -> RoundReply:
         prompt = self._prompts.get(request.target)
@@ -480,6 +482,10 @@ class MCPServer:
                     await tg.start(self.ledger.run_renewer)
                     stack.push_async_callback(self.ledger.flush)
             yield self
+
+
+async def _replied(reply: RoundReply) -> RoundReply:
+    return reply
 
 
 __all__ = ["DependencyOverrides", "Handler", "MCPServer", "error_result"]

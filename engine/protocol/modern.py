@@ -168,7 +168,9 @@ def round_result(reply: RoundReply) -> dict[str, Any]:
     return result
 
 
-async def _call_tool(server: MCPServer, params: dict[str, Any], scope: RequestScope) -> RoundReply:
+def _call_tool(
+    server: MCPServer, params: dict[str, Any], scope: RequestScope
+) -> Awaitable[RoundReply]:
     name = params.get("name")
     if type(name) is not str:
         name = _string_param(params, "name")
@@ -183,7 +185,7 @@ async def _call_tool(server: MCPServer, params: dict[str, Any], scope: RequestSc
         params.get("requestState"),
         scope,
     )
-    return await server.call_tool(request)
+    return server.call_tool(request)
 
 
 async def _get_prompt(server: MCPServer, params: dict[str, Any], scope: RequestScope) -> RoundReply:
