@@ -73,15 +73,21 @@ def _target(audience: str, method: str, target: str) -> tuple[Any, bytes]:
     return h, bytes((aud, tgt))
 
 
-def _sorted(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _sorted(value[k]) for k in sorted(value)}
-    if isinstance(value, list):
-        return [_sorted(v) for v in value]
-    return value
-
-
 _NESTED = (dict, list)
+
+
+def _sorted(value: Any) -> Any:
+    """``value`` with every object's keys in sorted order (recursing only into containers:
+    answers are small trees of mostly leaves)."""
+    if isinstance(value, dict):
+        result = {}
+        for key in sorted(value):
+            item = value[key]
+            result[key] = _sorted(item) if isinstance(item, _NESTED) else item
+        return result
+    if isinstance(value, list):
+        return [_sorted(v) if isinstance(v, _NESTED) else v for v in value]
+    return value
 
 
 def args_digest(arguments: Any) -> bytes:
