@@ -16,6 +16,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import anyio
@@ -216,14 +217,15 @@ class Ledger:
         The body has run by now, so the response is delivered even when the store is down;
         keeping it is then retried in the background until the store is back (for one TTL).
         """
-
-        async def write() -> None:
-            await self.store.complete(
-                hold.call_id, hold.round_no, hold.fingerprint, response, self.ttl
+        complete = self.store.complete
+        try:
+            await complete(hold.call_id, hold.round_no, hold.fingerprint, response, self.ttl)
+        except StoreUnavailable as exc:
+            what = f"the response of round {hold.round_no} of call {hold.call_id}"
+            write = partial(
+                complete, hold.call_id, hold.round_no, hold.fingerprint, response, self.ttl
             )
-
-        what = f"the response of round {hold.round_no} of call {hold.call_id}"
-        await self._write_or_defer(write, what)
+            self._retry_later(write, what, exc)
 
     async def abandon(self, hold: Hold) -> None:
         """Give the round back after a failure that produced no response to keep."""
@@ -243,8 +245,13 @@ class Ledger:
         try:
             await write()
         except StoreUnavailable as exc:
-            log.warning("store unavailable, will retry writing %s: %s", what, exc)
-            self._defer(write, what)
+            self._retry_later(write, what, exc)
+
+    def _retry_later(
+        self, write: Callable[[], Awaitable[None]], what: str, exc: StoreUnavailable
+    ) -> None:
+        log.warning("store unavailable, will retry writing %s: %s", what, exc)
+        self._defer(write, what)
 
     def _defer(self, write: Callable[[], Awaitable[None]], what: str) -> None:
         try:

@@ -262,8 +262,9 @@ async def handle(server: MCPServer, message: Message, exchange: Exchange) -> byt
         if outcome.call_id is not None:
             result["_meta"][META_CALL] = outcome.call_id
         body = dumps(result)
-        if outcome.finisher is not None:
-            await outcome.finish(body)
+        finisher = outcome.finisher
+        if finisher is not None:
+            await finisher(outcome, body)
         return body
     assert isinstance(outcome, dict)
     outcome.setdefault("resultType", "complete")
