@@ -58,9 +58,12 @@ def responses_fingerprint(responses: Any) -> bytes:
     return hashlib.sha256(canonical).digest()[:16]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Hold:
-    """A round this attempt claimed: what it must settle, renew or give back."""
+    """A round this attempt claimed: what it must settle, renew or give back.
+
+    Compared and hashed by identity: each attempt's hold is its own, even for the same round.
+    """
 
     call_id: str
     round_no: int
