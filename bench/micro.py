@@ -11,7 +11,8 @@
 * ``seal+open``: ``KeyRing.seal`` then ``KeyRing.open`` of 1 KiB and 64 KiB plaintexts.
 
 Work is timed in batches and the best batch is reported (as ``timeit`` does): on a shared
-machine the minimum is the figure least disturbed by other processes; the mean is kept too.
+machine the minimum is the figure least disturbed by other processes; the mean is kept too. The
+three call benchmarks take turns in short slices, so a slow stretch touches all three alike.
 
     python bench/micro.py [--seconds 2] [--json] [--profile]
 
@@ -84,11 +85,13 @@ def _best(batches: list[tuple[float, int]]) -> dict[str, float]:
     return {"rounds": rounds, "us_per_round": best * 1e6, "mean_us_per_round": mean * 1e6}
 
 
-async def bench_dispatch(seconds: float) -> dict[str, float]:
+async def bench_dispatch(
+    seconds: float, batches: list[tuple[float, int]] | None = None
+) -> dict[str, float]:
     """µs per round of ``dispatch`` over whole two-round calls (only dispatch is timed)."""
     server = build()
     clock = time.perf_counter
-    batches: list[tuple[float, int]] = []
+    batches = [] if batches is None else batches
     deadline = clock() + seconds
     request_id = 0
     while clock() < deadline:
@@ -113,7 +116,9 @@ async def bench_dispatch(seconds: float) -> dict[str, float]:
     return _best(batches)
 
 
-async def bench_asgi(seconds: float) -> dict[str, float]:
+async def bench_asgi(
+    seconds: float, batches: list[tuple[float, int]] | None = None
+) -> dict[str, float]:
     """µs per round of the ASGI app over whole two-round calls (only the app call is timed)."""
     server = build()
     app = server.streamable_http_app()
@@ -139,7 +144,7 @@ async def bench_asgi(seconds: float) -> dict[str, float]:
         body_sent: bytes = sent[1]["body"]
         return body_sent
 
-    batches: list[tuple[float, int]] = []
+    batches = [] if batches is None else batches
     deadline = clock() + seconds
     request_id = 0
     async with server.running():
@@ -165,11 +170,13 @@ async def bench_asgi(seconds: float) -> dict[str, float]:
     return _best(batches)
 
 
-async def bench_call_tool(seconds: float) -> dict[str, float]:
+async def bench_call_tool(
+    seconds: float, batches: list[tuple[float, int]] | None = None
+) -> dict[str, float]:
     """µs per round of ``server.call_tool`` over whole two-round calls."""
     server = build()
     clock = time.perf_counter
-    batches: list[tuple[float, int]] = []
+    batches = [] if batches is None else batches
     deadline = clock() + seconds
     first_call = True
     while clock() < deadline:
@@ -246,17 +253,23 @@ def new_loop() -> asyncio.AbstractEventLoop:
         return asyncio.new_event_loop()
 
 
+SLICES = 10
+"""Each call benchmark runs in this many slices, taken in turn with the others' slices: a
+stretch of time when other work slows the machine then slows all three alike."""
+
+
 def run_all(seconds: float = 2.0) -> dict[str, Any]:
+    benches = {"asgi": bench_asgi, "dispatch": bench_dispatch, "call_tool": bench_call_tool}
+    collected: dict[str, list[tuple[float, int]]] = {key: [] for key in benches}
     loop = new_loop()
     try:
         loop.run_until_complete(bench_dispatch(0.3))  # warm-up: imports, caches, plans
-        results: dict[str, Any] = {
-            "asgi": loop.run_until_complete(bench_asgi(seconds)),
-            "dispatch": loop.run_until_complete(bench_dispatch(seconds)),
-            "call_tool": loop.run_until_complete(bench_call_tool(seconds)),
-        }
+        for _ in range(SLICES):
+            for key, bench in benches.items():
+                loop.run_until_complete(bench(seconds / SLICES, collected[key]))
     finally:
         loop.close()
+    results: dict[str, Any] = {key: _best(batches) for key, batches in collected.items()}
     results["seal_1k"] = bench_seal(1024, seconds / 2)
     results["seal_64k"] = bench_seal(64 * 1024, seconds / 2)
     return results
