@@ -40,7 +40,5 @@ def check_owner(owner: bytes | None) -> bytes | None:
 
 def check_round_key(call_id: str, round_no: int) -> None:
     """Every round operation names its round the same way, so each checks both parts."""
-    if not isinstance(call_id, str) or not call_id:
-        check_call_id(call_id)
-    if not isinstance(round_no, int) or isinstance(round_no, bool) or round_no < 0:
-        check_round(round_no)
+    check_call_id(call_id)
+    check_round(round_no)

@@ -47,10 +47,11 @@ def index_fields(event: dict[str, Any]) -> IndexFields:
     ts = event.get("ts")
     target = event.get("target")
     kind = event.get("kind")
-    if type(ts) is not float or not math.isfinite(ts):  # the engine's events carry a float
-        if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts):
+    if type(ts) is not float or not math.isfinite(ts):  # the engine's own events skip this
+        if isinstance(ts, (int, float)) and not isinstance(ts, bool) and math.isfinite(ts):
+            ts = float(ts)
+        else:
             ts = time.time()
-        ts = float(ts)
     return IndexFields(
         ts,
         target if isinstance(target, str) and target else None,

@@ -177,15 +177,7 @@ def _call_tool(
     arguments = params.get("arguments")
     if arguments is not None and not isinstance(arguments, dict):
         raise MCPError(INVALID_PARAMS, "Invalid params: 'arguments' must be an object")
-    request = CallRequest(
-        "tools/call",
-        name,
-        arguments,
-        params.get("inputResponses"),
-        params.get("requestState"),
-        scope,
-    )
-    return server.call_tool(request)
+    return server.call_tool(_call_request("tools/call", name, params, scope, arguments))
 
 
 async def _get_prompt(server: MCPServer, params: dict[str, Any], scope: RequestScope) -> RoundReply:
