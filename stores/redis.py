@@ -126,12 +126,15 @@ class RedisStore:
 
     # --- keys ---
 
+    def _call_keys(self, call_id: str) -> str:
+        """What every key of one call starts with (its hash tag keeps them on one node)."""
+        return f"{self.prefix}:{{{_tag(call_id)}}}"
+
     def _key(self, call_id: str, *parts: str | int) -> str:
-        return ":".join([self.prefix, f"{{{_tag(call_id)}}}", *map(str, parts)])
+        return ":".join([self._call_keys(call_id), *map(str, parts)])
 
     def _round_key(self, call_id: str, round_no: int) -> str:
-        """``_key(call_id, "round", round_no)``, built in one step (twice a round)."""
-        return f"{self.prefix}:{{{_tag(call_id)}}}:round:{round_no}"
+        return f"{self._call_keys(call_id)}:round:{round_no}"
 
     def _index_key(self, name: str) -> str:
         return f"{self.prefix}:index:{{{self.prefix}}}:{name}"
@@ -190,36 +193,33 @@ class RedisStore:
         names the operation in errors (formatted only then: this runs twice a round)."""
         batcher = self._batcher
         if batcher is not None:
-            if self._closed:
-                raise RuntimeError("this RedisStore is closed; open a new store")
+            self._check_open()
             try:
                 return await batcher.submit(script, keys, args)
             except BatcherStopped:
                 pass  # it stopped before sending this one
-            except TimeoutError:
-                raise unavailable(
-                    "Redis", what.format(*details), f"no answer within {self._op_timeout} s"
-                ) from None
-            except UNAVAILABLE as exc:
-                raise unavailable(
-                    "Redis", what.format(*details), f"{type(exc).__name__}: {exc}"
-                ) from exc
+            except (TimeoutError, *UNAVAILABLE) as exc:
+                raise self._unavailable(what.format(*details), exc) from exc
         return await self._call(what.format(*details), lambda: script(keys=keys, args=args))
 
-    async def _call(self, what: str, op: Callable[[], Awaitable[T]], *, timed: bool = True) -> T:
-        """Run one operation under the timeout (unless it bounds itself: ``timed=False``),
-        turning backend trouble into StoreUnavailable."""
-        if self._closed:
-            raise RuntimeError("this RedisStore is closed; open a new store")
+    async def _call(self, what: str, op: Callable[[], Awaitable[T]]) -> T:
+        """Run one operation under the timeout, turning backend trouble into StoreUnavailable."""
+        self._check_open()
         try:
-            if not timed:
-                return await op()
             async with asyncio.timeout(self._op_timeout):  # redis.asyncio runs on asyncio only
                 return await op()
-        except TimeoutError:
-            raise unavailable("Redis", what, f"no answer within {self._op_timeout} s") from None
-        except UNAVAILABLE as exc:
-            raise unavailable("Redis", what, f"{type(exc).__name__}: {exc}") from exc
+        except (TimeoutError, *UNAVAILABLE) as exc:
+            raise self._unavailable(what, exc) from exc
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("this RedisStore is closed; open a new store")
+
+    def _unavailable(self, what: str, exc: BaseException) -> StoreUnavailable:
+        """A timeout or a lost connection, as the error every store raises for it."""
+        if isinstance(exc, TimeoutError):
+            return unavailable("Redis", what, f"no answer within {self._op_timeout} s")
+        return unavailable("Redis", what, f"{type(exc).__name__}: {exc}")
 
     @asynccontextmanager
     async def _subscription(self, channel: str, what: str) -> AsyncIterator[Messages]:
@@ -470,14 +470,13 @@ class RedisStore:
         blobs: list[bytes] = []
         entries: list[tuple[str | bytes, ...]] = []
         size = 0
-        prefix = self.prefix
         for call_id, event in items:
             check_call_id(call_id)
             data, fields = encode_event(event), index_fields(event)
             if entries and size + len(data) > JOURNAL_BLOB_BYTES:
                 blobs.append(msgpack.packb(entries, use_bin_type=False))
                 entries, size = [], 0
-            keys = f"{prefix}:{{{_tag(call_id)}}}"  # _key(call_id)
+            keys = self._call_keys(call_id)
             entries.append(
                 (
                     f"{keys}:journal",
