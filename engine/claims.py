@@ -20,7 +20,7 @@ from pydantic_core import to_json
 
 from engine.entropy import random_bytes
 from engine.errors import InvalidRequestState
-from engine.state import pack
+from stores.packing import pack
 
 CLAIMS_VERSION = 1
 FUTURE_SKEW = 60

@@ -8,28 +8,16 @@ Decoding happens only after the seal verified, and with explicit limits.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
 from typing import Any
 
 import msgpack
 
 from engine.errors import InvalidRequestState
+from stores.packing import pack
 
 STATE_VERSION = 1
 MAX_STATE_BYTES = 64 * 1024 * 1024
-
-_packers = threading.local()
-
-
-def pack(value: Any) -> bytes:
-    """``msgpack.packb(value, use_bin_type=True)``, reusing this thread's packer: building one
-    per call costs more than packing a round's state or claims."""
-    try:
-        packer = _packers.packer
-    except AttributeError:
-        packer = _packers.packer = msgpack.Packer(use_bin_type=True)
-    return packer.pack(value)  # type: ignore[no-any-return]
 
 
 @dataclass(slots=True)

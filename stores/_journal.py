@@ -8,6 +8,8 @@ from typing import Any, NamedTuple
 
 import msgpack
 
+from .packing import pack
+
 
 class IndexFields(NamedTuple):
     """What the call listing learns from one event (a tuple: one is built per event written)."""
@@ -22,7 +24,7 @@ def encode_event(event: dict[str, Any]) -> bytes:
     if not isinstance(event, dict):
         raise TypeError(f"journal events must be dicts, got {type(event).__name__}")
     try:
-        return msgpack.packb(event, use_bin_type=True)  # type: ignore[no-any-return]
+        return pack(event)
     except (TypeError, ValueError, OverflowError) as exc:
         raise TypeError(
             f"journal event is not msgpack-serialisable ({exc}); "

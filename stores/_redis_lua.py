@@ -71,7 +71,7 @@ return 1
 """KEYS: round. ARGV: fingerprint, owner, ttl ms. Returns 1 if our claim was extended."""
 
 _APPEND_FUNCTION = """
-local function append(journal, summary, event, ttl, ts_text, target_in, kind)
+local function append(journal, summary, event, ttl, ts_in, target_in, kind)
   local n = redis.call('RPUSH', journal, event)
   local first, last, target
   if n == 1 then
@@ -80,16 +80,16 @@ local function append(journal, summary, event, ttl, ts_text, target_in, kind)
     local seen = redis.call('HMGET', summary, 'first_ts', 'last_ts', 'target')
     first, last, target = tonumber(seen[1]), seen[2], seen[3]
   end
-  local ts = tonumber(ts_text)
+  local ts = tonumber(ts_in)
   local fields = {'events', n}
   if not first or ts < first then
     fields[#fields + 1] = 'first_ts'
-    fields[#fields + 1] = ts_text
+    fields[#fields + 1] = ts_in
   end
   if not last or ts > tonumber(last) then
-    last = ts_text
+    last = ts_in
     fields[#fields + 1] = 'last_ts'
-    fields[#fields + 1] = ts_text
+    fields[#fields + 1] = ts_in
   end
   if not target and target_in ~= '' then
     target = target_in
@@ -151,7 +151,8 @@ return #entries
 
 KEYS: by-time zset, expiry zset, call->target hash. ARGV: a msgpack array of entries, ttl ms,
 expiry (epoch s), the prefix of target zset keys. An entry is [journal list, summary hash,
-event, ts, target or '', kind or '', call id]; the call is listed under its summary's target.
+event, ts (a float: Redis writes a Lua number with all its digits), target or '', kind or '',
+call id]; the call is listed under its summary's target.
 The per-call keys travel inside the array, undeclared: valid on one Redis, where every key is
 on the node running the script, and the reason a batch costs the client one argument instead
 of fifteen per event.

@@ -52,6 +52,8 @@ _PRUNE_BATCH = 100
 
 def _tag(call_id: str) -> str:
     """Escape the call id so it can neither end its hash tag early nor forge another key."""
+    if "%" not in call_id and "}" not in call_id:  # the engine's own (hex) call ids
+        return call_id
     return call_id.replace("%", "%25").replace("}", "%7D")
 
 
@@ -468,7 +470,7 @@ class RedisStore:
         """The entries of `lua.APPEND_MANY`, msgpack-packed, about ``JOURNAL_BLOB_BYTES`` each
         (an event larger than that travels alone)."""
         blobs: list[bytes] = []
-        entries: list[tuple[str | bytes, ...]] = []
+        entries: list[tuple[str | bytes | float, ...]] = []
         size = 0
         for call_id, event in items:
             check_call_id(call_id)
@@ -482,7 +484,7 @@ class RedisStore:
                     f"{keys}:journal",
                     f"{keys}:summary",
                     data,
-                    repr(fields.ts),
+                    fields.ts,
                     fields.target or "",
                     fields.kind or "",
                     call_id,

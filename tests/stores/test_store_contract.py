@@ -371,6 +371,16 @@ async def test_listing_keeps_the_earliest_and_latest_times_of_events_out_of_orde
     ]
 
 
+async def test_listing_keeps_every_digit_of_the_times(store: Store) -> None:
+    ts = 1764512345.1234567
+    await store.append_many([("c1", {"ts": ts}), ("c1", {"ts": ts + 0.000_001})], ttl=30)
+    await store.append("c2", {"ts": ts - 0.000_001}, ttl=30)
+    assert [(c.first_ts, c.last_ts) for c in await store.calls()] == [
+        (ts, ts + 0.000_001),
+        (ts - 0.000_001, ts - 0.000_001),
+    ]
+
+
 async def test_listing_pages_past_the_limit(store: Store) -> None:
     for i in range(40):
         target = "rare" if i % 10 == 0 else "common"
