@@ -406,6 +406,11 @@ class Signature:
     is_async: bool
     plan: Plan
     return_type: Any
+    plain_arguments: tuple[tuple[str, type, Any], ...] | None = None
+    """``(name, type, default)`` of every argument when all are plain ``str``, ``int``,
+    ``float`` or ``bool`` fields without constraints or aliases (``None`` otherwise): a value of
+    exactly that type validates to itself, so such arguments skip the model (see
+    :func:`engine.rounds.validate_arguments`)."""
 
     @functools.cached_property
     def validator(self) -> SchemaValidator:
@@ -469,4 +474,35 @@ def analyze(
         is_async=is_async,
         plan=Plan(planner.order, sources, _sequential(planner.order)),
         return_type=hints.get("return", inspect.Signature.empty),
+        plain_arguments=_plain_arguments(arguments),
     )
+
+
+_PLAIN_TYPES: dict[type, type] = {kind: kind for kind in (str, int, float, bool)}
+_PLAIN_DEFAULTS = (str, int, float, bool, type(None))
+
+
+def _plain_arguments(model: type[BaseModel]) -> tuple[tuple[str, type, Any], ...] | None:
+    """See :attr:`Signature.plain_arguments` (``model`` is built by :func:`analyze`: fields
+    only, no validators, extra keys ignored)."""
+    arguments: list[tuple[str, type, Any]] = []
+    for name, info in model.model_fields.items():
+        default = None if info.is_required() else info.default
+        annotation = info.annotation
+        kind = _PLAIN_TYPES.get(annotation) if isinstance(annotation, type) else None
+        if (
+            kind is None
+            or info.metadata
+            or info.alias is not None
+            or info.validation_alias is not None
+            or info.default_factory is not None
+            or info.validate_default
+            or not isinstance(default, _PLAIN_DEFAULTS)
+        ):
+            return None
+        arguments.append((name, kind, REQUIRED if info.is_required() else default))
+    return tuple(arguments)
+
+
+REQUIRED: Any = object()
+"""The default of a plain argument that has none."""

@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from engine.asking import PENDING, Asker
 from engine.context import CallScope, Context, Suspend
 from engine.errors import MCPError, ToolError
-from engine.graph import Node, Plan, Signature, Source
+from engine.graph import REQUIRED, Node, Plan, Signature, Source
 from engine.questions import (
     OUTCOMES,
     REFUSALS,
@@ -54,6 +54,9 @@ class Suspended:
 RoundOutcome = Completed | Suspended
 
 
+_MISSING: Any = object()
+
+
 def validate_arguments(signature: Signature, raw: Any) -> dict[str, Any]:
     if raw is None:
         raw = {}
@@ -61,6 +64,21 @@ def validate_arguments(signature: Signature, raw: Any) -> dict[str, Any]:
         raise InvalidArguments(
             f"Invalid arguments for {signature.role} {signature.owner}: arguments must be an object"
         )
+    plain = signature.plain_arguments
+    if plain is not None:
+        # Each value already of its field's exact type is what the model would give back;
+        # anything else (a missing required value, 5 for a float, "5" for an int) goes through
+        # the model, which converts it or says what is wrong.
+        arguments: dict[str, Any] = {}
+        for name, kind, default in plain:
+            value = raw.get(name, _MISSING)
+            if type(value) is not kind:
+                if value is not _MISSING or default is REQUIRED:
+                    break
+                value = default  # as the model does, an omitted value's default is not validated
+            arguments[name] = value
+        else:
+            return arguments
     try:
         model = signature.validator.validate_python(raw)
     except ValidationError as exc:
