@@ -86,6 +86,28 @@ class Node:
     def adapter(self) -> TypeAdapter[Any]:
         return TypeAdapter(self.value_type)
 
+    @functools.cached_property
+    def parameters(self) -> Parameters:
+        return Parameters.of(self.sources)
+
+
+@dataclass(frozen=True, slots=True)
+class Parameters:
+    """A consumer's parameters grouped by where their values come from: grouped once, so a
+    round fills in keyword arguments without testing each parameter's kind."""
+
+    arguments: tuple[str, ...]
+    resolved: tuple[tuple[Source, Node], ...]
+    contexts: tuple[str, ...]
+
+    @classmethod
+    def of(cls, sources: list[Source]) -> Parameters:
+        return cls(
+            tuple(s.name for s in sources if s.kind == "argument"),
+            tuple((s, s.node) for s in sources if s.kind == "resolved" and s.node is not None),
+            tuple(s.name for s in sources if s.kind == "context"),
+        )
+
 
 @dataclass(eq=False)
 class Plan:
@@ -94,6 +116,11 @@ class Plan:
     nodes: list[Node]
     sources: list[Source]
     sequential: bool
+
+    @functools.cached_property
+    def parameters(self) -> Parameters:
+        """The handler's own parameters, grouped."""
+        return Parameters.of(self.sources)
 
     @functools.cached_property
     def has_generators(self) -> bool:

@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from engine.asking import PENDING, Asker
 from engine.context import CallScope, Context, Suspend
 from engine.errors import MCPError, ToolError
-from engine.graph import REQUIRED, Node, Plan, Signature, Source
+from engine.graph import REQUIRED, Node, Parameters, Plan, Signature, Source
 from engine.questions import (
     OUTCOMES,
     REFUSALS,
@@ -167,7 +167,7 @@ class Round:
         try:
             if not await self._walk():
                 return Suspended()
-            kwargs = self._kwargs(self.plan.sources)
+            kwargs = self._kwargs(self.plan.parameters)
             fn = self.signature.fn
             if self.signature.is_async:
                 value = await fn(**kwargs)
@@ -252,7 +252,7 @@ class Round:
         return await self.asker.ask(node.key, Rendered.of(question), f"resolver {node.key!r}")
 
     async def _call(self, node: Node) -> Any:
-        kwargs = self._kwargs(node.sources, node)
+        kwargs = self._kwargs(node.parameters, node)
         fn = node.fn
         if node.generator is not None:
             return await self._enter(node, kwargs)
@@ -277,21 +277,19 @@ class Round:
         self.exits.push_async_exit(close)
         return value
 
-    def _kwargs(self, sources: list[Source], node: Node | None = None) -> dict[str, Any]:
+    def _kwargs(self, parameters: Parameters, node: Node | None = None) -> dict[str, Any]:
         kwargs: dict[str, Any] = {}
+        arguments = self.arguments
+        for name in parameters.arguments:
+            kwargs[name] = arguments[name]
         values = self.values
-        for source in sources:
-            kind = source.kind
-            if kind == "argument":
-                kwargs[source.name] = self.arguments[source.name]
-            elif kind == "resolved":
-                assert source.node is not None
-                value = values[source.node]
-                if source.wants_union or isinstance(value, OUTCOMES):
-                    value = deliver(value, source)
-                kwargs[source.name] = value
-            else:
-                kwargs[source.name] = self.ctx if node is None else self.ctx.for_resolver(node.key)
+        for source, node_of_value in parameters.resolved:
+            value = values[node_of_value]
+            if source.wants_union or isinstance(value, OUTCOMES):
+                value = deliver(value, source)
+            kwargs[source.name] = value
+        for name in parameters.contexts:
+            kwargs[name] = self.ctx if node is None else self.ctx.for_resolver(node.key)
         return kwargs
 
 

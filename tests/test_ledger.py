@@ -434,3 +434,20 @@ async def test_a_client_hanging_up_while_its_response_is_kept_does_not_cut_the_k
         again = await post(retry(state), hang_up=False)
     assert again["content"][0]["text"] == "Backordered 'Neuromancer'; it ships in 2-3 weeks."
     assert counter == [1]
+
+
+def test_the_answers_fingerprint_ignores_key_order_and_never_changes() -> None:
+    """Replicas of different versions compare fingerprints during a rolling deploy: the value
+    for the same answers is fixed, whatever order the keys arrive in."""
+    from engine.ledger import responses_fingerprint
+
+    answers = {"k": {"b": 1, "a": {"z": [{"y": 1, "x": 2}, 3], "c": "d"}}, "j": 2}
+    reordered = {"j": 2, "k": {"a": {"c": "d", "z": [{"x": 2, "y": 1}, 3]}, "b": 1}}
+    assert responses_fingerprint(answers).hex() == "94efdbcb0d7c8758318bb70fc13089bd"
+    assert responses_fingerprint(reordered) == responses_fingerprint(answers)
+    assert responses_fingerprint({"confirm_backorder": YES}).hex() == (
+        responses_fingerprint(
+            {"confirm_backorder": {"content": {"confirm": True}, "action": "accept"}}
+        ).hex()
+    )
+    assert responses_fingerprint({"a": [2, 1]}) != responses_fingerprint({"a": [1, 2]})
