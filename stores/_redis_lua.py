@@ -133,21 +133,29 @@ APPEND_MANY = (
     _APPEND_FUNCTION
     + """
 local entries = cmsgpack.unpack(ARGV[1])
+local listing, calls = {}, {}
 for i = 1, #entries do
   local e = entries[i]
-  local appended = append(e[1], e[2], e[3], ARGV[2], e[4], e[5], e[6])
-  local last, target = appended[1], appended[2]
-  redis.call('ZADD', KEYS[1], last, e[7])
-  redis.call('ZADD', KEYS[2], ARGV[3], e[7])
+  local call = e[7]
+  if not listing[call] then
+    calls[#calls + 1] = call
+  end
+  listing[call] = append(e[1], e[2], e[3], ARGV[2], e[4], e[5], e[6])
+end
+for i = 1, #calls do
+  local call = calls[i]
+  local last, target = listing[call][1], listing[call][2]
+  redis.call('ZADD', KEYS[1], last, call)
+  redis.call('ZADD', KEYS[2], ARGV[3], call)
   if target ~= '' then
-    redis.call('HSET', KEYS[3], e[7], target)
-    redis.call('ZADD', ARGV[4] .. target, last, e[7])
+    redis.call('HSET', KEYS[3], call, target)
+    redis.call('ZADD', ARGV[4] .. target, last, call)
   end
 end
 return #entries
 """
 )
-"""`APPEND` then `INDEX` for many events in one script, on a single Redis only.
+"""`APPEND` for many events in one script, then `INDEX` once per call, on a single Redis only.
 
 KEYS: by-time zset, expiry zset, call->target hash. ARGV: a msgpack array of entries, ttl ms,
 expiry (epoch s), the prefix of target zset keys. An entry is [journal list, summary hash,
