@@ -73,13 +73,17 @@ return 1
 _APPEND_FUNCTION = """
 local function append(journal, summary, event, ttl, ts_in, target_in, kind)
   local n = redis.call('RPUSH', journal, event)
-  local first, last, target
   if n == 1 then
-    redis.call('DEL', summary)  -- a summary outliving its journal starts over
-  else
-    local seen = redis.call('HMGET', summary, 'first_ts', 'last_ts', 'target')
-    first, last, target = tonumber(seen[1]), seen[2], seen[3]
+    -- Every field is written, '' for none: nothing of a summary that outlived its journal
+    -- survives, without a DEL for every new call.
+    redis.call('HSET', summary, 'events', 1, 'first_ts', ts_in, 'last_ts', ts_in,
+      'target', target_in, 'last_kind', kind)
+    redis.call('PEXPIRE', journal, ttl)
+    redis.call('PEXPIRE', summary, ttl)
+    return {ts_in, target_in}
   end
+  local seen = redis.call('HMGET', summary, 'first_ts', 'last_ts', 'target')
+  local first, last, target = tonumber(seen[1]), seen[2], seen[3] or ''
   local ts = tonumber(ts_in)
   local fields = {'events', n}
   if not first or ts < first then
@@ -91,7 +95,7 @@ local function append(journal, summary, event, ttl, ts_in, target_in, kind)
     fields[#fields + 1] = 'last_ts'
     fields[#fields + 1] = ts_in
   end
-  if not target and target_in ~= '' then
+  if target == '' and target_in ~= '' then
     target = target_in
     fields[#fields + 1] = 'target'
     fields[#fields + 1] = target_in
@@ -103,7 +107,7 @@ local function append(journal, summary, event, ttl, ts_in, target_in, kind)
   redis.call('HSET', summary, unpack(fields))
   redis.call('PEXPIRE', journal, ttl)
   redis.call('PEXPIRE', summary, ttl)
-  return {last, target or ''}
+  return {last, target}
 end
 """
 

@@ -558,12 +558,12 @@ class RedisStore:
 
 
 def _summary(call_id: str, fields: dict[bytes, bytes]) -> CallSummary:
-    target, kind = fields.get(b"target"), fields.get(b"last_kind")
+    target, kind = fields.get(b"target"), fields.get(b"last_kind")  # b"" is none as well
     return CallSummary(
         call_id=call_id,
-        target=None if target is None else target.decode(),
+        target=target.decode() if target else None,
         first_ts=float(fields[b"first_ts"]),
         last_ts=float(fields[b"last_ts"]),
         events=int(fields[b"events"]),
-        last_kind=None if kind is None else kind.decode(),
+        last_kind=kind.decode() if kind else None,
     )

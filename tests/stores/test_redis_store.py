@@ -111,6 +111,35 @@ async def test_expired_calls_leave_the_index(redis_replicas: Replicas, redis_tes
         await client.aclose()
 
 
+async def test_a_summary_that_outlived_its_journal_starts_over(
+    redis_replicas: Replicas, redis_test_url: str
+) -> None:
+    store = await redis_replicas()
+    await store.append("c1", {"ts": 1.0, "target": "old", "kind": "done"}, ttl=30)
+    client = Redis.from_url(redis_test_url)
+    try:
+        await client.delete(f"{store.prefix}:{{c1}}:journal")  # the summary stays behind
+    finally:
+        await client.aclose()
+    for append in (store.append, lambda c, e, ttl: store.append_many([(c, e)], ttl)):
+        await append("c1", {"ts": 5.0}, ttl=30)
+        [summary] = await store.calls()
+        assert (summary.target, summary.first_ts, summary.events, summary.last_kind) == (
+            None,
+            5.0,
+            1,
+            None,
+        )
+        await store.append("c1", {"ts": 6.0, "target": "new", "kind": "next"}, ttl=30)
+        [summary] = await store.calls()
+        assert (summary.target, summary.events, summary.last_kind) == ("new", 2, "next")
+        client = Redis.from_url(redis_test_url)
+        try:
+            await client.delete(f"{store.prefix}:{{c1}}:journal")
+        finally:
+            await client.aclose()
+
+
 async def test_a_client_passed_in_stays_open(redis_replicas: Replicas, redis_test_url: str) -> None:
     client = Redis.from_url(redis_test_url)
     prefix = (await redis_replicas()).prefix  # cleaned up by the fixture
