@@ -32,7 +32,8 @@ log = logging.getLogger("engine.calls")
 
 _NOT_HOLDING = contextlib.nullcontext()
 Principal = Callable[[RequestScope], str | None]
-Finisher = Callable[["RoundReply", bytes], Awaitable[None]]
+Finisher = Callable[["RoundReply", bytes], Awaitable[None] | None]
+"""Keeps a round's response and journals it; ``None`` when nothing is left to wait for."""
 
 
 @dataclass(slots=True)
@@ -74,7 +75,9 @@ class RoundReply:
 
     async def finish(self, response: bytes) -> None:
         if self.finisher is not None:
-            await self.finisher(self, response)
+            pending = self.finisher(self, response)
+            if pending is not None:
+                await pending
 
 
 class OversizedState(ToolError):
@@ -303,11 +306,14 @@ class RoundRunner:
     ) -> Finisher:
         server = self.server
 
-        async def finish(reply: RoundReply, response: bytes) -> None:
+        def finish(reply: RoundReply, response: bytes) -> Awaitable[None] | None:
             call_id = reply.call_id or ""
             event = journal_event(server, handler, request, reply, response, started)
             if claimed is None and ledger.enqueue(call_id, event):
-                return  # nothing waits on the store: the journal writers take it from here
+                return None  # nothing waits on the store: the journal writers take it from here
+            return keep(call_id, event, response)
+
+        async def keep(call_id: str, event: dict[str, Any], response: bytes) -> None:
             # The body ran: keeping its response must not be cut short by a client hanging
             # up, or a retry would run it again. Store operations have their own timeout.
             with uncut():

@@ -256,7 +256,9 @@ async def handle(server: MCPServer, message: Message, exchange: Exchange) -> byt
         body = dumps(result)
         finisher = outcome.finisher
         if finisher is not None:
-            await finisher(outcome, body)
+            pending = finisher(outcome, body)
+            if pending is not None:
+                await pending
         return body
     assert isinstance(outcome, dict)
     outcome.setdefault("resultType", "complete")
