@@ -80,11 +80,6 @@ def _sorted(value: Any) -> Any:
     """``value`` with every object's keys in sorted order (recursing only into containers:
     answers are small trees of mostly leaves)."""
     if isinstance(value, dict):
-        for item in value.values():
-            if isinstance(item, _NESTED):
-                break
-        else:  # only leaves: sorted in one step
-            return dict(sorted(value.items())) if len(value) > 1 else value
         result = {}
         for key in sorted(value):
             item = value[key]
