@@ -30,34 +30,35 @@ CALL_ID_BYTES = 12
 class Binding:
     """The request a token belongs to.
 
-    The arguments' digest is computed the first time a token is sealed or checked against it:
-    a call that finishes in its first round never needs it.
+    Its digest and tags are computed together the first time either is needed: a call that
+    finishes in its first round never needs them.
     """
 
-    __slots__ = ("_args_digest", "arguments", "audience", "method", "target")
+    __slots__ = ("_parts", "arguments", "audience", "method", "target")
 
     def __init__(self, audience: str, method: str, target: str, arguments: Any) -> None:
         self.audience = audience
         self.method = method
         self.target = target
         self.arguments = arguments
-        self._args_digest: bytes | None = None
-
-    @property
-    def args_digest(self) -> bytes:
-        if self._args_digest is None:
-            self._args_digest = args_digest(self.arguments)
-        return self._args_digest
+        self._parts: tuple[bytes, bytes] | None = None
 
     def digest(self) -> bytes:
-        h = _target(self.audience, self.method, self.target)[0].copy()
-        h.update(self.args_digest)
-        digest: bytes = h.digest()[:16]
-        return digest
+        parts = self._parts
+        return (parts if parts is not None else self._compute())[0]
 
     def tags(self) -> bytes:
         """One byte per bound part, to say which one differs when the binding does not match."""
-        return _target(self.audience, self.method, self.target)[1] + self.args_digest[:1]
+        parts = self._parts
+        return (parts if parts is not None else self._compute())[1]
+
+    def _compute(self) -> tuple[bytes, bytes]:
+        started, tags = _target(self.audience, self.method, self.target)
+        arguments = args_digest(self.arguments)
+        h = started.copy()
+        h.update(arguments)
+        parts = self._parts = (h.digest()[:16], tags + arguments[:1])
+        return parts
 
 
 @functools.lru_cache(maxsize=1024)

@@ -505,6 +505,8 @@ def analyze(
     )
 
 
+REQUIRED: Any = object()
+"""The default of a plain argument that has none."""
 _PLAIN_TYPES: dict[type, type] = {kind: kind for kind in (str, int, float, bool)}
 _PLAIN_DEFAULTS = (str, int, float, bool, type(None))
 
@@ -529,7 +531,3 @@ def _plain_arguments(model: type[BaseModel]) -> tuple[tuple[str, type, Any], ...
             return None
         arguments.append((name, kind, REQUIRED if info.is_required() else default))
     return tuple(arguments)
-
-
-REQUIRED: Any = object()
-"""The default of a plain argument that has none."""

@@ -71,17 +71,7 @@ return 1
 """KEYS: round. ARGV: fingerprint, owner, ttl ms. Returns 1 if our claim was extended."""
 
 _APPEND_FUNCTION = """
-local function append(journal, summary, event, ttl, ts_in, target_in, kind)
-  local n = redis.call('RPUSH', journal, event)
-  if n == 1 then
-    -- Every field is written, '' for none: nothing of a summary that outlived its journal
-    -- survives, without a DEL for every new call.
-    redis.call('HSET', summary, 'events', 1, 'first_ts', ts_in, 'last_ts', ts_in,
-      'target', target_in, 'last_kind', kind)
-    redis.call('PEXPIRE', journal, ttl)
-    redis.call('PEXPIRE', summary, ttl)
-    return {ts_in, target_in}
-  end
+local function changes(summary, n, ts_in, target_in, kind)
   local seen = redis.call('HMGET', summary, 'first_ts', 'last_ts', 'target')
   local first, last, target = tonumber(seen[1]), seen[2], seen[3] or ''
   local ts = tonumber(ts_in)
@@ -103,6 +93,21 @@ local function append(journal, summary, event, ttl, ts_in, target_in, kind)
   if kind ~= '' then
     fields[#fields + 1] = 'last_kind'
     fields[#fields + 1] = kind
+  end
+  return fields, last, target
+end
+
+local function append(journal, summary, event, ttl, ts_in, target_in, kind)
+  local n = redis.call('RPUSH', journal, event)
+  local fields, last, target
+  if n == 1 then
+    -- Every field is written, '' for none: nothing of a summary that outlived its journal
+    -- survives, without a DEL for every new call.
+    fields = {'events', 1, 'first_ts', ts_in, 'last_ts', ts_in, 'target', target_in,
+      'last_kind', kind}
+    last, target = ts_in, target_in
+  else
+    fields, last, target = changes(summary, n, ts_in, target_in, kind)
   end
   redis.call('HSET', summary, unpack(fields))
   redis.call('PEXPIRE', journal, ttl)
