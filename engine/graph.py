@@ -81,14 +81,16 @@ class Node:
     """The model of the form this resolver asks for, when its annotations say."""
     deps: list[Node] = field(default_factory=list)
     index: int = 0
+    parameters: Parameters = field(init=False, repr=False)
+    """Read on every round, so set here rather than as a cached property: an attribute added on
+    first use slows every later attribute read of the object."""
+
+    def __post_init__(self) -> None:
+        self.parameters = Parameters.of(self.sources)
 
     @functools.cached_property
     def adapter(self) -> TypeAdapter[Any]:
         return TypeAdapter(self.value_type)
-
-    @functools.cached_property
-    def parameters(self) -> Parameters:
-        return Parameters.of(self.sources)
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,15 +118,13 @@ class Plan:
     nodes: list[Node]
     sources: list[Source]
     sequential: bool
+    parameters: Parameters = field(init=False, repr=False)
+    """The handler's own parameters, grouped."""
+    has_generators: bool = field(init=False, repr=False)
 
-    @functools.cached_property
-    def parameters(self) -> Parameters:
-        """The handler's own parameters, grouped."""
-        return Parameters.of(self.sources)
-
-    @functools.cached_property
-    def has_generators(self) -> bool:
-        return any(node.generator is not None for node in self.nodes)
+    def __post_init__(self) -> None:
+        self.parameters = Parameters.of(self.sources)
+        self.has_generators = any(node.generator is not None for node in self.nodes)
 
     @property
     def keys(self) -> set[str]:
@@ -439,11 +439,11 @@ class Signature:
     exactly that type validates to itself, so such arguments skip the model (see
     :func:`engine.rounds.validate_arguments`)."""
 
-    @functools.cached_property
-    def validator(self) -> SchemaValidator:
-        """The arguments model's validator, called directly on every round."""
-        validator: SchemaValidator = self.arguments.__pydantic_validator__  # type: ignore[assignment]
-        return validator
+    validator: SchemaValidator = field(init=False, repr=False)
+    """The arguments model's validator, called directly on every round."""
+
+    def __post_init__(self) -> None:
+        self.validator = self.arguments.__pydantic_validator__  # type: ignore[assignment]
 
 
 def analyze(
