@@ -8,7 +8,6 @@ computed before a request arrives (schemas, listings, output adapters) is comput
 from __future__ import annotations
 
 import base64
-import functools
 import hashlib
 import inspect
 import json
@@ -84,10 +83,14 @@ class Handler:
     signature: Signature
     plans: dict[int, Signature] = field(default_factory=dict)
 
-    @functools.cached_property
-    def code_fingerprint(self) -> str:
-        """Changes when the code of the handler or any of its resolvers changes."""
-        return code_digest([self.fn, *(node.fn for node in self.signature.plan.nodes)])
+    code_fingerprint: str = field(init=False, repr=False)
+    """Changes when the code of the handler or any of its resolvers changes (set when
+    registered: every journaled round reads it)."""
+
+    def __post_init__(self) -> None:
+        self.code_fingerprint = code_digest(
+            [self.fn, *(node.fn for node in self.signature.plan.nodes)]
+        )
 
     def planned(self, overrides: Overrides, version: int) -> Signature:
         """The signature planned with the current dependency overrides (cached per version)."""

@@ -129,6 +129,7 @@ class MCPServer:
         self.sessions = SessionRegistry(self.store, session_ttl)
         self.legacy_answer_timeout = legacy_answer_timeout
         self._tools: dict[str, Tool] = {}
+        self._completer: Callable[..., Any] | None = None
         self._prompts: dict[str, Prompt] = {}
         self._resources: dict[str, Resource] = {}
         self._templates: dict[str, Resource] = {}
@@ -351,7 +352,7 @@ class MCPServer:
     async def complete(
         self, ref: dict[str, Any], argument: dict[str, Any], context: Any
     ) -> list[str]:
-        completer = getattr(self, "_completer", None)
+        completer = self._completer
         if completer is None:
             return []
         values = completer(ref, argument, context)
