@@ -516,7 +516,8 @@ def _plain_arguments(model: type[BaseModel]) -> tuple[tuple[str, type, Any], ...
     only, no validators, extra keys ignored)."""
     arguments: list[tuple[str, type, Any]] = []
     for name, info in model.model_fields.items():
-        default = None if info.is_required() else info.default
+        required = info.is_required()
+        default = None if required else info.default
         annotation = info.annotation
         kind = _PLAIN_TYPES.get(annotation) if isinstance(annotation, type) else None
         if (
@@ -529,5 +530,5 @@ def _plain_arguments(model: type[BaseModel]) -> tuple[tuple[str, type, Any], ...
             or not isinstance(default, _PLAIN_DEFAULTS)
         ):
             return None
-        arguments.append((name, kind, REQUIRED if info.is_required() else default))
+        arguments.append((name, kind, REQUIRED if required else default))
     return tuple(arguments)
