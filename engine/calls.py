@@ -54,8 +54,9 @@ class RoundReply:
 
     ``kind`` is ``complete`` (``value``), ``input_required`` (``input_requests`` and
     ``request_state``), ``error`` (an error result's text) or ``cached`` (the serialised result
-    of an earlier attempt of the same round). :meth:`finish` must be awaited with the serialised
-    result: it keeps the response for duplicates and journals the round.
+    of an earlier attempt of the same round). :meth:`finish` must be called with the serialised
+    result (and what it returns awaited): it keeps the response for duplicates and journals the
+    round.
     """
 
     kind: str
@@ -73,11 +74,10 @@ class RoundReply:
     trace: Asker | None = None
     """The round's asker: what it asked in place, accepted and recorded, for the journal."""
 
-    async def finish(self, response: bytes) -> None:
-        if self.finisher is not None:
-            pending = self.finisher(self, response)
-            if pending is not None:
-                await pending
+    def finish(self, response: bytes) -> Awaitable[None] | None:
+        """Keep and journal the round; an awaitable when that must wait for the store."""
+        finisher = self.finisher
+        return None if finisher is None else finisher(self, response)
 
 
 class OversizedState(ToolError):

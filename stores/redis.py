@@ -339,7 +339,7 @@ class RedisStore:
     ) -> None:
         check_round_key(call_id, round_no)
         own = check_owner(owner)
-        key = self._key(call_id, "round", round_no)
+        key = self._round_key(call_id, round_no)
         args = [bytes(fingerprint)] if own is None else [bytes(fingerprint), own]
         if await self._call(
             f"release of call {call_id!r} round {round_no}",
@@ -355,7 +355,7 @@ class RedisStore:
         own = check_owner(owner)
         if own is None:
             return False
-        key = self._key(call_id, "round", round_no)
+        key = self._round_key(call_id, round_no)
         renewed = await self._call(
             f"renewal of call {call_id!r} round {round_no}",
             lambda: self._renew(keys=[key], args=[bytes(fingerprint), own, _ms(ttl)]),
@@ -372,7 +372,7 @@ class RedisStore:
         # Polling rather than a pub/sub notice: a waiter then holds no connection between
         # reads, so a storm of retries cannot drain the pool.
         check_round_key(call_id, round_no)
-        key = self._key(call_id, "round", round_no)
+        key = self._round_key(call_id, round_no)
 
         async def peek() -> tuple[bool, bytes | None]:
             fp, response = await self._call(

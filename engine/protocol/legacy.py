@@ -170,7 +170,9 @@ def _round(method: str, target_param: str) -> Operation:
         request = CallRequest(method, target, arguments, None, None, scope)
         reply = await run(server)(request, asker=_asker(server, session, exchange))
         body = dumps(_round_result(reply))
-        await reply.finish(body)  # journaled with the questions asked and answered in place
+        pending = reply.finish(body)  # journaled with the questions asked and answered in place
+        if pending is not None:
+            await pending
         return body
 
     return operation

@@ -254,11 +254,9 @@ async def handle(server: MCPServer, message: Message, exchange: Exchange) -> byt
         if outcome.call_id is not None:
             result["_meta"][META_CALL] = outcome.call_id
         body = dumps(result)
-        finisher = outcome.finisher
-        if finisher is not None:
-            pending = finisher(outcome, body)
-            if pending is not None:
-                await pending
+        pending = outcome.finish(body)
+        if pending is not None:
+            await pending
         return body
     assert isinstance(outcome, dict)
     outcome.setdefault("resultType", "complete")
