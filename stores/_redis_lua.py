@@ -70,109 +70,91 @@ return 1
 """
 """KEYS: round. ARGV: fingerprint, owner, ttl ms. Returns 1 if our claim was extended."""
 
-_APPEND_FUNCTION = """
-local function changes(summary, n, ts_in, target_in, kind)
-  local seen = redis.call('HMGET', summary, 'first_ts', 'last_ts', 'target')
-  local first, last, target = tonumber(seen[1]), seen[2], seen[3] or ''
-  local ts = tonumber(ts_in)
-  local fields = {'events', n}
-  if not first or ts < first then
-    fields[#fields + 1] = 'first_ts'
-    fields[#fields + 1] = ts_in
+_LISTING_FUNCTION = """
+local function listing(keys, call, n, ts_list, targets, kinds, expiry, target_prefix)
+  local first, last, kind, target = nil, nil, '', ''
+  if n > #ts_list then
+    local old = redis.call('HGET', keys[3], call)
+    if old then
+      local s = cmsgpack.unpack(old)
+      first, last, kind, target = s[1], s[2], s[5], s[6]
+    end
   end
-  if not last or ts > tonumber(last) then
-    last = ts_in
-    fields[#fields + 1] = 'last_ts'
-    fields[#fields + 1] = ts_in
+  for i = 1, #ts_list do
+    local ts = tonumber(ts_list[i])
+    if not first or ts < first then first = ts end
+    if not last or ts > last then last = ts end
+    if target == '' then target = targets[i] end
+    if kinds[i] ~= '' then kind = kinds[i] end
   end
-  if target == '' and target_in ~= '' then
-    target = target_in
-    fields[#fields + 1] = 'target'
-    fields[#fields + 1] = target_in
+  redis.call('HSET', keys[3], call, cmsgpack.pack({first, last, n, tonumber(expiry), kind, target}))
+  redis.call('ZADD', keys[1], last, call)
+  redis.call('ZADD', keys[2], expiry, call)
+  if target ~= '' then
+    redis.call('ZADD', target_prefix .. target, last, call)
   end
-  if kind ~= '' then
-    fields[#fields + 1] = 'last_kind'
-    fields[#fields + 1] = kind
-  end
-  return fields, last, target
 end
+"""
+"""Lists one call after ``#ts_list`` new events (``n`` in its journal now); the summary is a
+msgpack array ``[first ts, last ts, events, expiry, last kind or '', target or '']`` in the
+calls hash. A journal holding only the new events is a new life: an older summary is ignored."""
 
-local function append(journal, summary, event, ttl, ts_in, target_in, kind)
-  local n = redis.call('RPUSH', journal, event)
-  local fields, last, target
-  if n == 1 then
-    -- Every field is written, '' for none: nothing of a summary that outlived its journal
-    -- survives, without a DEL for every new call.
-    fields = {'events', 1, 'first_ts', ts_in, 'last_ts', ts_in, 'target', target_in,
-      'last_kind', kind}
-    last, target = ts_in, target_in
-  else
-    fields, last, target = changes(summary, n, ts_in, target_in, kind)
+_PUSH_FUNCTION = """
+local function push(journal, events, ttl)
+  local n = 0
+  for i = 1, #events, 1000 do
+    n = redis.call('RPUSH', journal, unpack(events, i, math.min(i + 999, #events)))
   end
-  redis.call('HSET', summary, unpack(fields))
   redis.call('PEXPIRE', journal, ttl)
-  redis.call('PEXPIRE', summary, ttl)
-  return {last, target}
+  return n
 end
 """
 
-APPEND = (
-    _APPEND_FUNCTION
-    + "return append(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5])\n"
+APPEND = _PUSH_FUNCTION + "return push(KEYS[1], {ARGV[1]}, ARGV[2])\n"
+"""KEYS: journal list. ARGV: event, ttl ms. Returns the number of events in the journal."""
+
+INDEX = (
+    _LISTING_FUNCTION
+    + "listing(KEYS, ARGV[1], tonumber(ARGV[2]), {ARGV[3]}, {ARGV[4]}, {ARGV[5]}, ARGV[6], "
+    + "ARGV[7])\n"
 )
-"""KEYS: journal list, summary hash. ARGV: event, ttl ms, ts, target or '', kind or ''.
-
-Returns {last_ts, target or ''} for the index. A new journal (first event) starts a new summary.
-"""
-
-INDEX = """
-redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
-redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
-if KEYS[4] then
-  redis.call('HSET', KEYS[3], ARGV[1], ARGV[4])
-  redis.call('ZADD', KEYS[4], ARGV[2], ARGV[1])
-end
-"""
-"""KEYS: by-time zset, expiry zset, call->target hash[, target zset].
-
-ARGV: call id, last ts, expiry (epoch s)[, target]. Lists the call under its latest activity.
-"""
+"""KEYS: by-time zset, expiry zset, calls hash. ARGV: call id, events in its journal, ts, target
+or '', kind or '', expiry (epoch s), the prefix of target zset keys."""
 
 APPEND_MANY = (
-    _APPEND_FUNCTION
+    _PUSH_FUNCTION
+    + _LISTING_FUNCTION
     + """
 local entries = cmsgpack.unpack(ARGV[1])
-local listing, calls = {}, {}
+local calls, order = {}, {}
 for i = 1, #entries do
   local e = entries[i]
-  local call = e[7]
-  if not listing[call] then
-    calls[#calls + 1] = call
+  local call = calls[e[6]]
+  if not call then
+    call = {journal = e[1], events = {}, ts = {}, targets = {}, kinds = {}}
+    calls[e[6]] = call
+    order[#order + 1] = e[6]
   end
-  listing[call] = append(e[1], e[2], e[3], ARGV[2], e[4], e[5], e[6])
+  local k = #call.events + 1
+  call.events[k], call.ts[k], call.targets[k], call.kinds[k] = e[2], e[3], e[4], e[5]
 end
-for i = 1, #calls do
-  local call = calls[i]
-  local last, target = listing[call][1], listing[call][2]
-  redis.call('ZADD', KEYS[1], last, call)
-  redis.call('ZADD', KEYS[2], ARGV[3], call)
-  if target ~= '' then
-    redis.call('HSET', KEYS[3], call, target)
-    redis.call('ZADD', ARGV[4] .. target, last, call)
-  end
+for i = 1, #order do
+  local call = calls[order[i]]
+  local n = push(call.journal, call.events, ARGV[2])
+  listing(KEYS, order[i], n, call.ts, call.targets, call.kinds, ARGV[3], ARGV[4])
 end
 return #entries
 """
 )
-"""`APPEND` for many events in one script, then `INDEX` once per call, on a single Redis only.
+"""`APPEND` then `INDEX` for many events in one script, on a single Redis only; each call's
+events are pushed together and the call listed once.
 
-KEYS: by-time zset, expiry zset, call->target hash. ARGV: a msgpack array of entries, ttl ms,
-expiry (epoch s), the prefix of target zset keys. An entry is [journal list, summary hash,
-event, ts (a float: Redis writes a Lua number with all its digits), target or '', kind or '',
-call id]; the call is listed under its summary's target.
-The per-call keys travel inside the array, undeclared: valid on one Redis, where every key is
-on the node running the script, and the reason a batch costs the client one argument instead
-of fifteen per event.
+KEYS: by-time zset, expiry zset, calls hash. ARGV: a msgpack array of entries, ttl ms, expiry
+(epoch s), the prefix of target zset keys. An entry is [journal list, event, ts (a float, so no
+digit is lost), target or '', kind or '', call id].
+The journal keys travel inside the array, undeclared: valid on one Redis, where every key is on
+the node running the script, and the reason a batch costs the client one argument instead of
+several per event.
 """
 
 PRUNE = """
@@ -194,7 +176,7 @@ for i = 2, #ARGV, 2 do
 end
 return removed
 """
-"""KEYS: by-time zset, expiry zset, call->target hash, then target zsets.
+"""KEYS: by-time zset, expiry zset, calls hash, then target zsets.
 
 ARGV: now (epoch s), then pairs (call id, index in KEYS of its target zset or 0). Re-checks the
 expiry inside the script, so a call refreshed since it was read is left alone.

@@ -21,7 +21,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import anyio
 import msgpack
@@ -260,20 +260,24 @@ class RedisStore:
     async def _prune_index(self) -> None:
         """Drop expired calls from the listing index, a bounded batch at a time."""
         now = time.time()
-        expiry, targets = self._index_key("expiry"), self._index_key("targets")
+        expiry, calls = self._index_key("expiry"), self._index_key("calls")
         members = await self._client.zrangebyscore(expiry, "-inf", now, start=0, num=_PRUNE_BATCH)
         if not members:
             return
         names = [as_bytes(m, "the call index") for m in members]
-        keys = [self._index_key("by_ts"), expiry, targets]
+        keys = [self._index_key("by_ts"), expiry, calls]
         args: list[bytes | str | int] = [repr(now)]
-        positions: dict[bytes, int] = {}  # target -> its zset's (1-based) position in KEYS
-        for name, target in zip(names, await self._client.hmget(targets, names), strict=True):
+        positions: dict[str, int] = {}  # target -> its zset's (1-based) position in KEYS
+        for name, packed in zip(names, await self._client.hmget(calls, names), strict=True):
             position = 0
-            if target is not None:
-                target = as_bytes(target, "a call target")
+            target = (
+                None
+                if packed is None
+                else _Listed.decode(as_bytes(packed, "a call summary")).target
+            )
+            if target:
                 if target not in positions:
-                    keys.append(self._target_key(target.decode()))
+                    keys.append(self._target_key(target))
                     positions[target] = len(keys)
                 position = positions[target]
             args += [name, position]
@@ -400,23 +404,22 @@ class RedisStore:
 
     async def _append_one(self, call_id: str, data: bytes, fields: IndexFields, ttl: float) -> None:
         """One event on a cluster: its journal, then its listing (another slot, another node)."""
-        keys = [self._key(call_id, "journal"), self._key(call_id, "summary")]
-        args: list[bytes | str | int] = [
-            data,
-            _ms(ttl),
+        what = f"append to the journal of call {call_id!r}"
+        journal = [self._key(call_id, "journal")]
+        n = await self._call(what, lambda: self._append(keys=journal, args=[data, _ms(ttl)]))
+        index_args: list[bytes | str | int] = [
+            call_id,
+            n,
             repr(fields.ts),
             fields.target or "",
             fields.kind or "",
+            repr(time.time() + ttl),
+            self._target_key(""),
         ]
-        what = f"append to the journal of call {call_id!r}"
-        last_ts, target = await self._call(what, lambda: self._append(keys=keys, args=args))
-        # The index is global (another cluster slot): a second, separate step.
-        index_keys = [self._index_key(n) for n in ("by_ts", "expiry", "targets")]
-        index_args: list[bytes | str] = [call_id, last_ts, repr(time.time() + ttl)]
-        if target:
-            index_keys.append(self._target_key(as_bytes(target, "a call target").decode()))
-            index_args.append(target)
-        await self._call(what, lambda: self._index(keys=index_keys, args=index_args))
+        await self._call(what, lambda: self._index(keys=self._index_keys(), args=index_args))
+
+    def _index_keys(self) -> list[str]:
+        return [self._index_key(n) for n in ("by_ts", "expiry", "calls")]
 
     async def append_many(self, items: list[tuple[str, dict[str, Any]]], ttl: float) -> None:
         """On a single Redis, one round trip: a script per ~1 MiB of events writes each event's
@@ -426,7 +429,7 @@ class RedisStore:
         if not items:
             return
         expiry = repr(time.time() + ttl)
-        index_keys = [self._index_key(n) for n in ("by_ts", "expiry", "targets")]
+        index_keys = self._index_keys()
         if isinstance(self._client, Redis):
             calls: list[ScriptCall] = [
                 (self._append_many, index_keys, [blob, _ms(ttl), expiry, self._target_key("")])
@@ -478,11 +481,9 @@ class RedisStore:
             if entries and size + len(data) > JOURNAL_BLOB_BYTES:
                 blobs.append(msgpack.packb(entries, use_bin_type=False))
                 entries, size = [], 0
-            keys = self._call_keys(call_id)
             entries.append(
                 (
-                    f"{keys}:journal",
-                    f"{keys}:summary",
+                    f"{self._call_keys(call_id)}:journal",
                     data,
                     fields.ts,
                     fields.target or "",
@@ -513,18 +514,22 @@ class RedisStore:
         async def page(start: int, size: int) -> tuple[list[bytes], list[Any]]:
             ids = await self._client.zrevrangebyscore(index, "+inf", low, start=start, num=size)
             names = [as_bytes(i, "the call index") for i in ids]
-            pipe = self._client.pipeline(transaction=False)  # one call's keys per command
-            for name in names:
-                pipe.hgetall(self._key(name.decode(), "summary"))
-            return names, (await pipe.execute() if names else [])
+            listed = await self._client.hmget(self._index_key("calls"), names) if names else []
+            return names, listed
 
         start = 0
         while len(found) < limit:
             size = max(limit - len(found), 16)
-            names, summaries = await self._call("listing calls", partial(page, start, size))
-            for name, summary in zip(names, summaries, strict=True):
-                if summary and len(found) < limit:  # an empty summary has expired
-                    found.append(_summary(name.decode(), summary))
+            names, listed = await self._call("listing calls", partial(page, start, size))
+            now = time.time()
+            for name, packed in zip(names, listed, strict=True):
+                if packed is None or len(found) >= limit:
+                    continue
+                call = _Listed.decode(as_bytes(packed, "a call summary"))
+                if call.expiry <= now:  # its journal has expired; pruning will drop it
+                    continue
+                if target is None or call.target == target:  # else listed in an earlier life
+                    found.append(call.summary(name.decode()))
             if len(names) < size:
                 break
             start += size
@@ -557,13 +562,34 @@ class RedisStore:
                 await self._client.aclose()
 
 
-def _summary(call_id: str, fields: dict[bytes, bytes]) -> CallSummary:
-    target, kind = fields.get(b"target"), fields.get(b"last_kind")  # b"" is none as well
-    return CallSummary(
-        call_id=call_id,
-        target=target.decode() if target else None,
-        first_ts=float(fields[b"first_ts"]),
-        last_ts=float(fields[b"last_ts"]),
-        events=int(fields[b"events"]),
-        last_kind=kind.decode() if kind else None,
-    )
+class _Listed(NamedTuple):
+    """A call's entry in the calls hash, as the listing script packs it."""
+
+    first_ts: float
+    last_ts: float
+    events: int
+    expiry: float
+    kind: str
+    target: str
+
+    @classmethod
+    def decode(cls, packed: bytes) -> _Listed:
+        first, last, events, expiry, kind, target = msgpack.unpackb(packed, raw=True)
+        return cls(
+            float(first),
+            float(last),
+            int(events),
+            float(expiry),
+            kind.decode(errors="replace"),
+            target.decode(errors="replace"),
+        )
+
+    def summary(self, call_id: str) -> CallSummary:
+        return CallSummary(
+            call_id=call_id,
+            target=self.target or None,
+            first_ts=self.first_ts,
+            last_ts=self.last_ts,
+            events=self.events,
+            last_kind=self.kind or None,
+        )
