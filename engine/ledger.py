@@ -31,7 +31,8 @@ from stores import Claim, Store, StoreUnavailable
 log = logging.getLogger("engine.ledger")
 
 JOURNAL_LINGER = 0.005
-"""Seconds a journal writer waits after an event for others to share its round trip."""
+"""Seconds a journal writer waits after an event for others to share its round trip (not when
+a whole batch is already waiting: under load it writes back to back)."""
 JOURNAL_BATCH = 200
 """Events a journal writer sends in one round trip at most."""
 JOURNAL_QUEUE = 2048
@@ -368,7 +369,8 @@ class Ledger:
                 queue.wake = anyio.Event()
                 await queue.wake.wait()
                 continue
-            await anyio.sleep(JOURNAL_LINGER)  # let a batch gather: one round trip for many
+            if len(events) < JOURNAL_BATCH:  # let a batch gather: one round trip for many
+                await anyio.sleep(JOURNAL_LINGER)
             batch = [events.popleft() for _ in range(min(len(events), JOURNAL_BATCH))]
             try:
                 await self.store.append_many(batch, self.journal_ttl)

@@ -354,6 +354,31 @@ async def test_journal_events_dropped_under_overload_are_counted_and_warned_abou
     assert len(warnings) == 1  # not one per dropped event
 
 
+async def test_a_journal_writer_with_whole_batches_waiting_writes_them_without_lingering(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from engine import ledger
+
+    monkeypatch.setattr(ledger, "JOURNAL_LINGER", 3600.0)  # a lone event would wait an hour
+    written: list[int] = []
+    both_written = anyio.Event()
+
+    class CountingStore(MemoryStore):
+        async def append_many(self, items: list[tuple[str, dict[str, Any]]], ttl: float) -> None:
+            written.append(len(items))
+            if len(written) == 2:
+                both_written.set()
+
+    mcp = MCPServer("journal", keys=[KEY], store=CountingStore())
+    async with mcp.running():
+        assert mcp.ledger is not None
+        for i in range(2 * ledger.JOURNAL_BATCH):
+            assert mcp.ledger.enqueue(f"call-{i}", {"n": i})
+        with anyio.fail_after(10):
+            await both_written.wait()
+    assert written == [ledger.JOURNAL_BATCH, ledger.JOURNAL_BATCH]
+
+
 @pytest.mark.parametrize("with_store", [False, True])
 async def test_rounds_leave_no_reference_cycles_behind(with_store: bool) -> None:
     """Every round is freed as soon as it is answered: nothing waits for the cycle collector,
