@@ -119,7 +119,10 @@ INDEX = (
     + "ARGV[7])\n"
 )
 """KEYS: by-time zset, expiry zset, calls hash. ARGV: call id, events in its journal, ts, target
-or '', kind or '', expiry (epoch s), the prefix of target zset keys."""
+or '', kind or '', expiry (epoch s), the prefix of target zset keys.
+
+The call's target zset is named inside the script, since only the summary there knows the
+call's target; it shares the index keys' hash tag, so it is on the node running the script."""
 
 APPEND_MANY = (
     _PUSH_FUNCTION
