@@ -270,11 +270,8 @@ class RedisStore:
         positions: dict[str, int] = {}  # target -> its zset's (1-based) position in KEYS
         for name, packed in zip(names, await self._client.hmget(calls, names), strict=True):
             position = 0
-            target = (
-                None
-                if packed is None
-                else _Listed.decode(as_bytes(packed, "a call summary")).target
-            )
+            listed = None if packed is None else _Listed.read(name, packed)
+            target = None if listed is None else listed.target
             if target:
                 if target not in positions:
                     keys.append(self._target_key(target))
@@ -523,9 +520,9 @@ class RedisStore:
             names, listed = await self._call("listing calls", partial(page, start, size))
             now = time.time()
             for name, packed in zip(names, listed, strict=True):
-                if packed is None or len(found) >= limit:
+                call = None if packed is None else _Listed.read(name, packed)
+                if call is None or len(found) >= limit:
                     continue
-                call = _Listed.decode(as_bytes(packed, "a call summary"))
                 if call.expiry <= now:  # its journal has expired; pruning will drop it
                     continue
                 if target is None or call.target == target:  # else listed in an earlier life
@@ -573,16 +570,27 @@ class _Listed(NamedTuple):
     target: str
 
     @classmethod
-    def decode(cls, packed: bytes) -> _Listed:
-        first, last, events, expiry, kind, target = msgpack.unpackb(packed, raw=True)
-        return cls(
-            float(first),
-            float(last),
-            int(events),
-            float(expiry),
-            kind.decode(errors="replace"),
-            target.decode(errors="replace"),
-        )
+    def read(cls, call_id: bytes, packed: Any) -> _Listed | None:
+        """The entry, or ``None`` (logged) when something else wrote it: one bad entry must not
+        break every listing, nor stop the pruning of the others."""
+        data = as_bytes(packed, "a call summary")
+        try:
+            first, last, events, expiry, kind, target = msgpack.unpackb(data, raw=True)
+            return cls(
+                float(first),
+                float(last),
+                int(events),
+                float(expiry),
+                kind.decode(errors="replace"),
+                target.decode(errors="replace"),
+            )
+        except (ValueError, TypeError, AttributeError, msgpack.UnpackException):
+            log.warning(
+                "the listing entry of call %r is not one this store wrote; it is skipped (delete "
+                "it from the calls hash of the index to silence this)",
+                call_id.decode(errors="replace"),
+            )
+            return None
 
     def summary(self, call_id: str) -> CallSummary:
         return CallSummary(

@@ -111,6 +111,30 @@ async def test_expired_calls_leave_the_index(redis_replicas: Replicas, redis_tes
         await client.aclose()
 
 
+async def test_a_listing_entry_written_by_something_else_is_skipped_not_fatal(
+    redis_replicas: Replicas, redis_test_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = await redis_replicas(purge_interval=0)
+    await store.append("good", {"ts": 1.0, "target": "tool"}, ttl=30)
+    index = f"{store.prefix}:index:{{{store.prefix}}}"
+    client = Redis.from_url(redis_test_url)
+    try:
+        entries = [  # one the listing meets, one the pruning meets
+            (b"junk", b"not msgpack \xc1", time.time() + 60),
+            (b"short", b"\x92\x01\x02", 0.0),
+        ]
+        for name, value, expiry in entries:
+            await client.hset(f"{index}:calls", name, value)
+            await client.zadd(f"{index}:by_ts", {name: 2.0})
+            await client.zadd(f"{index}:expiry", {name: expiry})
+    finally:
+        await client.aclose()
+    assert [c.call_id for c in await store.calls()] == ["good"]
+    assert "is not one this store wrote" in caplog.text
+    await store.append("later", {"ts": 3.0, "target": "tool"}, ttl=30)  # and pruning goes on
+    assert [c.call_id for c in await store.calls()] == ["later", "good"]
+
+
 async def test_a_summary_that_outlived_its_journal_starts_over(
     redis_replicas: Replicas, redis_test_url: str
 ) -> None:
