@@ -369,6 +369,17 @@ async def test_a_journal_batch_larger_than_one_script_is_split_and_kept_in_order
     ]
 
 
+async def test_thousands_of_one_calls_events_in_one_batch_are_pushed_in_order(
+    redis_replicas: Replicas,
+) -> None:
+    store = await redis_replicas()
+    await store.append("c1", {"ts": 0.5, "target": "t", "n": -1}, ttl=30)
+    await store.append_many([("c1", {"ts": float(i), "n": i}) for i in range(9000)], ttl=30)
+    assert [e["n"] for e in await store.events("c1")] == list(range(-1, 9000))
+    [summary] = await store.calls(target="t")
+    assert (summary.events, summary.first_ts, summary.last_ts) == (9001, 0.0, 8999.0)
+
+
 # --- shared pipelines while serving ---
 
 
