@@ -106,6 +106,9 @@ class RedisStore:
             self._client = url_or_client
             self._owns_client = False
         self.prefix = prefix
+        self._index_keys = [self._index_key(n) for n in ("by_ts", "expiry", "calls")]
+        """What the listing scripts are given: by-time and expiry zsets, calls hash."""
+        self._target_prefix = self._target_key("")
         self._op_timeout = op_timeout
         self._poll_interval = poll_interval
         self._purge_interval = purge_interval
@@ -270,7 +273,7 @@ class RedisStore:
         positions: dict[str, int] = {}  # target -> its zset's (1-based) position in KEYS
         for name, packed in zip(names, await self._client.hmget(calls, names), strict=True):
             position = 0
-            listed = None if packed is None else _Listed.read(name, packed)
+            listed = _Listed.read(name, packed)
             target = None if listed is None else listed.target
             if target:
                 if target not in positions:
@@ -411,12 +414,9 @@ class RedisStore:
             fields.target or "",
             fields.kind or "",
             repr(time.time() + ttl),
-            self._target_key(""),
+            self._target_prefix,
         ]
-        await self._call(what, lambda: self._index(keys=self._index_keys(), args=index_args))
-
-    def _index_keys(self) -> list[str]:
-        return [self._index_key(n) for n in ("by_ts", "expiry", "calls")]
+        await self._call(what, lambda: self._index(keys=self._index_keys, args=index_args))
 
     async def append_many(self, items: list[tuple[str, dict[str, Any]]], ttl: float) -> None:
         """On a single Redis, one round trip: a script per ~1 MiB of events writes each event's
@@ -426,10 +426,10 @@ class RedisStore:
         if not items:
             return
         expiry = repr(time.time() + ttl)
-        index_keys = self._index_keys()
+        index_keys = self._index_keys
         if isinstance(self._client, Redis):
             calls: list[ScriptCall] = [
-                (self._append_many, index_keys, [blob, _ms(ttl), expiry, self._target_key("")])
+                (self._append_many, index_keys, [blob, _ms(ttl), expiry, self._target_prefix])
                 for blob in self._journal_blobs(items)
             ]
 
@@ -520,7 +520,7 @@ class RedisStore:
             names, listed = await self._call("listing calls", partial(page, start, size))
             now = time.time()
             for name, packed in zip(names, listed, strict=True):
-                call = None if packed is None else _Listed.read(name, packed)
+                call = _Listed.read(name, packed)
                 if call is None or len(found) >= limit:
                     continue
                 if call.expiry <= now:  # its journal has expired; pruning will drop it
@@ -571,8 +571,10 @@ class _Listed(NamedTuple):
 
     @classmethod
     def read(cls, call_id: bytes, packed: Any) -> _Listed | None:
-        """The entry, or ``None`` (logged) when something else wrote it: one bad entry must not
-        break every listing, nor stop the pruning of the others."""
+        """The entry; ``None`` when there is none, or (logged) when something else wrote it:
+        one bad entry must not break every listing, nor stop the pruning of the others."""
+        if packed is None:
+            return None
         data = as_bytes(packed, "a call summary")
         try:
             first, last, events, expiry, kind, target = msgpack.unpackb(data, raw=True)
