@@ -76,9 +76,9 @@ class Store(Protocol):
     when the backend cannot answer in time. TTLs are seconds and chosen by the caller.
 
     A store may also offer ``async def serve(self, *, task_status)``: background work to run
-    while a server uses it (``RedisStore`` shares pipelines between concurrent requests). The
-    server starts it in its task group and cancels it on the way out; it is not part of the
-    contract, so a store without it is still a `Store`.
+    while a server uses it (``RedisStore`` sends the scripts of concurrent requests over one
+    shared connection). The server starts it in its task group and cancels it on the way out;
+    it is not part of the contract, so a store without it is still a `Store`.
     """
 
     # --- blobs: large call state kept by reference ---

@@ -31,8 +31,8 @@ from redis.commands.core import AsyncScript
 from . import _redis_lua as lua
 from ._checks import check_call_id, check_limit, check_owner, check_round_key, check_ttl
 from ._journal import IndexFields, decode_event, encode_event, index_fields
-from ._redis_batch import BatcherStopped, ScriptBatcher, ScriptCall, run_scripts
 from ._redis_client import UNAVAILABLE, Messages, RedisClient, as_bytes, client_from_url
+from ._redis_mux import MuxStopped, ScriptCall, ScriptMux, run_scripts
 from ._waiters import Waiters, wait_settled
 from .base import (
     DEFAULT_OP_TIMEOUT,
@@ -116,7 +116,7 @@ class RedisStore:
         self._closed = False
         self._subscriptions: set[Messages] = set()
         self._waiters = Waiters()
-        self._batcher: ScriptBatcher | None = None
+        self._mux: ScriptMux | None = None
         self._claim = self._client.register_script(lua.CLAIM)
         self._complete = self._client.register_script(lua.COMPLETE)
         self._release = self._client.register_script(lua.RELEASE)
@@ -150,58 +150,64 @@ class RedisStore:
     # --- plumbing ---
 
     async def serve(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
-        """While a server uses the store: round scripts of concurrent requests share pipelines.
+        """While a server uses the store: the scripts of concurrent requests share one
+        multiplexed connection (see `stores._redis_mux`).
 
-        Without it, each claim and each completion is a round trip of its own. On a cluster the
-        scripts of one pipeline would span nodes, so there they are always sent one by one.
+        Without it, each claim and each completion is a round trip of its own through the pool.
+        On a cluster the scripts of one connection would span nodes, so there they are always
+        sent one by one.
         """
-        if not isinstance(self._client, Redis) or self._batcher is not None:
+        if not isinstance(self._client, Redis) or self._mux is not None:
             task_status.started()
             return
-        batcher = ScriptBatcher(self._client, self._op_timeout)
-        self._batcher = batcher
+        mux = ScriptMux(self._client, self._op_timeout)
+        self._mux = mux
         task_status.started()
         try:
-            await batcher.run()
+            await mux.run()
         finally:
-            self._batcher = None
+            self._mux = None
 
     async def _scripts(self, calls: list[ScriptCall]) -> list[Any]:
-        """Replies (errors in place) of scripts sent together: in the shared pipelines while
+        """Replies (errors in place) of scripts sent together: over the shared connection while
         serving, else in one pipeline of their own."""
         assert isinstance(self._client, Redis)
-        batcher = self._batcher
-        if batcher is not None:
-            try:
-                replies = [batcher.submit(*call) for call in calls]
-            except BatcherStopped:
-                pass
-            else:
-                results: list[Any] = []
+        mux = self._mux
+        if mux is None:
+            return await run_scripts(self._client, calls)
+        try:
+            replies = [mux.submit(*call) for call in calls]
+        except MuxStopped:
+            return await run_scripts(self._client, calls)
+        results: list[Any] = []
+        try:
+            for reply in replies:
                 try:
-                    for reply in replies:
-                        try:
-                            results.append(await reply)
-                        except Exception as exc:
-                            results.append(exc)
-                finally:
-                    for reply in replies:  # cancelled: nobody will read the rest
-                        reply.cancel()
-                return results
-        return await run_scripts(self._client, calls)
+                    results.append(await reply)
+                except Exception as exc:
+                    results.append(exc)
+        finally:
+            for reply in replies:  # cancelled: nobody will read the rest
+                reply.cancel()
+        unsent = [i for i, result in enumerate(results) if isinstance(result, MuxStopped)]
+        if unsent:
+            resent = await run_scripts(self._client, [calls[i] for i in unsent])
+            for i, result in zip(unsent, resent, strict=True):
+                results[i] = result
+        return results
 
     async def _script(
         self, script: AsyncScript, keys: list[str], args: list[Any], what: str, *details: Any
     ) -> Any:
-        """One script's reply: in the shared pipelines while serving (which answer within the
-        operation timeout), else sent by itself under the timeout. ``what.format(*details)``
+        """One script's reply: over the shared connection while serving (which answers within
+        the operation timeout), else sent by itself under the timeout. ``what.format(*details)``
         names the operation in errors (formatted only then: this runs twice a round)."""
-        batcher = self._batcher
-        if batcher is not None:
+        mux = self._mux
+        if mux is not None:
             self._check_open()
             try:
-                return await batcher.submit(script, keys, args)
-            except BatcherStopped:
+                return await mux.submit(script, keys, args)
+            except MuxStopped:
                 pass  # it stopped before sending this one
             except (TimeoutError, *UNAVAILABLE) as exc:
                 raise self._unavailable(what.format(*details), exc) from exc

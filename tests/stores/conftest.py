@@ -106,7 +106,7 @@ async def backend(
     """A store of each kind, and a way to open a second replica on the same data.
 
     ``redis-serving`` is Redis with `RedisStore.serve` running, as under a server: round
-    scripts then travel in shared pipelines, and must keep the same contract.
+    scripts then travel over one shared connection, and must keep the same contract.
     """
     kind: str = request.param
     extra: list[Store] = []

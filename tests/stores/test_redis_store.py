@@ -15,8 +15,7 @@ import pytest
 from redis.asyncio import Redis
 from redis.crc import key_slot
 
-from stores import Claim, ClaimResult, RedisStore, StoreUnavailable, open_store
-from stores._redis_batch import ScriptBatcher
+from stores import Claim, ClaimResult, RedisStore, StoreUnavailable, _redis_mux, open_store
 from tests.private_redis import REDIS_SERVER, PrivateRedis, free_ports
 
 pytestmark = [pytest.mark.anyio, pytest.mark.redis]
@@ -380,30 +379,39 @@ async def test_thousands_of_one_calls_events_in_one_batch_are_pushed_in_order(
     assert (summary.events, summary.first_ts, summary.last_ts) == (9001, 0.0, 8999.0)
 
 
-# --- shared pipelines while serving ---
+# --- the shared script connection while serving ---
+
+
+ON_BOTH_LOOPS = pytest.mark.parametrize(
+    "anyio_backend", [("asyncio", {}), ("asyncio", {"use_uvloop": True})], ids=["asyncio", "uvloop"]
+)
+"""Also on uvloop, the event loop uvicorn runs on when it is installed (its transports differ)."""
 
 
 @asynccontextmanager
 async def serving(store: RedisStore) -> AsyncIterator[None]:
-    """The store's shared pipelines run for the block (as while a server uses the store)."""
+    """The store's shared script connection serves the block (as while a server uses the store)."""
     async with anyio.create_task_group() as tg:
         await tg.start(store.serve)
         yield
         tg.cancel_scope.cancel()
 
 
-async def test_concurrent_round_scripts_share_pipelines(
+@ON_BOTH_LOOPS
+async def test_concurrent_round_scripts_share_writes_on_one_connection(
     redis_replicas: Replicas, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = await redis_replicas()
-    pipelines: list[int] = []
-    send = ScriptBatcher._pipeline
+    writes: list[int] = []
+    flush = _redis_mux._Wire.flush
 
-    async def counted(self: ScriptBatcher, batch: list[Any]) -> list[Any]:
-        pipelines.append(len(batch))
-        return await send(self, batch)
+    def counted(self: _redis_mux._Wire) -> None:
+        scripts = sum(packed.startswith(b"*") and b"EVALSHA" in packed for packed in self.queued)
+        if scripts:  # not the connection's set-up (SELECT, AUTH)
+            writes.append(scripts)
+        flush(self)
 
-    monkeypatch.setattr(ScriptBatcher, "_pipeline", counted)
+    monkeypatch.setattr(_redis_mux._Wire, "flush", counted)
     results: dict[int, ClaimResult] = {}
 
     async def claim(n: int) -> None:
@@ -414,13 +422,13 @@ async def test_concurrent_round_scripts_share_pipelines(
             for n in range(64):
                 tg.start_soon(claim, n)
         assert all(r.status is Claim.FRESH for r in results.values()) and len(results) == 64
-        assert sum(pipelines) == 64 and len(pipelines) < 64 / 4
+        assert sum(writes) == 64 and len(writes) < 64 / 4
         again = await store.claim("call-7", 1, b"fp", ttl=30)
         assert again.status is Claim.IN_PROGRESS
     assert (await store.claim("call-7", 1, b"other", ttl=30)).status is Claim.CONFLICT  # direct
 
 
-async def test_shared_pipelines_reload_scripts_after_a_flush(private_redis: PrivateRedis) -> None:
+async def test_shared_connection_reload_scripts_after_a_flush(private_redis: PrivateRedis) -> None:
     store = RedisStore(private_redis.url, prefix="flush", op_timeout=2)
     client = Redis.from_url(private_redis.url)
     try:
@@ -436,7 +444,7 @@ async def test_shared_pipelines_reload_scripts_after_a_flush(private_redis: Priv
         await store.aclose()
 
 
-async def test_shared_pipelines_fail_fast_in_an_outage_and_recover(
+async def test_shared_connection_fail_fast_in_an_outage_and_recover(
     private_redis: PrivateRedis,
 ) -> None:
     store = RedisStore(private_redis.url, prefix="outage-served", op_timeout=0.5)
@@ -453,7 +461,59 @@ async def test_shared_pipelines_fail_fast_in_an_outage_and_recover(
         await store.aclose()
 
 
-async def test_shared_pipelines_answer_within_the_op_timeout_when_redis_stalls(
+@ON_BOTH_LOOPS
+async def test_shared_connection_reconnects_after_a_restart_while_idle(
+    private_redis: PrivateRedis,
+) -> None:
+    store = RedisStore(private_redis.url, prefix="restart-idle", op_timeout=1)
+    try:
+        async with serving(store):
+            assert (await store.claim("c1", 1, b"fp", ttl=30)).status is Claim.FRESH
+            await private_redis.kill()
+            await private_redis.start()  # nothing was in flight: nothing fails
+            assert (await store.claim("c1", 1, b"fp", ttl=30)).status is Claim.FRESH
+            await store.complete("c1", 1, b"fp", b"done", ttl=30)
+            assert (await store.claim("c1", 1, b"fp", ttl=30)).response == b"done"
+    finally:
+        await store.aclose()
+
+
+async def test_shared_connection_logs_in_and_selects_the_database(tmp_path: Path) -> None:
+    if REDIS_SERVER is None:
+        pytest.fail("redis-server is not installed")
+    socket_path = tmp_path / "redis.sock"
+    server = PrivateRedis(
+        tmp_path, free_ports(1)[0], "--requirepass", "s3cret", "--unixsocket", str(socket_path)
+    )
+    await server.start()
+    client = Redis.from_url(f"redis://:s3cret@127.0.0.1:{server.port}/3")
+    try:
+        for url in (
+            f"redis://:s3cret@127.0.0.1:{server.port}/3",
+            f"unix://{socket_path}?db=3&password=s3cret",
+        ):
+            store = RedisStore(url, prefix="login")
+            try:
+                async with serving(store):
+                    call = f"call-{len(url)}"
+                    assert (await store.claim(call, 1, b"fp", ttl=30)).status is Claim.FRESH
+                assert await client.exists(f"login:{{{call}}}:round:1") == 1
+            finally:
+                await store.aclose()
+        refused = RedisStore(f"redis://:wrong@127.0.0.1:{server.port}/3", prefix="login")
+        try:
+            async with serving(refused):
+                with pytest.raises(StoreUnavailable, match="AuthenticationError: invalid"):
+                    await refused.claim("c9", 1, b"fp", ttl=30)
+        finally:
+            await refused.aclose()
+    finally:
+        await client.aclose()
+        await server.kill()
+
+
+@ON_BOTH_LOOPS
+async def test_shared_connection_answer_within_the_op_timeout_when_redis_stalls(
     private_redis: PrivateRedis,
 ) -> None:
     store = RedisStore(private_redis.url, prefix="stall-served", op_timeout=0.5)
@@ -468,7 +528,7 @@ async def test_shared_pipelines_answer_within_the_op_timeout_when_redis_stalls(
                 assert 0.4 < time.monotonic() - started < 1.2
             finally:
                 private_redis.signal(signal.SIGCONT)
-            # The half-read pipeline's connection was dropped; the next one starts clean.
+            # The stalled connection was dropped; the next one starts clean.
             assert (await store.claim("c1", 1, b"fp", ttl=30)).status is Claim.IN_PROGRESS
             await store.complete("c1", 1, b"fp", b"done", ttl=30)
             duplicate = await store.claim("c1", 1, b"fp", ttl=30)
@@ -477,7 +537,7 @@ async def test_shared_pipelines_answer_within_the_op_timeout_when_redis_stalls(
         await store.aclose()
 
 
-async def test_shared_pipelines_name_keys_as_the_client_encodes_them(
+async def test_shared_connection_name_keys_as_the_client_encodes_them(
     redis_replicas: Replicas, redis_test_url: str
 ) -> None:
     client = Redis.from_url(redis_test_url, encoding="latin-1")
