@@ -209,30 +209,32 @@ def renew(
     return conn.execute(sql, (now + ttl, *key, fingerprint, owner, now)).rowcount > 0
 
 
-def append(
-    conn: sqlite3.Connection, call_id: str, data: bytes, fields: IndexFields, ttl: float
+def append_many(
+    conn: sqlite3.Connection, entries: list[tuple[str, bytes, IndexFields]], ttl: float
 ) -> None:
+    """Journal events (call id, encoded event, listing fields) in one transaction."""
     with transaction(conn):
         now = time.time()
-        row = conn.execute(
-            "SELECT events, expires_at FROM calls WHERE call_id = ?", (call_id,)
-        ).fetchone()
-        if row is not None and row[1] <= now:  # an expired journal restarts from scratch
-            conn.execute("DELETE FROM journal WHERE call_id = ?", (call_id,))
-            conn.execute("DELETE FROM calls WHERE call_id = ?", (call_id,))
-            row = None
-        seq = 0 if row is None else row[0]
-        conn.execute("INSERT INTO journal VALUES (?, ?, ?)", (call_id, seq, data))
-        conn.execute(
-            "INSERT INTO calls VALUES (?, ?, ?, ?, 1, ?, ?) ON CONFLICT (call_id) DO UPDATE SET"
-            " target = coalesce(target, excluded.target),"
-            " first_ts = min(first_ts, excluded.first_ts),"
-            " last_ts = max(last_ts, excluded.last_ts),"
-            " events = events + 1,"
-            " last_kind = coalesce(excluded.last_kind, last_kind),"
-            " expires_at = excluded.expires_at",
-            (call_id, fields.target, fields.ts, fields.ts, fields.kind, now + ttl),
-        )
+        for call_id, data, fields in entries:
+            row = conn.execute(
+                "SELECT events, expires_at FROM calls WHERE call_id = ?", (call_id,)
+            ).fetchone()
+            if row is not None and row[1] <= now:  # an expired journal restarts from scratch
+                conn.execute("DELETE FROM journal WHERE call_id = ?", (call_id,))
+                conn.execute("DELETE FROM calls WHERE call_id = ?", (call_id,))
+                row = None
+            seq = 0 if row is None else row[0]
+            conn.execute("INSERT INTO journal VALUES (?, ?, ?)", (call_id, seq, data))
+            conn.execute(
+                "INSERT INTO calls VALUES (?, ?, ?, ?, 1, ?, ?) ON CONFLICT (call_id) DO UPDATE"
+                " SET target = coalesce(target, excluded.target),"
+                " first_ts = min(first_ts, excluded.first_ts),"
+                " last_ts = max(last_ts, excluded.last_ts),"
+                " events = events + 1,"
+                " last_kind = coalesce(excluded.last_kind, last_kind),"
+                " expires_at = excluded.expires_at",
+                (call_id, fields.target, fields.ts, fields.ts, fields.kind, now + ttl),
+            )
 
 
 def events(conn: sqlite3.Connection, call_id: str) -> list[dict[str, Any]]:

@@ -210,28 +210,31 @@ class MemoryStore:
     # --- journal ---
 
     async def append(self, call_id: str, event: dict[str, Any], ttl: float) -> None:
-        check_call_id(call_id)
-        check_ttl(ttl)
-        data = encode_event(event)
-        fields = index_fields(event)
-        now = await self._enter()
-        journal = self._journals.get(call_id)
-        if journal is None or journal.expires <= now:
-            journal = _Journal([], fields.target, fields.ts, fields.ts, None, now + ttl)
-            self._journals[call_id] = journal
-        journal.events.append(data)
-        if journal.target is None:
-            journal.target = fields.target
-        if fields.kind is not None:
-            journal.last_kind = fields.kind
-        journal.first_ts = min(journal.first_ts, fields.ts)
-        journal.last_ts = max(journal.last_ts, fields.ts)
-        journal.expires = now + ttl
-        self._purge(now)
+        await self.append_many([(call_id, event)], ttl)
 
     async def append_many(self, items: list[tuple[str, dict[str, Any]]], ttl: float) -> None:
+        """Every event is encoded first (one that cannot be fails the batch before anything is
+        written), then all are written at one checkpoint, as one round trip would."""
+        check_ttl(ttl)
+        encoded = []
         for call_id, event in items:
-            await self.append(call_id, event, ttl)
+            check_call_id(call_id)
+            encoded.append((call_id, encode_event(event), index_fields(event)))
+        now = await self._enter()
+        for call_id, data, fields in encoded:
+            journal = self._journals.get(call_id)
+            if journal is None or journal.expires <= now:
+                journal = _Journal([], fields.target, fields.ts, fields.ts, None, now + ttl)
+                self._journals[call_id] = journal
+            journal.events.append(data)
+            if journal.target is None:
+                journal.target = fields.target
+            if fields.kind is not None:
+                journal.last_kind = fields.kind
+            journal.first_ts = min(journal.first_ts, fields.ts)
+            journal.last_ts = max(journal.last_ts, fields.ts)
+            journal.expires = now + ttl
+        self._purge(now)
 
     async def events(self, call_id: str) -> list[dict[str, Any]]:
         now = await self._enter()

@@ -199,16 +199,19 @@ class SQLiteStore:
     # --- journal ---
 
     async def append(self, call_id: str, event: dict[str, Any], ttl: float) -> None:
-        check_call_id(call_id)
-        check_ttl(ttl)
-        data, fields = encode_event(event), index_fields(event)
-        await self._run(
-            "append", lambda conn: sql.append(conn, call_id, data, fields, ttl), write=True
-        )
+        await self.append_many([(call_id, event)], ttl)
 
     async def append_many(self, items: list[tuple[str, dict[str, Any]]], ttl: float) -> None:
+        """One transaction (one trip to the worker thread) for the whole batch; every event is
+        encoded first, so one that cannot be fails the batch before anything is written."""
+        check_ttl(ttl)
+        if not items:
+            return
+        entries = []
         for call_id, event in items:
-            await self.append(call_id, event, ttl)
+            check_call_id(call_id)
+            entries.append((call_id, encode_event(event), index_fields(event)))
+        await self._run("append", lambda conn: sql.append_many(conn, entries, ttl), write=True)
 
     async def events(self, call_id: str) -> list[dict[str, Any]]:
         return await self._run("events", lambda conn: sql.events(conn, call_id), write=False)

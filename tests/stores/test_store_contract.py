@@ -315,6 +315,17 @@ async def test_journal_keeps_append_order_and_content(store: Store) -> None:
     assert await store.events("unknown") == []
 
 
+async def test_a_batch_with_an_event_that_cannot_be_encoded_writes_nothing(store: Store) -> None:
+    batch: list[tuple[str, dict[str, Any]]] = [
+        ("c1", {"ts": 1.0, "n": 1}),
+        ("c2", {"ts": 2.0, "n": object()}),
+    ]
+    with pytest.raises(TypeError, match="msgpack"):
+        await store.append_many(batch, ttl=30)
+    assert await store.events("c1") == []
+    assert await store.calls() == []
+
+
 async def test_append_many_writes_each_event_to_its_call_in_order(store: Store) -> None:
     now = time.time()
     items: list[tuple[str, dict[str, Any]]] = [
