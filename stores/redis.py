@@ -32,7 +32,7 @@ from . import _redis_lua as lua
 from ._checks import check_call_id, check_limit, check_owner, check_round_key, check_ttl
 from ._journal import IndexFields, decode_event, encode_event, index_fields
 from ._redis_client import UNAVAILABLE, Messages, RedisClient, as_bytes, client_from_url
-from ._redis_mux import MuxStopped, ScriptCall, ScriptMux, run_scripts
+from ._redis_mux import MuxStopped, ScriptCall, ScriptMux, can_multiplex, run_scripts
 from ._waiters import Waiters, wait_settled
 from .base import (
     DEFAULT_OP_TIMEOUT,
@@ -155,12 +155,14 @@ class RedisStore:
 
         Without it, each claim and each completion is a round trip of its own through the pool.
         On a cluster the scripts of one connection would span nodes, so there they are always
-        sent one by one.
+        sent one by one, as they are for a client whose connections redis-py must make itself
+        (Sentinel) or that decodes replies.
         """
-        if not isinstance(self._client, Redis) or self._mux is not None:
+        client = self._client
+        if not isinstance(client, Redis) or not can_multiplex(client) or self._mux is not None:
             task_status.started()
             return
-        mux = ScriptMux(self._client, self._op_timeout)
+        mux = ScriptMux(client, self._op_timeout)
         self._mux = mux
         task_status.started()
         try:
@@ -558,6 +560,8 @@ class RedisStore:
         if self._closed:
             return
         self._closed = True
+        if self._mux is not None:
+            self._mux.close()
         for messages in tuple(self._subscriptions):
             messages.end()
         if self._owns_client:

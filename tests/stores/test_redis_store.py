@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -13,9 +14,12 @@ import anyio
 import anyio.abc
 import pytest
 from redis.asyncio import Redis
+from redis.asyncio.sentinel import Sentinel
 from redis.crc import key_slot
+from redis.credentials import CredentialProvider
 
 from stores import Claim, ClaimResult, RedisStore, StoreUnavailable, _redis_mux, open_store
+from stores._redis_mux import can_multiplex
 from tests.private_redis import REDIS_SERVER, PrivateRedis, free_ports
 
 pytestmark = [pytest.mark.anyio, pytest.mark.redis]
@@ -510,6 +514,65 @@ async def test_shared_connection_logs_in_and_selects_the_database(tmp_path: Path
     finally:
         await client.aclose()
         await server.kill()
+
+
+async def test_a_script_that_cannot_be_encoded_fails_alone(redis_replicas: Replicas) -> None:
+    store = await redis_replicas()
+    async with serving(store):  # no connection yet: both wait for the first one
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(store.claim, "good", 1, b"fp", 30)
+            with pytest.raises(UnicodeEncodeError):
+                await store.claim("bad\ud800", 1, b"fp", ttl=30)
+        assert (await store.claim("good", 1, b"fp", ttl=30)).status is Claim.IN_PROGRESS
+
+
+async def test_a_failing_credential_provider_fails_the_scripts_not_the_server(
+    redis_test_url: str,
+) -> None:
+    class Flaky(CredentialProvider):
+        def get_credentials(self) -> tuple[str]:
+            raise RuntimeError("the token service is down")
+
+        async def get_credentials_async(self) -> tuple[str]:
+            raise RuntimeError("the token service is down")
+
+    client = Redis.from_url(redis_test_url, credential_provider=Flaky())
+    store = RedisStore(client, prefix="flaky-credentials")
+    try:
+        async with serving(store):
+            with pytest.raises(StoreUnavailable, match="the token service is down"):
+                await store.claim("c1", 1, b"fp", ttl=30)
+    finally:
+        await store.aclose()
+        await client.aclose()
+
+
+async def test_a_full_redis_is_unavailable_with_or_without_the_shared_connection() -> None:
+    async def refuse(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(b"-ERR max number of clients reached\r\n")  # as Redis does, unasked
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(refuse, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    store = RedisStore(f"redis://127.0.0.1:{port}/0", prefix="full", op_timeout=1, retries=0)
+    try:
+        with pytest.raises(StoreUnavailable, match="max number of clients"):
+            await store.claim("c1", 1, b"fp", ttl=30)
+        async with serving(store):
+            with pytest.raises(StoreUnavailable, match="max number of clients"):
+                await store.claim("c1", 1, b"fp", ttl=30)
+    finally:
+        await store.aclose()
+        server.close()
+
+
+def test_clients_that_redis_py_must_connect_itself_keep_their_scripts_in_redis_py() -> None:
+    assert can_multiplex(Redis.from_url("redis://127.0.0.1:6379/0"))
+    assert can_multiplex(Redis.from_url("unix:///run/redis.sock"))
+    sentinel = Sentinel([("127.0.0.1", 26379)]).master_for("primary")
+    assert not can_multiplex(sentinel)  # it asks a sentinel for the address as it connects
+    assert not can_multiplex(Redis.from_url("redis://127.0.0.1:6379/0", decode_responses=True))
 
 
 @ON_BOTH_LOOPS
