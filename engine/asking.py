@@ -81,7 +81,10 @@ class ReplayAsker:
 
     def new_checkpoints(self) -> dict[str, Any]:
         old = self.state.checkpoints
-        return {k: v for k, v in self.next_state.checkpoints.items() if k not in old}
+        recorded = self.next_state.checkpoints
+        if len(recorded) == len(old):  # it starts as a copy of the old ones: none were added
+            return {}
+        return {k: v for k, v in recorded.items() if k not in old}
 
     async def ask(self, key: str, question: Rendered, asker: str) -> Any:
         recorded = self.state.answers.get(key)

@@ -314,7 +314,8 @@ class Ledger:
         if not writers:
             return False
         # One writer per call, so a call's events stay in order.
-        if not writers[hash(call_id) % len(writers)].put((call_id, event)):
+        writer = writers[0] if len(writers) == 1 else writers[hash(call_id) % len(writers)]
+        if not writer.put((call_id, event)):
             self._dropped_event()
         return True
 

@@ -42,3 +42,19 @@ def check_round_key(call_id: str, round_no: int) -> None:
     """Every round operation names its round the same way, so each checks both parts."""
     check_call_id(call_id)
     check_round(round_no)
+
+
+def check_round_op(call_id: str, round_no: int, ttl: float) -> None:
+    """`check_round_key` and `check_ttl` in one call: a claim and a completion run on every
+    resumed round, so the usual arguments pass one test, and anything else goes through the
+    full checks (which raise the precise error, or accept an unusual valid type)."""
+    if (
+        type(call_id) is not str
+        or not call_id
+        or type(round_no) is not int
+        or round_no < 0
+        or (type(ttl) is not float and type(ttl) is not int)
+        or not 0 < ttl < math.inf
+    ):
+        check_round_key(call_id, round_no)
+        check_ttl(ttl)

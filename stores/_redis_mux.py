@@ -206,7 +206,8 @@ class ScriptMux:
             raise MuxStopped
         loop = self.loop
         rest = (len(keys), *keys, *args)
-        packed = self.pack(("EVALSHA", script.sha, *rest))
+        command = ("EVALSHA", script.sha, *rest)
+        packed = hiredis.pack_command(command) if self._text is None else self.pack(command)
         entry = _Sent(loop.create_future(), loop.time() + self._op_timeout, script, rest, packed)
         wire = self._wire
         if wire is None:

@@ -29,7 +29,14 @@ from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
 
 from . import _redis_lua as lua
-from ._checks import check_call_id, check_limit, check_owner, check_round_key, check_ttl
+from ._checks import (
+    check_call_id,
+    check_limit,
+    check_owner,
+    check_round_key,
+    check_round_op,
+    check_ttl,
+)
 from ._journal import IndexFields, decode_event, encode_event, index_fields
 from ._redis_client import UNAVAILABLE, Messages, RedisClient, as_bytes, client_from_url
 from ._redis_mux import MuxStopped, ScriptCall, ScriptMux, can_multiplex, run_scripts
@@ -139,7 +146,8 @@ class RedisStore:
         return ":".join([self._call_keys(call_id), *map(str, parts)])
 
     def _round_key(self, call_id: str, round_no: int) -> str:
-        return f"{self._call_keys(call_id)}:round:{round_no}"
+        tag = call_id if "%" not in call_id and "}" not in call_id else _tag(call_id)
+        return f"{self.prefix}:{{{tag}}}:round:{round_no}"
 
     def _index_key(self, name: str) -> str:
         return f"{self.prefix}:index:{{{self.prefix}}}:{name}"
@@ -206,7 +214,8 @@ class RedisStore:
         names the operation in errors (formatted only then: this runs twice a round)."""
         mux = self._mux
         if mux is not None:
-            self._check_open()
+            if self._closed:
+                self._check_open()
             try:
                 return await mux.submit(script, keys, args)
             except MuxStopped:
@@ -320,9 +329,8 @@ class RedisStore:
         *,
         owner: bytes | None = None,
     ) -> ClaimResult:
-        check_round_key(call_id, round_no)
-        check_ttl(ttl)
-        own = check_owner(owner)
+        check_round_op(call_id, round_no, ttl)
+        own = owner if type(owner) is bytes and owner else check_owner(owner)
         key = self._round_key(call_id, round_no)
         args: list[bytes | int] = [bytes(fingerprint), _ms(ttl)]
         if own is not None:
@@ -337,10 +345,9 @@ class RedisStore:
     async def complete(
         self, call_id: str, round_no: int, fingerprint: bytes, response: bytes, ttl: float
     ) -> None:
-        check_round_key(call_id, round_no)
-        check_ttl(ttl)
+        check_round_op(call_id, round_no, ttl)
         key = self._round_key(call_id, round_no)
-        args: list[bytes | int] = [bytes(fingerprint), bytes(response), _ms(ttl)]
+        args = [bytes(fingerprint), bytes(response), _ms(ttl)]
         if await self._script(
             self._complete, [key], args, "complete of call {!r} round {}", call_id, round_no
         ):

@@ -470,10 +470,27 @@ async def test_bad_arguments_are_refused_with_a_reason(store: Store) -> None:
             await store.renew("c1", bad_round, FP, b"owner", ttl=30)  # type: ignore[arg-type]
         with pytest.raises(ValueError, match="round_no"):
             await store.wait_complete("c1", bad_round, FP, timeout=0.01)  # type: ignore[arg-type]
+    for bad_round in (-1, True, "2"):
+        for op in (store.claim, store.complete):
+            args = (FP, b"r") if op == store.complete else (FP,)
+            with pytest.raises(ValueError, match="round_no"):
+                await op("c1", bad_round, *args, ttl=30)  # type: ignore[operator]
+    for bad_ttl in (0, -1.0, float("nan"), float("inf"), "30"):
+        with pytest.raises(ValueError, match="ttl must be a positive"):
+            await store.claim("c1", 1, FP, ttl=bad_ttl)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="not msgpack-serialisable"):
         await store.append("c1", {"obj": object()}, ttl=30)
     with pytest.raises(ValueError, match="limit"):
         await store.calls(limit=0)
+
+
+async def test_numbers_of_other_numeric_types_are_accepted(store: Store) -> None:
+    class Seconds(float):
+        pass
+
+    assert (await store.claim("c1", 1, FP, ttl=Seconds(30))).status is Claim.FRESH
+    await store.complete("c1", 1, FP, b"done", ttl=Seconds(30))
+    assert (await store.claim("c1", 1, FP, ttl=30)).response == b"done"
 
 
 async def test_ping_and_use_after_close(store: Store) -> None:
