@@ -82,7 +82,7 @@ def _sorted(value: Any) -> Any:
     answers are small trees of mostly leaves)."""
     if isinstance(value, dict):
         result = {}
-        for key in sorted(value):
+        for key in sorted(value) if len(value) > 1 else value:
             item = value[key]
             result[key] = _sorted(item) if isinstance(item, _NESTED) else item
         return result

@@ -59,9 +59,10 @@ def responses_fingerprint(responses: Any) -> bytes:
     return hashlib.sha256(canonical).digest()[:16]
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@dataclass(slots=True, eq=False)
 class Hold:
-    """A round this attempt claimed: what it must settle, renew or give back.
+    """A round this attempt claimed: what it must settle, renew or give back (never changed
+    once made; not frozen, since a frozen dataclass costs twice as much to build, every round).
 
     Compared and hashed by identity: each attempt's hold is its own, even for the same round.
     """

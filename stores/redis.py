@@ -146,8 +146,7 @@ class RedisStore:
         return ":".join([self._call_keys(call_id), *map(str, parts)])
 
     def _round_key(self, call_id: str, round_no: int) -> str:
-        tag = call_id if "%" not in call_id and "}" not in call_id else _tag(call_id)
-        return f"{self.prefix}:{{{tag}}}:round:{round_no}"
+        return f"{self.prefix}:{{{_tag(call_id)}}}:round:{round_no}"
 
     def _index_key(self, name: str) -> str:
         return f"{self.prefix}:index:{{{self.prefix}}}:{name}"
