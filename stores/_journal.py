@@ -8,6 +8,7 @@ from typing import Any, NamedTuple
 
 import msgpack
 
+from ._checks import check_call_id
 from .packing import pack
 
 
@@ -30,6 +31,20 @@ def encode_event(event: dict[str, Any]) -> bytes:
             f"journal event is not msgpack-serialisable ({exc}); "
             "use str, bytes, int, float, bool, None, lists and dicts"
         ) from exc
+
+
+EncodedEvent = tuple[str, bytes, IndexFields]
+"""A journal event ready to write: its call id, its encoding, its listing fields."""
+
+
+def encode_batch(items: list[tuple[str, dict[str, Any]]]) -> list[EncodedEvent]:
+    """Every event of an ``append_many`` batch, checked and encoded before any is written: one
+    that cannot be fails the whole batch, in every store."""
+    encoded = []
+    for call_id, event in items:
+        check_call_id(call_id)
+        encoded.append((call_id, encode_event(event), index_fields(event)))
+    return encoded
 
 
 def decode_event(data: bytes) -> dict[str, Any]:

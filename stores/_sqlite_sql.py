@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ._journal import IndexFields, decode_event
+from ._journal import EncodedEvent, decode_event
 from .base import CallSummary, Claim, ClaimResult, StoreUnavailable
 
 SCHEMA_VERSION = 2
@@ -209,9 +209,7 @@ def renew(
     return conn.execute(sql, (now + ttl, *key, fingerprint, owner, now)).rowcount > 0
 
 
-def append_many(
-    conn: sqlite3.Connection, entries: list[tuple[str, bytes, IndexFields]], ttl: float
-) -> None:
+def append_many(conn: sqlite3.Connection, entries: list[EncodedEvent], ttl: float) -> None:
     """Journal events (call id, encoded event, listing fields) in one transaction."""
     with transaction(conn):
         now = time.time()

@@ -17,7 +17,7 @@ import anyio.lowlevel
 
 from ._bus import DEFAULT_BUFFER, LocalBus
 from ._checks import check_call_id, check_limit, check_owner, check_round_key, check_ttl
-from ._journal import decode_event, encode_event, index_fields
+from ._journal import decode_event, encode_batch
 from ._waiters import Waiters, wait_settled
 from .base import CallSummary, Claim, ClaimResult
 
@@ -213,13 +213,9 @@ class MemoryStore:
         await self.append_many([(call_id, event)], ttl)
 
     async def append_many(self, items: list[tuple[str, dict[str, Any]]], ttl: float) -> None:
-        """Every event is encoded first (one that cannot be fails the batch before anything is
-        written), then all are written at one checkpoint, as one round trip would."""
+        """All the events at one checkpoint, as one round trip would."""
         check_ttl(ttl)
-        encoded = []
-        for call_id, event in items:
-            check_call_id(call_id)
-            encoded.append((call_id, encode_event(event), index_fields(event)))
+        encoded = encode_batch(items)
         now = await self._enter()
         for call_id, data, fields in encoded:
             journal = self._journals.get(call_id)

@@ -37,7 +37,14 @@ from ._checks import (
     check_round_op,
     check_ttl,
 )
-from ._journal import IndexFields, decode_event, encode_event, index_fields
+from ._journal import (
+    EncodedEvent,
+    IndexFields,
+    decode_event,
+    encode_batch,
+    encode_event,
+    index_fields,
+)
 from ._redis_client import UNAVAILABLE, Messages, RedisClient, as_bytes, client_from_url
 from ._redis_mux import MuxStopped, ScriptCall, ScriptMux, can_multiplex, run_scripts
 from ._waiters import Waiters, wait_settled
@@ -146,7 +153,7 @@ class RedisStore:
         return ":".join([self._call_keys(call_id), *map(str, parts)])
 
     def _round_key(self, call_id: str, round_no: int) -> str:
-        return f"{self.prefix}:{{{_tag(call_id)}}}:round:{round_no}"
+        return f"{self._call_keys(call_id)}:round:{round_no}"
 
     def _index_key(self, name: str) -> str:
         return f"{self.prefix}:index:{{{self.prefix}}}:{name}"
@@ -444,7 +451,7 @@ class RedisStore:
         if isinstance(self._client, Redis):
             calls: list[ScriptCall] = [
                 (self._append_many, index_keys, [blob, _ms(ttl), expiry, self._target_prefix])
-                for blob in self._journal_blobs(items)
+                for blob in self._journal_blobs(encode_batch(items))
             ]
 
             async def run_single() -> None:
@@ -456,12 +463,10 @@ class RedisStore:
             await self._call(f"append of {len(items)} journal events", run_single)
             await self._maybe_prune()
             return
-        # A cluster runs no scripts in pipelines. Every event is encoded first, so one that
-        # cannot be fails the batch before anything is written.
+        # A cluster runs no scripts in pipelines.
         by_call: dict[str, list[tuple[bytes, IndexFields]]] = {}
-        for call_id, event in items:
-            check_call_id(call_id)
-            by_call.setdefault(call_id, []).append((encode_event(event), index_fields(event)))
+        for call_id, data, fields in encode_batch(items):
+            by_call.setdefault(call_id, []).append((data, fields))
         limiter = anyio.CapacityLimiter(CLUSTER_JOURNAL_CONCURRENCY)
         failures: list[StoreUnavailable] = []
 
@@ -480,15 +485,13 @@ class RedisStore:
             raise failures[0]
         await self._maybe_prune()
 
-    def _journal_blobs(self, items: list[tuple[str, dict[str, Any]]]) -> list[bytes]:
+    def _journal_blobs(self, encoded: list[EncodedEvent]) -> list[bytes]:
         """The entries of `lua.APPEND_MANY`, msgpack-packed, about ``JOURNAL_BLOB_BYTES`` each
         (an event larger than that travels alone)."""
         blobs: list[bytes] = []
         entries: list[tuple[str | bytes | float, ...]] = []
         size = 0
-        for call_id, event in items:
-            check_call_id(call_id)
-            data, fields = encode_event(event), index_fields(event)
+        for call_id, data, fields in encoded:
             if entries and size + len(data) > JOURNAL_BLOB_BYTES:
                 blobs.append(msgpack.packb(entries, use_bin_type=False))
                 entries, size = [], 0

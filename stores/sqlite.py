@@ -31,7 +31,7 @@ import anyio.to_thread
 from . import _sqlite_sql as sql
 from ._bus import DEFAULT_BUFFER, LocalBus
 from ._checks import check_call_id, check_limit, check_owner, check_round_key, check_ttl
-from ._journal import encode_event, index_fields
+from ._journal import encode_batch
 from ._waiters import Waiters, wait_settled
 from .base import (
     DEFAULT_OP_TIMEOUT,
@@ -202,15 +202,11 @@ class SQLiteStore:
         await self.append_many([(call_id, event)], ttl)
 
     async def append_many(self, items: list[tuple[str, dict[str, Any]]], ttl: float) -> None:
-        """One transaction (one trip to the worker thread) for the whole batch; every event is
-        encoded first, so one that cannot be fails the batch before anything is written."""
+        """One transaction (one trip to the worker thread) for the whole batch."""
         check_ttl(ttl)
         if not items:
             return
-        entries = []
-        for call_id, event in items:
-            check_call_id(call_id)
-            entries.append((call_id, encode_event(event), index_fields(event)))
+        entries = encode_batch(items)
         await self._run("append", lambda conn: sql.append_many(conn, entries, ttl), write=True)
 
     async def events(self, call_id: str) -> list[dict[str, Any]]:
