@@ -67,7 +67,6 @@ class ReplayAsker:
         state: CallState,
         responses: dict[str, Any] | None,
         capabilities: dict[str, Any],
-        *,
         trust_unsolicited: bool = False,
     ) -> None:
         self.state = state

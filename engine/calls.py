@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.asking import Asker, ReplayAsker
 from engine.claims import Binding, Claims, StateRef, new_call_id, principal_tag
-from engine.context import CallScope, Context, RequestScope
+from engine.context import CallScope, RequestScope
 from engine.errors import INTERNAL_ERROR, INVALID_PARAMS, InvalidRequestState, MCPError, ToolError
 from engine.handlers import Handler
 from engine.hangup import uncut
@@ -61,11 +61,11 @@ class RoundReply:
 
     kind: str
     value: Any = None
+    call_id: str | None = None
+    round_no: int = 1
     input_requests: dict[str, Any] | None = None
     request_state: str | None = None
     error: str | None = None
-    call_id: str | None = None
-    round_no: int = 1
     cached: bytes | None = None
     finisher: Finisher | None = None
     """Keeps the response and journals the round, when there is a store. It is given the
@@ -131,14 +131,15 @@ class RoundRunner:
             if request.request_state is not None:
                 raise InvalidRequestState("principal callback failed") from None
             raise MCPError(INTERNAL_ERROR, "Internal error") from None
-        binding = Binding(server.audience, request.method, request.target, request.arguments)
         started = time.perf_counter()
         token = request.request_state
         claimed: Hold | None = None
+        binding: Binding | None = None  # made when a token is checked or sealed
         if token is None:
-            state, call_id, round_no = CallState(), new_call_id(), 1
+            state, call_id, round_no = CallState({}, {}, {}), new_call_id(), 1
         else:
             claims = Claims.decode(server.keys.open(token, server.max_token_chars))
+            binding = Binding(server.audience, request.method, request.target, request.arguments)
             claims.verify(binding, principal)
             call_id, round_no = claims.call_id, claims.round_no + 1
             if ledger is not None:
@@ -199,7 +200,7 @@ class RoundRunner:
         state: CallState,
         call_id: bytes,
         round_no: int,
-        binding: Binding,
+        binding: Binding | None,
         principal: str | None,
     ) -> RoundReply:
         server = self.server
@@ -219,7 +220,7 @@ class RoundRunner:
                 state,
                 request.input_responses,
                 request.scope.capabilities,
-                trust_unsolicited=server.trust_unsolicited_answers,
+                server.trust_unsolicited_answers,
             )
             active: Asker = replay
         else:
@@ -227,9 +228,8 @@ class RoundRunner:
         next_state = active.next_state
         call = CallScope(handler.name, active, state, next_state, round_no)
         call.call_id = call_hex
-        ctx: Context[Any] = Context(server, request.scope, call)
         try:
-            outcome = await Round(signature, signature.plan, ctx, call, active).run(arguments)
+            outcome = await Round(signature, server, request.scope, call, active).run(arguments)
             if convert is not None and type(outcome) is Completed:
                 # Inside the same guard as the body: a value that cannot be sent fails like
                 # the body did, while the round's claim is still held.
@@ -247,21 +247,19 @@ class RoundRunner:
             )
             return _traced(_failed(handler, request, text, call_hex, round_no), active)
         if type(outcome) is Completed:
-            reply = RoundReply("complete", outcome.value, call_id=call_hex, round_no=round_no)
+            reply = RoundReply("complete", outcome.value, call_hex, round_no)
         else:
             assert replay is not None, "a back-channel asker never suspends a round"
             requests = {key: rendered.request() for key, rendered in replay.pending.items()}
+            if binding is None:
+                binding = Binding(
+                    server.audience, request.method, request.target, request.arguments
+                )
             try:
                 sealed = await self.seal(next_state, binding, principal, call_id, round_no)
             except OversizedState as exc:
                 return _traced(_failed(handler, request, str(exc), call_hex, round_no), active)
-            reply = RoundReply(
-                "input_required",
-                input_requests=requests,
-                request_state=sealed,
-                call_id=call_hex,
-                round_no=round_no,
-            )
+            reply = RoundReply("input_required", None, call_hex, round_no, requests, sealed)
         return _traced(reply, active)
 
     async def seal(
@@ -285,14 +283,14 @@ class RoundRunner:
                 "or a redis:// URL) so large state is kept by reference."
             )
         claims = Claims(
-            issued_at=int(time.time()),
-            ttl=server.state_ttl,
-            binding=binding.digest(),
-            tags=binding.tags(),
-            principal=principal_tag(principal) if principal is not None else None,
-            call_id=call_id,
-            round_no=round_no,
-            state=carried,
+            int(time.time()),  # issued_at
+            server.state_ttl,
+            binding.digest(),
+            binding.tags(),
+            principal_tag(principal) if principal is not None else None,
+            call_id,
+            round_no,
+            carried,
         )
         return server.keys.seal(claims.encode())
 

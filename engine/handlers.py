@@ -21,6 +21,7 @@ from pydantic import BaseModel, TypeAdapter, create_model
 from pydantic_core import to_jsonable_python
 
 from engine.graph import Signature, analyze, callable_name
+from engine.instances import instance_test
 from engine.types import (
     AudioContent,
     BlobResourceContents,
@@ -40,6 +41,9 @@ from engine.types import (
 Overrides = Mapping[Callable[..., Any], Callable[..., Any]]
 _BLOCKS = (TextContent, ImageContent, AudioContent, ResourceLink, EmbeddedResource)
 _SEQUENCES = (list, tuple)
+_is_block = instance_test(*_BLOCKS)
+_is_model = instance_test(BaseModel)
+_is_call_tool_result = instance_test(CallToolResult)
 _SCALARS = (str, int, float, bool)
 
 
@@ -157,14 +161,14 @@ def content_blocks(value: Any) -> list[dict[str, Any]]:
         return []
     if isinstance(value, str):
         return [{"type": "text", "text": value}]
-    if isinstance(value, _BLOCKS):
+    if _is_block(value):
         return [value.to_wire()]
     if isinstance(value, _SEQUENCES):
         blocks: list[dict[str, Any]] = []
         for item in value:
             blocks.extend(content_blocks(item))
         return blocks
-    if isinstance(value, BaseModel):
+    if _is_model(value):
         return [{"type": "text", "text": value.model_dump_json(indent=2, by_alias=True)}]
     text = json.dumps(to_jsonable_python(value), indent=2, ensure_ascii=False)
     return [{"type": "text", "text": text}]
@@ -212,8 +216,8 @@ class Tool(Handler):
 
     def result(self, value: Any) -> dict[str, Any]:
         """The ``CallToolResult`` body for what the tool returned."""
-        if isinstance(value, CallToolResult):
-            return value.to_wire()
+        if _is_call_tool_result(value):
+            return value.to_wire()  # type: ignore[no-any-return]
         result: dict[str, Any] = {"content": content_blocks(value)}
         shape = self.shape
         if shape.adapter is not None and not _is_content(value):
@@ -222,16 +226,16 @@ class Tool(Handler):
             else:
                 structured = shape.adapter.dump_python(value, mode="json", by_alias=True)
             result["structuredContent"] = {"result": structured} if shape.wrap else structured
-        elif isinstance(value, BaseModel):
+        elif _is_model(value):
             result["structuredContent"] = value.model_dump(mode="json", by_alias=True)
         result["isError"] = False
         return result
 
 
 def _is_content(value: Any) -> bool:
-    if isinstance(value, _BLOCKS):
+    if _is_block(value):
         return True
-    return isinstance(value, _SEQUENCES) and all(isinstance(v, _BLOCKS) for v in value)
+    return isinstance(value, _SEQUENCES) and all(_is_block(v) for v in value)
 
 
 def error_result(text: str) -> dict[str, Any]:

@@ -28,36 +28,28 @@ class Metrics:
 
     def __init__(self) -> None:
         self._counts: Counter[Key] = Counter()
-        self._rounds: dict[str, dict[str, int]] = {}
-        """``engine_rounds_total`` by method then outcome: bumped on every request, so kept
-        apart from the labelled counters (two string-keyed lookups, no tuple to build)."""
-        self._completed = 0
-        self._duplicates = 0
+        self._rounds: dict[tuple[str, str], int] = {}
+        """``engine_rounds_total`` by (method, outcome): bumped on every request, so kept apart
+        from the labelled counters; completions and duplicates are derived from it."""
 
     def inc(self, name: str, **labels: str) -> None:
         """Count one; call sites pass labels in a fixed order, so they are not sorted here."""
         self._counts[(name, tuple(labels.items()))] += 1
 
     def round_served(self, method: str, outcome: str) -> None:
-        """``engine_rounds_total`` for one round, and the call's completion when it ended."""
-        by_outcome = self._rounds.get(method)
-        if by_outcome is None:
-            by_outcome = self._rounds[method] = {}
-        by_outcome[outcome] = by_outcome.get(outcome, 0) + 1
-        if outcome == "cached":
-            self._duplicates += 1
-        elif outcome != "input_required":
-            self._completed += 1
+        """``engine_rounds_total`` for one round (a completed call when it ended the call)."""
+        rounds = self._rounds
+        key = (method, outcome)
+        rounds[key] = rounds.get(key, 0) + 1
 
     def _all(self) -> Counter[Key]:
         counts = Counter(self._counts)
-        for method, by_outcome in self._rounds.items():
-            for outcome, n in by_outcome.items():
-                counts[("engine_rounds_total", (("method", method), ("outcome", outcome)))] += n
-        if self._completed:
-            counts[("engine_calls_completed_total", ())] += self._completed
-        if self._duplicates:
-            counts[("engine_duplicates_served_total", ())] += self._duplicates
+        for (method, outcome), n in list(self._rounds.items()):
+            counts[("engine_rounds_total", (("method", method), ("outcome", outcome)))] += n
+            if outcome == "cached":
+                counts[("engine_duplicates_served_total", ())] += n
+            elif outcome != "input_required":
+                counts[("engine_calls_completed_total", ())] += n
         return counts
 
     def value(self, name: str, **labels: str) -> int:

@@ -18,6 +18,7 @@ from pydantic_core import to_json
 from typing_extensions import TypeAliasType
 
 from engine.errors import MISSING_CLIENT_CAPABILITY, MCPError
+from engine.instances import instance_test
 from engine.types import (
     CreateMessageResult,
     CreateMessageResultWithTools,
@@ -61,6 +62,9 @@ Accepted = AcceptedElicitation[Any]
 """``AcceptedElicitation`` for any data, built once (subscripting a generic model is not free)."""
 OUTCOMES = (AcceptedElicitation, DeclinedElicitation, CancelledElicitation)
 REFUSALS = (DeclinedElicitation, CancelledElicitation)
+is_outcome = instance_test(*OUTCOMES)
+is_accepted = instance_test(AcceptedElicitation)
+is_refusal = instance_test(*REFUSALS)
 
 Outcome = Any
 """What a question resolves to: an elicitation outcome, a sampling result or the roots."""

@@ -21,7 +21,7 @@ from typing import Any
 
 from engine.asking import ReplayAsker
 from engine.calls import RoundRunner
-from engine.context import CallScope, Context, RequestScope
+from engine.context import CallScope, RequestScope
 from engine.errors import MCPError, ToolError
 from engine.handlers import Handler, Prompt, Resource, Tool, error_result, resource_contents
 from engine.journal import RecordedCall, RecordedRound, ReplayError
@@ -129,10 +129,9 @@ async def run_round(
         capabilities=CAPABILITIES,
         meta={},
     )
-    ctx: Context[Any] = Context(app, request, scope)
     verb = _VERBS[handler.role]
     try:
-        outcome = await Round(signature, signature.plan, ctx, scope, asker).run(arguments)
+        outcome = await Round(signature, app, request, scope, asker).run(arguments)
     except MCPError as exc:
         return LiveRound("protocol error", {}, protocol_error=f"{exc.code}: {exc.message}")
     except ToolError as exc:

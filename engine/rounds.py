@@ -13,26 +13,29 @@ import functools
 import logging
 from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
 from pydantic import ValidationError
 
 from engine.asking import PENDING, Asker
-from engine.context import CallScope, Context, Suspend
+from engine.context import CallScope, Context, RequestScope, Suspend
 from engine.errors import MCPError, ToolError
-from engine.graph import REQUIRED, Node, Parameters, Plan, Signature, Source
+from engine.graph import REQUIRED, Node, Parameters, Signature, Source
 from engine.questions import (
-    OUTCOMES,
-    REFUSALS,
     Accepted,
-    AcceptedElicitation,
     ElicitURL,
     Question,
     Rendered,
+    is_accepted,
+    is_outcome,
+    is_refusal,
 )
 from engine.replayed import restore_question
+
+if TYPE_CHECKING:
+    from engine.server import MCPServer
 
 log = logging.getLogger("engine.rounds")
 
@@ -100,12 +103,12 @@ def summarize(exc: ValidationError) -> str:
 def deliver(value: Any, source: Source) -> Any:
     """The value a consumer receives from a resolver, given how it annotated the parameter."""
     if source.wants_union:
-        if isinstance(value, OUTCOMES):
+        if is_outcome(value):
             return value
         return Accepted(data=value)
-    if isinstance(value, AcceptedElicitation):
+    if is_accepted(value):
         return value.data
-    if isinstance(value, REFUSALS):
+    if is_refusal(value):
         raise ToolError(
             f"Resolver for parameter {source.name!r} could not resolve: "
             f"elicitation was {value.action}"
@@ -137,19 +140,29 @@ class Round:
     def __init__(
         self,
         signature: Signature,
-        plan: Plan,
-        ctx: Context[Any],
+        server: MCPServer,
+        scope: RequestScope,
         call: CallScope,
         asker: Asker,
     ) -> None:
         self.signature = signature
-        self.plan = plan
-        self.ctx = ctx
+        self.plan = signature.plan
+        self.server = server
+        self.scope = scope
         self.call = call
         self.asker = asker
         self.values: dict[Node, Any] = {}
         self.exits: contextlib.AsyncExitStack | None = None
         """Generator resolvers' clean-up, for plans that have any."""
+        self._ctx: Context[Any] | None = None
+
+    @property
+    def ctx(self) -> Context[Any]:
+        """The round's Context, made when a parameter first asks for one."""
+        ctx = self._ctx
+        if ctx is None:
+            ctx = self._ctx = Context(self.server, self.scope, self.call)
+        return ctx
 
     def run(self, arguments: dict[str, Any]) -> Awaitable[RoundOutcome]:
         """The round's outcome (awaitable: without generator resolvers, the walk itself)."""
@@ -285,7 +298,7 @@ class Round:
         values = self.values
         for source, node_of_value in parameters.resolved:
             value = values[node_of_value]
-            if source.wants_union or isinstance(value, OUTCOMES):
+            if source.wants_union or is_outcome(value):
                 value = deliver(value, source)
             kwargs[source.name] = value
         for name in parameters.contexts:

@@ -148,28 +148,27 @@ class KeyRing:
             raise InvalidRequestState("seal") from None
 
 
-_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 _TO_STANDARD = bytes.maketrans(b"-_", b"+/")
 _TO_URLSAFE = bytes.maketrans(b"+/", b"-_")
-_SPARE_BITS = {2: 0x0F, 3: 0x03}
-"""Bits of the last character that carry no data, by ``len % 4``: canonical means zero."""
 
 
 def _b64decode(text: str) -> bytes | None:
-    """Strict, canonical base64url without padding; ``None`` when it is not."""
-    remainder = len(text) % 4
-    if remainder == 1 or not text.isascii() or "+" in text or "/" in text or "=" in text:
-        return None  # the rest of the alphabet is checked by the strict decoder below
-    spare = _SPARE_BITS.get(remainder)
-    if spare is not None:
-        last = _ALPHABET.find(text[-1])
-        if last < 0 or last & spare:
-            return None
-    standard = text.encode("ascii").translate(_TO_STANDARD) + b"=" * (-len(text) % 4)
+    """Strict, canonical base64url without padding; ``None`` when it is not.
+
+    The strict decoder refuses characters outside the alphabet and misplaced padding; encoding
+    the result again refuses everything else (``+`` or ``/`` for ``-`` or ``_``, padding, spare
+    bits that are not zero): only the one canonical spelling of the bytes opens.
+    """
     try:
-        return binascii.a2b_base64(standard, strict_mode=True)
-    except binascii.Error:
+        data = text.encode("ascii")
+        raw = binascii.a2b_base64(
+            data.translate(_TO_STANDARD) + b"=" * (-len(data) % 4), strict_mode=True
+        )
+    except (UnicodeEncodeError, binascii.Error):
         return None
+    if binascii.b2a_base64(raw, newline=False).translate(_TO_URLSAFE).rstrip(b"=") != data:
+        return None
+    return raw
 
 
 def ring_from(keys: Iterable[KeySpec] | KeyRing | None) -> KeyRing:

@@ -589,3 +589,21 @@ def test_a_question_asked_again_keeps_the_fingerprint_of_its_rendering() -> None
     for question in asked + asked:  # the second time from what is remembered
         assert Rendered.of(question).fingerprint == fingerprint(question.render())
     assert len({Rendered.of(q).fingerprint for q in asked}) == len(asked) - 1
+
+
+def test_instance_tests_answer_as_isinstance_for_every_type_they_meet() -> None:
+    from engine import instances
+    from engine.instances import instance_test
+
+    is_outcome = instance_test(AcceptedElicitation, DeclinedElicitation)
+    accepted = AcceptedElicitation[int](data=1)
+    for _ in range(2):  # the second pass answers from what the first remembered
+        assert is_outcome(accepted)
+        assert is_outcome(DeclinedElicitation())
+        assert not is_outcome("accept")
+        assert not is_outcome({"action": "accept"})
+
+    kinds = [type(f"Made{i}", (BaseModel,), {}) for i in range(instances.REMEMBERED_TYPES + 5)]
+    is_model = instance_test(BaseModel)
+    assert all(is_model(kind()) for kind in kinds)  # past the bound it forgets and stays right
+    assert not is_model(3)

