@@ -22,7 +22,7 @@ from engine.errors import INTERNAL_ERROR, INVALID_PARAMS, InvalidRequestState, M
 from engine.handlers import Handler
 from engine.hangup import uncut
 from engine.ledger import Hold, Ledger, responses_fingerprint
-from engine.rounds import Completed, InvalidArguments, Round, validate_arguments
+from engine.rounds import SUSPENDED, InvalidArguments, Round, validate_arguments
 from engine.state import CallState
 
 if TYPE_CHECKING:
@@ -230,10 +230,10 @@ class RoundRunner:
         call.call_id = call_hex
         try:
             outcome = await Round(signature, server, request.scope, call, active).run(arguments)
-            if convert is not None and type(outcome) is Completed:
+            if convert is not None and outcome is not SUSPENDED:
                 # Inside the same guard as the body: a value that cannot be sent fails like
                 # the body did, while the round's claim is still held.
-                outcome.value = convert(outcome.value)
+                outcome = convert(outcome)
         except MCPError:
             raise
         except ToolError as exc:
@@ -246,8 +246,8 @@ class RoundRunner:
                 "has the details"
             )
             return _traced(_failed(handler, request, text, call_hex, round_no), active)
-        if type(outcome) is Completed:
-            reply = RoundReply("complete", outcome.value, call_hex, round_no)
+        if outcome is not SUSPENDED:
+            reply = RoundReply("complete", outcome, call_hex, round_no)
         else:
             assert replay is not None, "a back-channel asker never suspends a round"
             requests = {key: rendered.request() for key, rendered in replay.pending.items()}

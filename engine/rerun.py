@@ -27,7 +27,7 @@ from engine.handlers import Handler, Prompt, Resource, Tool, error_result, resou
 from engine.journal import RecordedCall, RecordedRound, ReplayError
 from engine.protocol.modern import MODERN
 from engine.questions import Rendered
-from engine.rounds import Completed, InvalidArguments, Round, validate_arguments
+from engine.rounds import SUSPENDED, InvalidArguments, Round, validate_arguments
 from engine.server import MCPServer
 from engine.state import CallState
 
@@ -146,8 +146,8 @@ async def run_round(
         return live
     asked = asker.asked_live if isinstance(asker, InPlaceReplayAsker) else asker.pending
     questions = {key: rendered.request() for key, rendered in asked.items()}
-    if isinstance(outcome, Completed):
-        result = _wire_result(app, handler, outcome.value, raw_arguments, modern)
+    if outcome is not SUSPENDED:
+        result = _wire_result(app, handler, outcome, raw_arguments, modern)
         return LiveRound("complete", questions, result, asker.next_state)
     return LiveRound("input_required", questions, None, asker.next_state)
 

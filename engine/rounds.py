@@ -12,7 +12,6 @@ import contextlib
 import functools
 import logging
 from collections.abc import Awaitable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -44,17 +43,15 @@ class InvalidArguments(ToolError):
     """The arguments do not match the handler's input schema."""
 
 
-@dataclass(slots=True)
-class Completed:
-    value: Any
+class _Suspended:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "SUSPENDED"
 
 
-@dataclass(slots=True)
-class Suspended:
-    """The round needs answers first; ``questions`` are the ones to send now."""
-
-
-RoundOutcome = Completed | Suspended
+SUSPENDED: Any = _Suspended()
+"""What a round returns instead of the body's value when it needs answers first."""
 
 
 _MISSING: Any = object()
@@ -164,36 +161,35 @@ class Round:
             ctx = self._ctx = Context(self.server, self.scope, self.call)
         return ctx
 
-    def run(self, arguments: dict[str, Any]) -> Awaitable[RoundOutcome]:
-        """The round's outcome (awaitable: without generator resolvers, the walk itself)."""
+    def run(self, arguments: dict[str, Any]) -> Awaitable[Any]:
+        """The body's value, or :data:`SUSPENDED` (awaitable: without generator resolvers, the
+        walk itself)."""
         self.arguments = arguments
         if not self.plan.has_generators:
             return self._run()
         return self._run_with_exits()
 
-    async def _run_with_exits(self) -> RoundOutcome:
+    async def _run_with_exits(self) -> Any:
         self.exits = contextlib.AsyncExitStack()
         async with self.exits:
             return await self._run()
 
-    async def _run(self) -> RoundOutcome:
+    async def _run(self) -> Any:
         try:
             if not await self._walk():
-                return Suspended()
+                return SUSPENDED
             kwargs = self._kwargs(self.plan.parameters)
             fn = self.signature.fn
             if self.signature.is_async:
-                value = await fn(**kwargs)
-            else:
-                value = await anyio.to_thread.run_sync(functools.partial(fn, **kwargs))
+                return await fn(**kwargs)
+            return await anyio.to_thread.run_sync(functools.partial(fn, **kwargs))
         except Suspend:
-            return Suspended()
+            return SUSPENDED
         except BaseExceptionGroup as group:
             error = first_error(group)
             if isinstance(error, Suspend):
-                return Suspended()
+                return SUSPENDED
             raise error from None
-        return Completed(value)
 
     # --- the resolver walk ---------------------------------------------------------------------
 
@@ -261,17 +257,17 @@ class Round:
         kind, params = rest
         return await self._ask(node, restore_question(kind, params, node.form_model))
 
-    async def _ask(self, node: Node, question: Question) -> Any:
-        return await self.asker.ask(node.key, Rendered.of(question), f"resolver {node.key!r}")
+    def _ask(self, node: Node, question: Question) -> Awaitable[Any]:
+        return self.asker.ask(node.key, Rendered.of(question), f"resolver {node.key!r}")
 
-    async def _call(self, node: Node) -> Any:
+    def _call(self, node: Node) -> Awaitable[Any]:
+        """The resolver's value (awaitable: an async resolver's own coroutine, not a wrapper)."""
         kwargs = self._kwargs(node.parameters, node)
-        fn = node.fn
         if node.generator is not None:
-            return await self._enter(node, kwargs)
+            return self._enter(node, kwargs)
         if node.is_async:
-            return await fn(**kwargs)
-        return await anyio.to_thread.run_sync(functools.partial(fn, **kwargs))
+            return node.fn(**kwargs)  # type: ignore[no-any-return]
+        return anyio.to_thread.run_sync(functools.partial(node.fn, **kwargs))
 
     async def _enter(self, node: Node, kwargs: dict[str, Any]) -> Any:
         """A generator resolver's value; its clean-up runs when the round ends."""
@@ -307,12 +303,10 @@ class Round:
 
 
 __all__ = [
-    "Completed",
+    "SUSPENDED",
     "InvalidArguments",
     "MCPError",
     "Round",
-    "RoundOutcome",
-    "Suspended",
     "deliver",
     "validate_arguments",
 ]

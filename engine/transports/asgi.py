@@ -106,8 +106,12 @@ async def until_disconnect(
             result = await work
             tg.cancel_scope.cancel()
         return result
-    hang_ups = _watch_for(task.get_loop(), watch_after)
-    hang_ups.add(task, receive)
+    loop = task.get_loop()
+    hang_ups = _watch_for(loop, watch_after)
+    in_flight = hang_ups.in_flight
+    in_flight[task] = (loop.time() + watch_after, receive)
+    if not hang_ups.sweeping:
+        hang_ups.start_sweeping()
     try:
         return await work
     except asyncio.CancelledError:
@@ -116,7 +120,9 @@ async def until_disconnect(
         task.uncancel()
         return None
     finally:
-        hang_ups.remove(task)
+        in_flight.pop(task, None)
+        if hang_ups.watchers or hang_ups.hung_up:
+            hang_ups.forget(task)
 
 
 class HangUpWatch:
@@ -156,14 +162,12 @@ class HangUpWatch:
         if depth > 1:
             self.held[task] = depth - 1
 
-    def add(self, task: asyncio.Task[Any], receive: Receive) -> None:
-        self.in_flight[task] = (self.loop.time() + self.watch_after, receive)
-        if not self.sweeping:
-            self.sweeping = True
-            self.loop.call_later(self.watch_after, self._sweep)
+    def start_sweeping(self) -> None:
+        self.sweeping = True
+        self.loop.call_later(self.watch_after, self._sweep)
 
-    def remove(self, task: asyncio.Task[Any]) -> None:
-        self.in_flight.pop(task, None)
+    def forget(self, task: asyncio.Task[Any]) -> None:
+        """Drop a finished request's watcher and hang-up mark (it left ``in_flight`` already)."""
         if self.watchers:
             watcher = self.watchers.pop(task, None)
             if watcher is not None:
