@@ -216,11 +216,17 @@ class Tool(Handler):
 
     def result(self, value: Any) -> dict[str, Any]:
         """The ``CallToolResult`` body for what the tool returned."""
-        if _is_call_tool_result(value):
+        if type(value) is str:  # the usual return: one text block
+            content: list[dict[str, Any]] = [{"type": "text", "text": value}]
+            is_content = False
+        elif _is_call_tool_result(value):
             return value.to_wire()  # type: ignore[no-any-return]
-        result: dict[str, Any] = {"content": content_blocks(value)}
+        else:
+            content = content_blocks(value)
+            is_content = _is_content(value)
+        result: dict[str, Any] = {"content": content}
         shape = self.shape
-        if shape.adapter is not None and not _is_content(value):
+        if shape.adapter is not None and not is_content:
             if type(value) is shape.scalar:
                 structured = value
             else:

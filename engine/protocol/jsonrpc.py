@@ -17,8 +17,8 @@ RequestId = str | int
 _ID_TYPES = (str, int)
 
 
-def dumps(value: Any) -> bytes:
-    return to_json(value)
+dumps = to_json
+"""``dumps(value)``: compact JSON bytes (pydantic-core's serializer, called directly)."""
 
 
 def loads(data: bytes | str) -> Any:

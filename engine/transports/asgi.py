@@ -107,7 +107,9 @@ async def until_disconnect(
             tg.cancel_scope.cancel()
         return result
     loop = task.get_loop()
-    hang_ups = _watch_for(loop, watch_after)
+    hang_ups: HangUpWatch | None = getattr(_watches, "watch", None)
+    if hang_ups is None or hang_ups.loop is not loop or hang_ups.watch_after != watch_after:
+        hang_ups = _new_watch(loop, watch_after)  # a new loop, or another delay
     in_flight = hang_ups.in_flight
     in_flight[task] = (loop.time() + watch_after, receive)
     if not hang_ups.sweeping:
@@ -203,12 +205,9 @@ _watches = threading.local()
 """This thread's :class:`HangUpWatch`: a thread runs one event loop at a time."""
 
 
-def _watch_for(loop: asyncio.AbstractEventLoop, watch_after: float) -> HangUpWatch:
-    watch: HangUpWatch | None = getattr(_watches, "watch", None)
-    if watch is None or watch.loop is not loop or watch.watch_after != watch_after:
-        # A new loop (or delay) starts a new watch; requests still in flight on the old one
-        # keep theirs until they end.
-        watch = _watches.watch = HangUpWatch(loop, watch_after)
+def _new_watch(loop: asyncio.AbstractEventLoop, watch_after: float) -> HangUpWatch:
+    """This thread's watch from now on; requests in flight on the old one keep theirs."""
+    watch = _watches.watch = HangUpWatch(loop, watch_after)
     return watch
 
 
