@@ -159,7 +159,10 @@ class RoundRunner:
                 claimed = admission.hold
         try:
             if token is not None:
-                state = CallState.decode(await self._state_bytes(claims, call_id))
+                carried = claims.state
+                if not isinstance(carried, bytes):
+                    carried = await self._fetch_state(carried, call_id)
+                state = CallState.decode(carried)
             holding = _NOT_HOLDING if ledger is None else ledger.keep_alive(claimed)
             with holding:
                 reply = await self._execute(
@@ -182,13 +185,12 @@ class RoundRunner:
             reply.finisher = self._finisher(ledger, claimed, handler, request, started)
         return reply
 
-    async def _state_bytes(self, claims: Claims, call_id: bytes) -> bytes:
-        if isinstance(claims.state, bytes):
-            return claims.state
+    async def _fetch_state(self, ref: StateRef, call_id: bytes) -> bytes:
+        """State kept by reference: from the store (inline state needs no await)."""
         ledger = self.server.ledger
         if ledger is None:
             raise InvalidRequestState("state by reference but no store is configured")
-        return await ledger.fetch(call_id.hex(), claims.state)
+        return await ledger.fetch(call_id.hex(), ref)
 
     async def _execute(
         self,
