@@ -139,7 +139,7 @@ class RoundRunner:
             state, call_id, round_no = CallState({}, {}, {}), new_call_id(), 1
         else:
             claims = Claims.decode(server.keys.open(token, server.max_token_chars))
-            binding = Binding(server.audience, request.method, request.target, request.arguments)
+            binding = _binding(server, request)
             claims.verify(binding, principal)
             call_id, round_no = claims.call_id, claims.round_no + 1
             if ledger is not None:
@@ -254,9 +254,7 @@ class RoundRunner:
             assert replay is not None, "a back-channel asker never suspends a round"
             requests = {key: rendered.request() for key, rendered in replay.pending.items()}
             if binding is None:
-                binding = Binding(
-                    server.audience, request.method, request.target, request.arguments
-                )
+                binding = _binding(server, request)
             try:
                 sealed = await self.seal(next_state, binding, principal, call_id, round_no)
             except OversizedState as exc:
@@ -354,6 +352,11 @@ def journal_event(
         "code": handler.code_fingerprint,
     }
     return event
+
+
+def _binding(server: MCPServer, request: CallRequest) -> Binding:
+    """What this request's tokens are bound to."""
+    return Binding(server.audience, request.method, request.target, request.arguments)
 
 
 def _traced(reply: RoundReply, asker: Asker) -> RoundReply:
