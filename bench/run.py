@@ -563,26 +563,16 @@ def evaluate(
             shown += " (repeats: " + ", ".join(f"{v:.2f}" for v in each) + ")"
         rows.append((name, required, shown, ok))
 
-    r = ratio(get("ours", "two_round", "calls_per_s"), get("official", "two_round", "calls_per_s"))
-    add(
-        "2-round order_book calls/s vs official",
-        "≥ 8×",
-        r,
-        None if r is None else r >= 8,
-        "×",
-        each_repeat("ours", "official", "two_round"),
-    )
+    def calls_vs_official(workload: str, label: str, bound: float) -> None:
+        r = ratio(get("ours", workload, "calls_per_s"), get("official", workload, "calls_per_s"))
+        ok = None if r is None else r >= bound
+        each = each_repeat("ours", "official", workload)
+        add(f"{label} calls/s vs official", f"≥ {bound:g}×", r, ok, "×", each)
+
+    calls_vs_official("two_round", "2-round order_book", 8)
     r = ratio(get("ours", "two_round", "p99_ms"), get("official", "two_round", "p99_ms"))
     add("2-round order_book p99 vs official", "≤ 0.20×", r, None if r is None else r <= 0.2, "×")
-    r = ratio(get("ours", "one_round", "calls_per_s"), get("official", "one_round", "calls_per_s"))
-    add(
-        "1-round reserve_book calls/s vs official",
-        "≥ 6×",
-        r,
-        None if r is None else r >= 6,
-        "×",
-        each_repeat("ours", "official", "one_round"),
-    )
+    calls_vs_official("one_round", "1-round reserve_book", 6)
     for workload in ("two_round", "chain"):
         r = ratio(
             get("ours", workload, "token_bytes_per_round"),
