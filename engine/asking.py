@@ -20,14 +20,19 @@ from engine.state import CallState
 log = logging.getLogger("engine.rounds")
 
 
-class _Pending:
-    __slots__ = ()
+class Marker:
+    """A named sentinel: compared with ``is``, shown by its name."""
+
+    __slots__ = ("_name",)
+
+    def __init__(self, name: str) -> None:
+        self._name = name
 
     def __repr__(self) -> str:
-        return "PENDING"
+        return self._name
 
 
-PENDING: Any = _Pending()
+PENDING: Any = Marker("PENDING")
 """Returned by :meth:`Asker.ask` when the question must go to the client first."""
 
 

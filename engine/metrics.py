@@ -37,7 +37,8 @@ class Metrics:
         self._counts[(name, tuple(labels.items()))] += 1
 
     def round_served(self, method: str, outcome: str) -> None:
-        """``engine_rounds_total`` for one round (a completed call when it ended the call)."""
+        """Count one round; completed calls and duplicates are counted from these when
+        scraped."""
         rounds = self._rounds
         key = (method, outcome)
         rounds[key] = rounds.get(key, 0) + 1

@@ -18,7 +18,7 @@ import anyio
 import anyio.to_thread
 from pydantic import ValidationError
 
-from engine.asking import PENDING, Asker
+from engine.asking import PENDING, Asker, Marker
 from engine.context import CallScope, Context, RequestScope, Suspend
 from engine.errors import MCPError, ToolError
 from engine.graph import REQUIRED, Node, Parameters, Signature, Source
@@ -43,14 +43,7 @@ class InvalidArguments(ToolError):
     """The arguments do not match the handler's input schema."""
 
 
-class _Suspended:
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "SUSPENDED"
-
-
-SUSPENDED: Any = _Suspended()
+SUSPENDED: Any = Marker("SUSPENDED")
 """What a round returns instead of the body's value when it needs answers first."""
 
 

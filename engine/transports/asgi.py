@@ -169,13 +169,12 @@ class HangUpWatch:
         self.loop.call_later(self.watch_after, self._sweep)
 
     def forget(self, task: asyncio.Task[Any]) -> None:
-        """Drop a finished request's watcher and hang-up mark (it left ``in_flight`` already)."""
-        if self.watchers:
-            watcher = self.watchers.pop(task, None)
-            if watcher is not None:
-                watcher.cancel()
-        if self.hung_up:
-            self.hung_up.discard(task)
+        """Drop a finished request's watcher and hang-up mark (it left ``in_flight`` already;
+        the caller skips this when neither is kept for any request)."""
+        watcher = self.watchers.pop(task, None)
+        if watcher is not None:
+            watcher.cancel()
+        self.hung_up.discard(task)
 
     def _sweep(self) -> None:
         now = self.loop.time()
