@@ -70,15 +70,12 @@ return 1
 """
 """KEYS: round. ARGV: fingerprint, owner, ttl ms. Returns 1 if our claim was extended."""
 
-_LISTING_FUNCTION = """
-local function listing(keys, call, n, ts_list, targets, kinds, expiry, target_prefix)
+_SUMMARY_FUNCTION = """
+local function summary(old, ts_list, targets, kinds)
   local first, last, kind, target = nil, nil, '', ''
-  if n > #ts_list then
-    local old = redis.call('HGET', keys[3], call)
-    if old then
-      local s = cmsgpack.unpack(old)
-      first, last, kind, target = s[1], s[2], s[5], s[6]
-    end
+  if old then
+    local s = cmsgpack.unpack(old)
+    first, last, kind, target = s[1], s[2], s[5], s[6]
   end
   for i = 1, #ts_list do
     local ts = tonumber(ts_list[i])
@@ -87,6 +84,22 @@ local function listing(keys, call, n, ts_list, targets, kinds, expiry, target_pr
     if target == '' then target = targets[i] end
     if kinds[i] ~= '' then kind = kinds[i] end
   end
+  return first, last, kind, target
+end
+"""
+"""A call's listing after ``#ts_list`` new events, from its summary before them (``old``, or
+nil when the journal holds only the new events: a new life, whatever summary is left).
+
+The summary is a msgpack array ``[first ts, last ts, events, expiry, last kind or '', target or
+'']`` in the calls hash."""
+
+_LISTING_FUNCTION = (
+    _SUMMARY_FUNCTION
+    + """
+local function listing(keys, call, n, ts_list, targets, kinds, expiry, target_prefix)
+  local old = nil
+  if n > #ts_list then old = redis.call('HGET', keys[3], call) end
+  local first, last, kind, target = summary(old, ts_list, targets, kinds)
   redis.call('HSET', keys[3], call, cmsgpack.pack({first, last, n, tonumber(expiry), kind, target}))
   redis.call('ZADD', keys[1], last, call)
   redis.call('ZADD', keys[2], expiry, call)
@@ -95,9 +108,66 @@ local function listing(keys, call, n, ts_list, targets, kinds, expiry, target_pr
   end
 end
 """
-"""Lists one call after ``#ts_list`` new events (``n`` in its journal now); the summary is a
-msgpack array ``[first ts, last ts, events, expiry, last kind or '', target or '']`` in the
-calls hash. A journal holding only the new events is a new life: an older summary is ignored."""
+)
+"""Lists one call after ``#ts_list`` new events (``n`` in its journal now)."""
+
+_LISTINGS_FUNCTION = (
+    _SUMMARY_FUNCTION
+    + """
+local function variadic(command, key, args)
+  for i = 1, #args, 1000 do
+    redis.call(command, key, unpack(args, i, math.min(i + 999, #args)))
+  end
+end
+
+local function listings(keys, order, calls, expiry, target_prefix)
+  local continuing = {}
+  for i = 1, #order do
+    local call = calls[order[i]]
+    if call.n > #call.ts then continuing[#continuing + 1] = order[i] end
+  end
+  local old = {}
+  for i = 1, #continuing, 1000 do
+    local last = math.min(i + 999, #continuing)
+    local found = redis.call('HMGET', keys[3], unpack(continuing, i, last))
+    for j = i, last do
+      if found[j - i + 1] then old[continuing[j]] = found[j - i + 1] end
+    end
+  end
+  local summaries, by_ts, expiries, by_target = {}, {}, {}, {}
+  local expires = tonumber(expiry)
+  for i = 1, #order do
+    local id = order[i]
+    local call = calls[id]
+    local first, last, kind, target = summary(old[id], call.ts, call.targets, call.kinds)
+    summaries[#summaries + 1] = id
+    summaries[#summaries + 1] = cmsgpack.pack({first, last, call.n, expires, kind, target})
+    by_ts[#by_ts + 1] = last
+    by_ts[#by_ts + 1] = id
+    expiries[#expiries + 1] = expiry
+    expiries[#expiries + 1] = id
+    if target ~= '' then
+      local members = by_target[target]
+      if not members then
+        members = {}
+        by_target[target] = members
+      end
+      members[#members + 1] = last
+      members[#members + 1] = id
+    end
+  end
+  variadic('HSET', keys[3], summaries)
+  variadic('ZADD', keys[1], by_ts)
+  variadic('ZADD', keys[2], expiries)
+  for target, members in pairs(by_target) do
+    variadic('ZADD', target_prefix .. target, members)
+  end
+end
+"""
+)
+"""Lists every call of a batch with one command per index (and per target), not one per call:
+a command run from a script costs Redis far more than the members it adds. ``calls[id].n`` is
+the number of events in that call's journal now."""
 
 _PUSH_FUNCTION = """
 local function push(journal, events, ttl)
@@ -126,7 +196,7 @@ call's target; it shares the index keys' hash tag, so it is on the node running 
 
 APPEND_MANY = (
     _PUSH_FUNCTION
-    + _LISTING_FUNCTION
+    + _LISTINGS_FUNCTION
     + """
 local entries = cmsgpack.unpack(ARGV[1])
 local calls, order = {}, {}
@@ -143,14 +213,14 @@ for i = 1, #entries do
 end
 for i = 1, #order do
   local call = calls[order[i]]
-  local n = push(call.journal, call.events, ARGV[2])
-  listing(KEYS, order[i], n, call.ts, call.targets, call.kinds, ARGV[3], ARGV[4])
+  call.n = push(call.journal, call.events, ARGV[2])
 end
+listings(KEYS, order, calls, ARGV[3], ARGV[4])
 return #entries
 """
 )
 """`APPEND` then `INDEX` for many events in one script, on a single Redis only; each call's
-events are pushed together and the call listed once.
+events are pushed together, and the calls are listed together.
 
 KEYS: by-time zset, expiry zset, calls hash. ARGV: a msgpack array of entries, ttl ms, expiry
 (epoch s), the prefix of target zset keys. An entry is [journal list, event, ts (a float, so no

@@ -383,6 +383,29 @@ async def test_thousands_of_one_calls_events_in_one_batch_are_pushed_in_order(
     assert (summary.events, summary.first_ts, summary.last_ts) == (9001, 0.0, 8999.0)
 
 
+async def test_a_batch_of_thousands_of_calls_lists_every_one(redis_replicas: Replicas) -> None:
+    store = await redis_replicas()
+    earlier = [(f"c{i}", {"ts": 1.0, "target": "t", "kind": "start"}) for i in range(1200)]
+    await store.append_many(earlier, ttl=30)
+    batch = [(f"c{i}", {"ts": 2.0 + i, "kind": "done"}) for i in range(2400)]
+    batch += [(f"c{i}", {"ts": 2.0 + i}) for i in range(0, 2400, 2)]
+    await store.append_many(batch, ttl=30)
+    listed = {s.call_id: s for s in await store.calls(limit=5000)}
+    assert len(listed) == 2400
+    continued, fresh = listed["c1"], listed["c1201"]
+    assert (continued.target, continued.first_ts, continued.last_ts) == ("t", 1.0, 3.0)
+    assert (continued.events, continued.last_kind) == (2, "done")
+    assert (fresh.target, fresh.first_ts, fresh.events, fresh.last_kind) == (
+        None,
+        1203.0,
+        1,
+        "done",
+    )
+    assert listed["c0"].events == 3
+    by_target = await store.calls(target="t", limit=5000)
+    assert len(by_target) == 1200 and by_target[0].call_id == "c1199"
+
+
 # --- the shared script connection while serving ---
 
 
