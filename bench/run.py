@@ -15,10 +15,12 @@ What it does, in order:
    (one worker, uvloop, httptools, logs and access log off): the do-nothing ASGI floor, the
    official SDK's ``MCPServer`` (``bench/servers/official.py``), ours inline and ours with the
    Redis store (``bench/servers/ours.py``; single-use rounds and journal are on whenever a
-   store is configured). The Redis prefix is random and deleted afterwards.
+   store is configured). The Redis prefix is random, and its keys are deleted after each run of
+   the Redis server, so every repeat starts from the same empty store.
 4. Drives each with the same load generator (``bench/loadgen.py``): N keep-alive connections
    running the multi-round loop themselves, warm-up then a fixed duration per workload. A run
-   with any failed call is invalid.
+   with any failed call is invalid, and so is a Redis run whose server dropped journal events
+   (its writers fell behind: the store did less work than it should have).
 5. Prints the table, and (unless ``--quick`` / ``--no-docs``) writes ``docs/benchmarks.md`` and
    the chart ``bench/benchmarks.png`` (matplotlib, bench extra; skipped with a note without it).
    Raw results go to ``bench/results/`` (git-ignored).
@@ -42,6 +44,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -316,6 +319,7 @@ def measure(spec: ServerSpec, args: argparse.Namespace, logs: Path) -> list[dict
         for key in spec.workloads:
             workload = loadgen.WORKLOADS[key]
             load_before = loadavg()
+            dropped_before = journal_events_dropped(port) if spec.key == "ours-redis" else 0
             loop = loadgen.new_event_loop()
             try:
                 result = loop.run_until_complete(
@@ -334,6 +338,12 @@ def measure(spec: ServerSpec, args: argparse.Namespace, logs: Path) -> list[dict
             finally:
                 loop.close()
             summary = result.summary()
+            if spec.key == "ours-redis":
+                dropped = journal_events_dropped(port) - dropped_before
+                summary["journal_events_dropped"] = dropped
+                if dropped:  # the store did less than it should: the figures would flatter it
+                    summary["valid"] = False
+                    summary["errors"].append(f"{dropped} journal events dropped by the server")
             summary["loadavg_before"] = load_before
             summary["side"] = spec.side
             out.append(summary)
@@ -349,6 +359,16 @@ def measure(spec: ServerSpec, args: argparse.Namespace, logs: Path) -> list[dict
             for error in summary["errors"]:
                 log(f"      ! {error}")
     return out
+
+
+def journal_events_dropped(port: int) -> int:
+    """``engine_journal_events_dropped_total`` of our server on ``port``, from ``/metrics``."""
+    with urllib.request.urlopen(f"http://{HOST}:{port}/metrics", timeout=10) as response:
+        exposition = response.read().decode()
+    for line in exposition.splitlines():
+        if line.startswith("engine_journal_events_dropped_total "):
+            return int(float(line.split()[1]))
+    raise RuntimeError("the server's /metrics has no engine_journal_events_dropped_total")
 
 
 def profile_ours(args: argparse.Namespace, logs: Path, stamp: str) -> dict[str, Any] | None:
@@ -864,10 +884,11 @@ def render_doc(
         "(`json_response=True`, its fastest, and the same wire shape as ours). Its default "
         "(SSE-capable) mode is shown too for the 1- and 2-round calls.",
         '- **Ours with Redis**: `store="redis://…?prefix=bench-<random>"`: state above 4 KiB '
-        "by reference, single-use rounds and the journal are on (the prefix is deleted after "
-        "the run). Ours inline raises `max_token_chars` to 4 MiB (the official SDK's body cap) "
-        "so the 1 MB answer can travel inline as it does there; the default refuses it and asks "
-        "for a store.",
+        "by reference, single-use rounds and the journal are on (the prefix's keys are deleted "
+        "after each run of that server, so each repeat starts empty; a run in which the server "
+        "dropped a journal event is invalid). Ours inline raises `max_token_chars` to 4 MiB "
+        "(the official SDK's body cap) so the 1 MB answer can travel inline as it does there; "
+        "the default refuses it and asks for a store.",
         "- **Figures.** calls/s and rounds/s over the measured window; p50/p99 of whole-call "
         "latency (first POST to final result); token B/round = mean `requestState` length per "
         "`input_required` round; server CPU µs/round = the server process's utime+stime "
@@ -1093,6 +1114,8 @@ def main() -> int:
                 log(f"\n######## repeat {repeat + 1} of {args.repeat}")
             for spec in specs:
                 runs += measure(spec, args, logs)
+                if redis_url and spec.key == "ours-redis":  # every repeat starts from no keys
+                    clean_redis(redis_url, prefix)
     finally:
         if redis_url:
             deleted = clean_redis(redis_url, prefix)
