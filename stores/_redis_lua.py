@@ -11,9 +11,10 @@ from __future__ import annotations
 CLAIM = """
 local fp = redis.call('HGET', KEYS[1], 'fp')
 if not fp then
-  redis.call('HSET', KEYS[1], 'fp', ARGV[1])
   if ARGV[3] and ARGV[3] ~= '' then
-    redis.call('HSET', KEYS[1], 'owner', ARGV[3])
+    redis.call('HSET', KEYS[1], 'fp', ARGV[1], 'owner', ARGV[3])
+  else
+    redis.call('HSET', KEYS[1], 'fp', ARGV[1])
   end
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return {'fresh'}
@@ -33,8 +34,8 @@ The owner is recorded only when the round is created; absent or empty means none
 """
 
 COMPLETE = """
-local fp = redis.call('HGET', KEYS[1], 'fp')
-if fp and (fp ~= ARGV[1] or redis.call('HEXISTS', KEYS[1], 'response') == 1) then
+local held = redis.call('HMGET', KEYS[1], 'fp', 'response')
+if held[1] and (held[1] ~= ARGV[1] or held[2]) then
   return 0
 end
 redis.call('HSET', KEYS[1], 'fp', ARGV[1], 'response', ARGV[2])
