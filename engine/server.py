@@ -7,7 +7,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 import anyio
@@ -410,12 +410,17 @@ class MCPServer:
         host: str = "127.0.0.1",
         port: int = 8000,
         drain_timeout: float | None = None,
+        uvicorn_options: Mapping[str, Any] | None = None,
         **options: Any,
     ) -> None:
         """Serve until interrupted: ``"stdio"`` (the default) or ``"streamable-http"``.
 
         Over HTTP, SIGTERM drains: no new connections, requests in flight finish (within
         ``drain_timeout`` seconds, ``ENGINE_DRAIN_TIMEOUT``, default 25), then exit status 0.
+        ``uvicorn_options`` go to ``uvicorn.run`` (``loop``, ``http``, ``log_level``,
+        ``access_log``...); ``options`` to :meth:`streamable_http_app`. The process is the
+        server's, so what exists once it has started is left out of later garbage collections
+        (``freeze_after_startup``; ``ENGINE_GC_FREEZE=0`` turns it off).
         """
         if transport == "stdio":
             from engine.transports.stdio import serve_stdio
@@ -426,23 +431,31 @@ class MCPServer:
             raise ValueError(f"Unknown transport {transport!r}: use 'stdio' or 'streamable-http'")
         import uvicorn
 
+        clashing = sorted({"app", "host", "port", "lifespan"} & set(uvicorn_options or {}))
+        if clashing:
+            raise ValueError(
+                f"uvicorn_options cannot set {', '.join(clashing)}: pass host and port to run() "
+                "itself; the lifespan always runs, since it starts the server's store"
+            )
         allowed = list(options.pop("allowed_hosts", [])) or None
         if allowed is None and host not in ("127.0.0.1", "localhost", "::1"):
             allowed = ["127.0.0.1", "localhost", "::1", host]
+        options.setdefault(
+            "freeze_after_startup",
+            os.environ.get("ENGINE_GC_FREEZE", "1").lower() not in ("0", "false", "no"),
+        )
         app = self.streamable_http_app(allowed_hosts=allowed, **options)
         if drain_timeout is None:
             drain_timeout = float(os.environ.get("ENGINE_DRAIN_TIMEOUT", "25"))
         # uvicorn drains on SIGTERM, then re-raises it with the handler it found: make that one
         # a clean exit, so a drained replica ends with status 0 rather than 143.
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-        uvicorn.run(
-            app,
-            host=host,
-            port=port,
-            log_level="info",
-            lifespan="on",
-            timeout_graceful_shutdown=max(1, round(drain_timeout)),
-        )
+        settings: dict[str, Any] = {
+            "log_level": "info",
+            "timeout_graceful_shutdown": max(1, round(drain_timeout)),
+            **(uvicorn_options or {}),
+        }
+        uvicorn.run(app, host=host, port=port, lifespan="on", **settings)
 
     async def health(self) -> tuple[bool, dict[str, Any]]:
         """``(healthy, details)``: the process answers and its store (if any) does too."""

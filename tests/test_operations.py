@@ -1,9 +1,13 @@
-"""What an operator sees: /healthz and /metrics."""
+"""What an operator sees: /healthz and /metrics, and how ``mcp.run`` serves."""
 
+import gc
+import signal
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
+import uvicorn
 
 from engine.testing import Client, ProtocolError
 from examples.bookshop import build
@@ -74,3 +78,47 @@ async def test_metrics_count_rounds_duplicates_and_rejections() -> None:
     assert "engine_calls_completed_total 2" in text
     assert 'engine_token_rejections_total{reason="malformed"} 1' in text
     assert "# TYPE engine_state_spills_total counter" in text
+
+
+def test_run_serves_with_the_uvicorn_options_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    served: dict[str, Any] = {}
+    monkeypatch.setattr(uvicorn, "run", lambda app, **settings: served.update(settings, app=app))
+    monkeypatch.setattr(signal, "signal", lambda *args: None)
+    mcp = build(keys=[KEY])
+    mcp.run("streamable-http", port=9123, uvicorn_options={"loop": "asyncio", "access_log": False})
+    assert (served["port"], served["loop"], served["access_log"]) == (9123, "asyncio", False)
+    assert (served["lifespan"], served["log_level"]) == ("on", "info")
+    assert served["app"].freeze_after_startup is True
+    monkeypatch.setenv("ENGINE_GC_FREEZE", "0")
+    mcp.run("streamable-http")
+    assert served["app"].freeze_after_startup is False
+    with pytest.raises(ValueError, match="pass host and port to run"):
+        mcp.run("streamable-http", uvicorn_options={"port": 9124})
+
+
+async def lifespan_freeze_counts(app: Any) -> tuple[int, int]:
+    """The collector's frozen-object count before startup and once startup is complete."""
+    messages = [{"type": "lifespan.startup"}, {"type": "lifespan.shutdown"}]
+    counts = [gc.get_freeze_count()]
+
+    async def receive() -> dict[str, Any]:
+        return messages.pop(0)
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "lifespan.startup.complete":
+            counts.append(gc.get_freeze_count())
+
+    await app({"type": "lifespan"}, receive, send)
+    return counts[0], counts[1]
+
+
+async def test_a_served_process_leaves_its_startup_objects_out_of_collections() -> None:
+    try:
+        before, after = await lifespan_freeze_counts(
+            build(keys=[KEY]).streamable_http_app(freeze_after_startup=True)
+        )
+        assert after > before
+    finally:
+        gc.unfreeze()
+    before, after = await lifespan_freeze_counts(build(keys=[KEY]).streamable_http_app())
+    assert after == before  # mounted in someone else's application: their process, their call

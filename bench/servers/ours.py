@@ -1,6 +1,8 @@
-"""The bench bookshop on ``engine``, served by uvicorn; runs in the project venv.
+"""The bench bookshop on ``engine``, served by ``mcp.run`` (uvicorn); runs in the project venv.
 
-Same tool names, same logic and same uvicorn settings as ``bench/servers/official.py``:
+Same tool names, same logic and same uvicorn settings as ``bench/servers/official.py``; served
+the way the docs serve a server, so with what ``mcp.run`` does besides (draining on SIGTERM,
+leaving the objects that exist after startup out of later garbage collections):
 
     python bench/servers/ours.py --port 8123 [--store redis://127.0.0.1:6379/0?prefix=bench-x]
 
@@ -20,7 +22,6 @@ from pathlib import Path
 from typing import Annotated
 
 import anyio
-import uvicorn
 from pydantic import BaseModel, Field
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -196,17 +197,17 @@ def main() -> None:
     parser.add_argument("--store", default=None, help="a store URL (default: inline state)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    app = build(args.store).streamable_http_app()
-    uvicorn.run(
-        app,
+    build(args.store).run(
+        "streamable-http",
         host="127.0.0.1",
         port=args.port,
-        workers=1,
-        loop="uvloop",
-        http="httptools",
-        log_level="critical",
-        access_log=False,
-        lifespan="on",
+        uvicorn_options={
+            "workers": 1,
+            "loop": "uvloop",
+            "http": "httptools",
+            "log_level": "critical",
+            "access_log": False,
+        },
     )
 
 
