@@ -865,7 +865,10 @@ def render_doc(
         "fixed shared key (AES-256-GCM on both sides).",
         "- **Same server stack.** Each server runs alone, one at a time, on a free loopback port "
         "under uvicorn with one worker, `loop=uvloop`, `http=httptools`, logging and access log "
-        "off. The floor is a do-nothing ASGI app under the same settings that answers every POST "
+        'off. Ours is started the way its docs start a server, `mcp.run("streamable-http", '
+        "uvicorn_options=...)`, which also leaves the objects alive after startup out of later "
+        "garbage collections (`gc.freeze`; it matters with a store, where requests wait on it). "
+        "The floor is a do-nothing ASGI app under the same settings that answers every POST "
         "with a canned JSON-RPC result.",
         "- **Same client.** `bench/loadgen.py`: "
         f"{args.connections} keep-alive HTTP/1.1 connections over raw asyncio streams, each "
