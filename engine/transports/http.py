@@ -55,7 +55,7 @@ def freeze_startup_objects() -> None:
     collection walks all of them: in a busy server with a store (requests wait on it, so their
     objects outlive the young generations) that is a pause of tens of milliseconds every second
     or so. Collected first, so no garbage is kept. Process-wide: only for a process the server
-    owns (``mcp.run`` and ``python -m engine serve`` ask for it).
+    owns (``mcp.run`` and ``python -m engine serve`` ask for it over HTTP).
     """
     gc.collect()
     gc.freeze()
