@@ -418,7 +418,8 @@ class MCPServer:
         Over HTTP, SIGTERM drains: no new connections, requests in flight finish (within
         ``drain_timeout`` seconds, ``ENGINE_DRAIN_TIMEOUT``, default 25), then exit status 0.
         ``uvicorn_options`` go to ``uvicorn.run`` (``loop``, ``http``, ``log_level``,
-        ``access_log``...); ``options`` to :meth:`streamable_http_app`. The process is the
+        ``access_log``...; a ``timeout_graceful_shutdown`` there wins over ``drain_timeout``);
+        ``options`` to :meth:`streamable_http_app`. The process is the
         server's, so what exists once it has started is left out of later garbage collections
         (``freeze_after_startup``; ``ENGINE_GC_FREEZE=0`` turns it off).
         """
@@ -431,18 +432,26 @@ class MCPServer:
             raise ValueError(f"Unknown transport {transport!r}: use 'stdio' or 'streamable-http'")
         import uvicorn
 
-        clashing = sorted({"app", "host", "port", "lifespan"} & set(uvicorn_options or {}))
+        given = dict(uvicorn_options or {})
+        clashing = sorted({"app", "host", "port", "lifespan"} & set(given))
         if clashing:
             raise ValueError(
                 f"uvicorn_options cannot set {', '.join(clashing)}: pass host and port to run() "
                 "itself; the lifespan always runs, since it starts the server's store"
+            )
+        if given.get("reload") or (given.get("workers") or 1) > 1:
+            raise ValueError(
+                "uvicorn_options cannot ask for reload or several workers: uvicorn needs an "
+                "import string for those. Run `uvicorn module:app --workers N` on "
+                "mcp.streamable_http_app(), or start one process per replica"
             )
         allowed = list(options.pop("allowed_hosts", [])) or None
         if allowed is None and host not in ("127.0.0.1", "localhost", "::1"):
             allowed = ["127.0.0.1", "localhost", "::1", host]
         options.setdefault(
             "freeze_after_startup",
-            os.environ.get("ENGINE_GC_FREEZE", "1").lower() not in ("0", "false", "no"),
+            os.environ.get("ENGINE_GC_FREEZE", "1").strip().lower()
+            not in ("0", "false", "no", "off"),
         )
         app = self.streamable_http_app(allowed_hosts=allowed, **options)
         if drain_timeout is None:
@@ -453,7 +462,7 @@ class MCPServer:
         settings: dict[str, Any] = {
             "log_level": "info",
             "timeout_graceful_shutdown": max(1, round(drain_timeout)),
-            **(uvicorn_options or {}),
+            **given,
         }
         uvicorn.run(app, host=host, port=port, lifespan="on", **settings)
 

@@ -221,7 +221,8 @@ return #entries
 """
 )
 """`APPEND` then `INDEX` for many events in one script, on a single Redis only; each call's
-events are pushed together, and the calls are listed together.
+events are pushed together, and the calls are listed together (after every push: a script that
+fails halfway, on a key of another type say, leaves the batch's events pushed but not listed).
 
 KEYS: by-time zset, expiry zset, calls hash. ARGV: a msgpack array of entries, ttl ms, expiry
 (epoch s), the prefix of target zset keys. An entry is [journal list, event, ts (a float, so no

@@ -81,6 +81,7 @@ async def test_metrics_count_rounds_duplicates_and_rejections() -> None:
 
 
 def test_run_serves_with_the_uvicorn_options_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ENGINE_GC_FREEZE", raising=False)
     served: dict[str, Any] = {}
     monkeypatch.setattr(uvicorn, "run", lambda app, **settings: served.update(settings, app=app))
     monkeypatch.setattr(signal, "signal", lambda *args: None)
@@ -92,8 +93,13 @@ def test_run_serves_with_the_uvicorn_options_given(monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("ENGINE_GC_FREEZE", "0")
     mcp.run("streamable-http")
     assert served["app"].freeze_after_startup is False
+    monkeypatch.setenv("ENGINE_GC_FREEZE", "off")
+    mcp.run("streamable-http")
+    assert served["app"].freeze_after_startup is False
     with pytest.raises(ValueError, match="pass host and port to run"):
         mcp.run("streamable-http", uvicorn_options={"port": 9124})
+    with pytest.raises(ValueError, match="import string"):
+        mcp.run("streamable-http", uvicorn_options={"workers": 2})
 
 
 async def lifespan_freeze_counts(app: Any) -> tuple[int, int]:
