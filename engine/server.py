@@ -104,11 +104,7 @@ class MCPServer:
         """A store opened from a URL is closed with the server; a store object is the caller's."""
         self.spill_threshold = spill_threshold
         if journal_arguments is None:
-            journal_arguments = os.environ.get("ENGINE_JOURNAL_ARGUMENTS", "").lower() in (
-                "1",
-                "true",
-                "yes",
-            )
+            journal_arguments = env_flag("ENGINE_JOURNAL_ARGUMENTS", default=False)
         self.journal_arguments = journal_arguments
         self.ledger: Ledger | None = (
             Ledger(
@@ -419,9 +415,9 @@ class MCPServer:
         ``drain_timeout`` seconds, ``ENGINE_DRAIN_TIMEOUT``, default 25), then exit status 0.
         ``uvicorn_options`` go to ``uvicorn.run`` (``loop``, ``http``, ``log_level``,
         ``access_log``...; a ``timeout_graceful_shutdown`` there wins over ``drain_timeout``);
-        ``options`` to :meth:`streamable_http_app`. The process is the
-        server's, so what exists once it has started is left out of later garbage collections
-        (``freeze_after_startup``; ``ENGINE_GC_FREEZE=0`` turns it off).
+        ``options`` to :meth:`streamable_http_app`. The process is the server's, so what exists
+        once it has started is left out of later garbage collections (``freeze_after_startup``;
+        ``ENGINE_GC_FREEZE=0`` turns it off).
         """
         if transport == "stdio":
             from engine.transports.stdio import serve_stdio
@@ -448,11 +444,7 @@ class MCPServer:
         allowed = list(options.pop("allowed_hosts", [])) or None
         if allowed is None and host not in ("127.0.0.1", "localhost", "::1"):
             allowed = ["127.0.0.1", "localhost", "::1", host]
-        options.setdefault(
-            "freeze_after_startup",
-            os.environ.get("ENGINE_GC_FREEZE", "1").strip().lower()
-            not in ("0", "false", "no", "off"),
-        )
+        options.setdefault("freeze_after_startup", env_flag("ENGINE_GC_FREEZE", default=True))
         app = self.streamable_http_app(allowed_hosts=allowed, **options)
         if drain_timeout is None:
             drain_timeout = float(os.environ.get("ENGINE_DRAIN_TIMEOUT", "25"))
@@ -505,6 +497,21 @@ class MCPServer:
                     await tg.start(self.ledger.run_renewer)
                     stack.push_async_callback(self.ledger.flush)
             yield self
+
+
+_ON = ("1", "true", "yes", "on")
+_OFF = ("0", "false", "no", "off")
+
+
+def env_flag(name: str, *, default: bool) -> bool:
+    """A yes/no setting from the environment: ``1/true/yes/on`` or ``0/false/no/off`` (any
+    case); ``default`` when unset or spelled otherwise."""
+    value = os.environ.get(name, "").strip().lower()
+    if value in _ON:
+        return True
+    if value in _OFF:
+        return False
+    return default
 
 
 async def _replied(reply: RoundReply) -> RoundReply:
