@@ -99,11 +99,10 @@ _LISTING_FUNCTION = (
     + """
 local function listing(keys, call, n, ts_list, targets, kinds, expiry, target_prefix)
   local old = nil
-  if n > #ts_list then old = redis.call('HGET', keys[3], call) end
+  if n > #ts_list then old = redis.call('HGET', keys[2], call) end
   local first, last, kind, target = summary(old, ts_list, targets, kinds)
-  redis.call('HSET', keys[3], call, cmsgpack.pack({first, last, n, tonumber(expiry), kind, target}))
+  redis.call('HSET', keys[2], call, cmsgpack.pack({first, last, n, tonumber(expiry), kind, target}))
   redis.call('ZADD', keys[1], last, call)
-  redis.call('ZADD', keys[2], expiry, call)
   if target ~= '' then
     redis.call('ZADD', target_prefix .. target, last, call)
   end
@@ -130,12 +129,12 @@ local function listings(keys, order, calls, expiry, target_prefix)
   local old = {}
   for i = 1, #continuing, 1000 do
     local last = math.min(i + 999, #continuing)
-    local found = redis.call('HMGET', keys[3], unpack(continuing, i, last))
+    local found = redis.call('HMGET', keys[2], unpack(continuing, i, last))
     for j = i, last do
       if found[j - i + 1] then old[continuing[j]] = found[j - i + 1] end
     end
   end
-  local summaries, by_ts, expiries, by_target = {}, {}, {}, {}
+  local summaries, by_ts, by_target = {}, {}, {}
   local expires = tonumber(expiry)
   for i = 1, #order do
     local id = order[i]
@@ -145,8 +144,6 @@ local function listings(keys, order, calls, expiry, target_prefix)
     summaries[#summaries + 1] = cmsgpack.pack({first, last, call.n, expires, kind, target})
     by_ts[#by_ts + 1] = last
     by_ts[#by_ts + 1] = id
-    expiries[#expiries + 1] = expiry
-    expiries[#expiries + 1] = id
     if target ~= '' then
       local members = by_target[target]
       if not members then
@@ -157,9 +154,8 @@ local function listings(keys, order, calls, expiry, target_prefix)
       members[#members + 1] = id
     end
   end
-  variadic('HSET', keys[3], summaries)
+  variadic('HSET', keys[2], summaries)
   variadic('ZADD', keys[1], by_ts)
-  variadic('ZADD', keys[2], expiries)
   for target, members in pairs(by_target) do
     variadic('ZADD', target_prefix .. target, members)
   end
@@ -189,8 +185,8 @@ INDEX = (
     + "listing(KEYS, ARGV[1], tonumber(ARGV[2]), {ARGV[3]}, {ARGV[4]}, {ARGV[5]}, ARGV[6], "
     + "ARGV[7])\n"
 )
-"""KEYS: by-time zset, expiry zset, calls hash. ARGV: call id, events in its journal, ts, target
-or '', kind or '', expiry (epoch s), the prefix of target zset keys.
+"""KEYS: by-time zset, calls hash. ARGV: call id, events in its journal, ts, target or '', kind
+or '', expiry (epoch s), the prefix of target zset keys.
 
 The call's target zset is named inside the script, since only the summary there knows the
 call's target; it shares the index keys' hash tag, so it is on the node running the script."""
@@ -224,8 +220,8 @@ return #entries
 events are pushed together, and the calls are listed together (after every push: a script that
 fails halfway, on a key of another type say, leaves the batch's events pushed but not listed).
 
-KEYS: by-time zset, expiry zset, calls hash. ARGV: a msgpack array of entries, ttl ms, expiry
-(epoch s), the prefix of target zset keys. An entry is [journal list, event, ts (a float, so no
+KEYS: by-time zset, calls hash. ARGV: a msgpack array of entries, ttl ms, expiry (epoch s), the
+prefix of target zset keys. An entry is [journal list, event, ts (a float, so no
 digit is lost), target or '', kind or '', call id].
 The journal keys travel inside the array, undeclared: valid on one Redis, where every key is on
 the node running the script, and the reason a batch costs the client one argument instead of
@@ -234,25 +230,42 @@ several per event.
 
 PRUNE = """
 local now = tonumber(ARGV[1])
+local oldest = redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[2]) - 1)
+if #oldest == 0 then
+  return {0, 0}
+end
+local summaries = redis.call('HMGET', KEYS[2], unpack(oldest))
 local removed = 0
-for i = 2, #ARGV, 2 do
-  local member = ARGV[i]
-  local expires = tonumber(redis.call('ZSCORE', KEYS[2], member))
-  if expires and expires <= now then
-    redis.call('ZREM', KEYS[1], member)
-    redis.call('ZREM', KEYS[2], member)
-    redis.call('HDEL', KEYS[3], member)
-    local target_key = tonumber(ARGV[i + 1])
-    if target_key > 0 then
-      redis.call('ZREM', KEYS[target_key], member)
+for i = 1, #oldest do
+  local call, packed = oldest[i], summaries[i]
+  local gone, target = not packed, nil
+  if packed then
+    local ok, s = pcall(cmsgpack.unpack, packed)
+    if ok and type(s) == 'table' and tonumber(s[4]) then
+      gone = tonumber(s[4]) <= now
+      if type(s[6]) == 'string' and s[6] ~= '' then target = s[6] end
+    end
+  end
+  if gone then
+    redis.call('ZREM', KEYS[1], call)
+    redis.call('HDEL', KEYS[2], call)
+    redis.call('ZREM', KEYS[3], call)
+    if target then
+      redis.call('ZREM', ARGV[3] .. target, call)
     end
     removed = removed + 1
   end
 end
-return removed
+return {removed, #oldest}
 """
-"""KEYS: by-time zset, expiry zset, calls hash, then target zsets.
+"""KEYS: by-time zset, calls hash, the expiry zset older versions of the store kept. ARGV: now
+(epoch s), how many calls to look at, the prefix of target zset keys.
 
-ARGV: now (epoch s), then pairs (call id, index in KEYS of its target zset or 0). Re-checks the
-expiry inside the script, so a call refreshed since it was read is left alone.
+Looks at the calls least recently active, and drops from every index those whose journal has
+expired, by the expiry their summary records (a call refreshed since is not among them), and
+those left without a summary. A summary the store did not write is left to the listing, which
+skips it with a warning. Returns {calls dropped, calls looked at}. With one journal TTL, calls
+expire in the order of their last activity, so the expired ones are the first looked at; a call
+kept longer (a replica with a longer TTL wrote it) is passed over. Target zsets are named inside
+the script, as in `INDEX`.
 """

@@ -61,7 +61,11 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-_PRUNE_BATCH = 100
+_PRUNE_BATCH = 500
+"""Calls the pruning script looks at in one go (the least recently active)."""
+_PRUNE_RUNS = 4
+"""Pruning scripts per run; a run that drops that many calls is followed by another after the
+next write, so a busy store keeps up however many calls expire."""
 
 
 def _tag(call_id: str) -> str:
@@ -120,8 +124,8 @@ class RedisStore:
             self._client = url_or_client
             self._owns_client = False
         self.prefix = prefix
-        self._index_keys = [self._index_key(n) for n in ("by_ts", "expiry", "calls")]
-        """What the listing scripts are given: by-time and expiry zsets, calls hash."""
+        self._index_keys = [self._index_key("by_ts"), self._index_key("calls")]
+        """What the listing scripts are given: the by-time zset and the calls hash."""
         self._target_prefix = self._target_key("")
         self._op_timeout = op_timeout
         self._poll_interval = poll_interval
@@ -277,34 +281,27 @@ class RedisStore:
             return
         self._next_prune = time.monotonic() + self._purge_interval
         try:
-            await self._call("pruning the call index", self._prune_index)
+            behind = await self._call("pruning the call index", self._prune_index)
         except StoreUnavailable as exc:  # never fail the operation that triggered it
             log.debug("Redis call index pruning postponed: %s", exc)
         except Exception:
             log.warning("Redis call index pruning failed; will try again", exc_info=True)
+        else:
+            if behind:  # more expired than one run drops: go on after the next write
+                self._next_prune = 0.0
 
-    async def _prune_index(self) -> None:
-        """Drop expired calls from the listing index, a bounded batch at a time."""
-        now = time.time()
-        expiry, calls = self._index_key("expiry"), self._index_key("calls")
-        members = await self._client.zrangebyscore(expiry, "-inf", now, start=0, num=_PRUNE_BATCH)
-        if not members:
-            return
-        names = [as_bytes(m, "the call index") for m in members]
-        keys = [self._index_key("by_ts"), expiry, calls]
-        args: list[bytes | str | int] = [repr(now)]
-        positions: dict[str, int] = {}  # target -> its zset's (1-based) position in KEYS
-        for name, packed in zip(names, await self._client.hmget(calls, names), strict=True):
-            position = 0
-            listed = _Listed.read(name, packed)
-            target = None if listed is None else listed.target
-            if target:
-                if target not in positions:
-                    keys.append(self._target_key(target))
-                    positions[target] = len(keys)
-                position = positions[target]
-            args += [name, position]
-        await self._prune(keys=keys, args=args)
+    async def _prune_index(self) -> bool:
+        """Drop expired calls from the listing index, a bounded number per run (this runs on a
+        journal writer's path); whether expired calls may be left."""
+        keys = [*self._index_keys, self._index_key("expiry")]
+        for _ in range(_PRUNE_RUNS):
+            reply = await self._prune(
+                keys=keys, args=[repr(time.time()), _PRUNE_BATCH, self._target_prefix]
+            )
+            removed, looked_at = (int(n) for n in reply)
+            if removed == 0 or looked_at < _PRUNE_BATCH:
+                return False
+        return True
 
     # --- blobs ---
 

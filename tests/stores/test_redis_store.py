@@ -19,6 +19,7 @@ from redis.crc import key_slot
 from redis.credentials import CredentialProvider
 
 from stores import Claim, ClaimResult, RedisStore, StoreUnavailable, _redis_mux, open_store
+from stores import redis as redis_store
 from stores._redis_mux import can_multiplex
 from tests.private_redis import REDIS_SERVER, PrivateRedis, free_ports
 
@@ -114,6 +115,50 @@ async def test_expired_calls_leave_the_index(redis_replicas: Replicas, redis_tes
         await client.aclose()
 
 
+async def test_pruning_keeps_up_with_many_expired_calls(
+    redis_replicas: Replicas, redis_test_url: str
+) -> None:
+    writer = await redis_replicas(purge_interval=3600)
+    assert await writer.calls() == []  # its pruning is done for the hour: its writes do not prune
+    per_run = redis_store._PRUNE_RUNS * redis_store._PRUNE_BATCH
+    expired = per_run + 700
+    await writer.append_many(
+        [(f"old-{i}", {"ts": 1.0 + i, "target": "tool"}) for i in range(expired)], ttl=0.1
+    )
+    await writer.append("kept", {"ts": 0.5, "target": "tool"}, ttl=30)  # the oldest, yet live
+    await anyio.sleep(0.2)
+    reader = await redis_replicas(purge_interval=3600)  # its first listing prunes
+    index = f"{reader.prefix}:index:{{{reader.prefix}}}"
+    client = Redis.from_url(redis_test_url)
+    try:
+        assert [c.call_id for c in await reader.calls()] == ["kept"]
+        left = await client.hlen(f"{index}:calls") - 1
+        assert 0 < left <= expired - per_run + redis_store._PRUNE_RUNS  # a bounded run
+        # so many expired that the run stopped: the next write or listing prunes again
+        assert [c.call_id for c in await reader.calls(target="tool")] == ["kept"]
+        assert await client.hkeys(f"{index}:calls") == [b"kept"]
+        assert await client.zrange(f"{index}:by_ts", 0, -1) == [b"kept"]
+        assert await client.zrange(f"{index}:target:tool", 0, -1) == [b"kept"]
+    finally:
+        await client.aclose()
+
+
+async def test_pruning_empties_the_expiry_index_of_older_versions(
+    redis_replicas: Replicas, redis_test_url: str
+) -> None:
+    store = await redis_replicas(purge_interval=0)
+    index = f"{store.prefix}:index:{{{store.prefix}}}"
+    client = Redis.from_url(redis_test_url)
+    try:
+        await client.zadd(f"{index}:expiry", {"gone": time.time()})  # as older versions wrote
+        await store.append("gone", {"ts": 1.0, "target": "tool"}, ttl=0.1)
+        await anyio.sleep(0.2)
+        assert await store.calls() == []
+        assert await client.exists(f"{index}:expiry", f"{index}:by_ts", f"{index}:calls") == 0
+    finally:
+        await client.aclose()
+
+
 async def test_a_listing_entry_written_by_something_else_is_skipped_not_fatal(
     redis_replicas: Replicas, redis_test_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -122,14 +167,9 @@ async def test_a_listing_entry_written_by_something_else_is_skipped_not_fatal(
     index = f"{store.prefix}:index:{{{store.prefix}}}"
     client = Redis.from_url(redis_test_url)
     try:
-        entries = [  # one the listing meets, one the pruning meets
-            (b"junk", b"not msgpack \xc1", time.time() + 60),
-            (b"short", b"\x92\x01\x02", 0.0),
-        ]
-        for name, value, expiry in entries:
+        for name, value in [(b"junk", b"not msgpack \xc1"), (b"short", b"\x92\x01\x02")]:
             await client.hset(f"{index}:calls", name, value)
-            await client.zadd(f"{index}:by_ts", {name: 2.0})
-            await client.zadd(f"{index}:expiry", {name: expiry})
+            await client.zadd(f"{index}:by_ts", {name: 0.5})  # the first the pruning meets
     finally:
         await client.aclose()
     assert [c.call_id for c in await store.calls()] == ["good"]
