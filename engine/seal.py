@@ -148,27 +148,39 @@ class KeyRing:
             raise InvalidRequestState("seal") from None
 
 
-_TO_STANDARD = bytes.maketrans(b"-_", b"+/")
 _TO_URLSAFE = bytes.maketrans(b"+/", b"-_")
+_TO_STANDARD_STRICT = bytes.maketrans(b"-_+/=", b"+/***")
+"""base64url to the standard alphabet; ``+``, ``/`` and ``=`` to a character no decoder takes."""
+_URLSAFE = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+_LAST_CHARACTERS = {
+    2: frozenset(_URLSAFE[::16]),  # after 2 characters, 4 spare bits: they must be zero
+    3: frozenset(_URLSAFE[::4]),  # after 3, 2 spare bits
+}
+"""The characters that can end a canonical encoding, by its length modulo 4 (0: any)."""
+_PADDING = (b"", b"", b"==", b"=")
 
 
 def _b64decode(text: str) -> bytes | None:
     """Strict, canonical base64url without padding; ``None`` when it is not.
 
-    The strict decoder refuses characters outside the alphabet and misplaced padding; encoding
-    the result again refuses everything else (``+`` or ``/`` for ``-`` or ``_``, padding, spare
-    bits that are not zero): only the one canonical spelling of the bytes opens.
+    Only the one canonical spelling of the bytes opens. The strict decoder refuses anything
+    outside the alphabet, ``+``, ``/`` and padding included (they are translated to a character
+    it refuses), and a length one more than a multiple of 4; a last character with spare bits
+    set is refused here.
     """
     try:
         data = text.encode("ascii")
-        raw = binascii.a2b_base64(
-            data.translate(_TO_STANDARD) + b"=" * (-len(data) % 4), strict_mode=True
+    except UnicodeEncodeError:
+        return None
+    tail = len(data) % 4
+    if tail > 1 and data[-1] not in _LAST_CHARACTERS[tail]:
+        return None
+    try:
+        return binascii.a2b_base64(
+            data.translate(_TO_STANDARD_STRICT) + _PADDING[tail], strict_mode=True
         )
-    except (UnicodeEncodeError, binascii.Error):
+    except binascii.Error:
         return None
-    if binascii.b2a_base64(raw, newline=False).translate(_TO_URLSAFE).rstrip(b"=") != data:
-        return None
-    return raw
 
 
 def ring_from(keys: Iterable[KeySpec] | KeyRing | None) -> KeyRing:

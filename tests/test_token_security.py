@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import random
 import string
 import time
 from typing import Annotated, Any
@@ -18,6 +19,7 @@ from pydantic import BaseModel
 
 import engine.calls
 import engine.claims
+import engine.seal
 from engine import Elicit, MCPServer, Resolve
 from engine.context import RequestScope
 from engine.errors import InvalidRequestState
@@ -304,6 +306,31 @@ def test_a_token_with_its_spare_bits_set_is_malformed(size: int) -> None:
     with pytest.raises(InvalidRequestState) as caught:
         ring.open(alias, 1000)
     assert caught.value.reason == "malformed"
+
+
+def test_exactly_the_canonical_spellings_decode() -> None:
+    """Whatever a client sends, the token decoder takes it iff it is the canonical base64url
+    (unpadded) of the bytes it decodes to."""
+    rng = random.Random(7)
+    alphabet = BASE64URL + "+/= \n*é"
+    for _ in range(20_000):
+        text = base64.urlsafe_b64encode(rng.randbytes(rng.randrange(0, 24))).decode().rstrip("=")
+        for _ in range(rng.randrange(0, 3)):
+            at = rng.randrange(len(text) + 1)
+            text = text[:at] + rng.choice(alphabet) + text[at + 1 :]
+        decoded = engine.seal._b64decode(text)
+        try:
+            canonical = (
+                base64.urlsafe_b64encode(
+                    base64.b64decode(text + "=" * (-len(text) % 4), altchars=b"-_", validate=True)
+                )
+                .decode()
+                .rstrip("=")
+                == text
+            )
+        except (binascii.Error, ValueError):
+            canonical = False
+        assert (decoded is not None) == canonical, text
 
 
 async def test_the_standard_base64_alphabet_is_rejected(
