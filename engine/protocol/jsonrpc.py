@@ -70,7 +70,8 @@ def request_id_of(raw: Any) -> RequestId | None:
 
 def result_bytes(request_id: RequestId | None, result: bytes) -> bytes:
     """A response around an already-serialised result."""
-    return b'{"jsonrpc":"2.0","id":' + dumps(request_id) + b',"result":' + result + b"}"
+    rid = b"%d" % request_id if type(request_id) is int else dumps(request_id)
+    return b'{"jsonrpc":"2.0","id":' + rid + b',"result":' + result + b"}"
 
 
 def error_bytes(request_id: RequestId | None, error: MCPError) -> bytes:
