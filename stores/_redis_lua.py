@@ -261,11 +261,10 @@ return {removed, #oldest}
 """KEYS: by-time zset, calls hash, the expiry zset older versions of the store kept. ARGV: now
 (epoch s), how many calls to look at, the prefix of target zset keys.
 
-Looks at the calls least recently active, and drops from every index those whose journal has
-expired, by the expiry their summary records (a call refreshed since is not among them), and
-those left without a summary. A summary the store did not write is left to the listing, which
-skips it with a warning. Returns {calls dropped, calls looked at}. With one journal TTL, calls
-expire in the order of their last activity, so the expired ones are the first looked at; a call
-kept longer (a replica with a longer TTL wrote it) is passed over. Target zsets are named inside
-the script, as in `INDEX`.
+Looks at the calls least recently active and drops from every index those whose summary says
+their journal has expired, and those left without a summary. A summary the store did not write
+is left to the listing, which skips it with a warning. Returns {calls dropped, calls looked at}.
+With one journal TTL, calls expire in the order of their last activity, so the expired ones are
+the first looked at; a call kept longer (a replica with a longer TTL wrote it) is passed over.
+Target zsets are named inside the script, as in `INDEX`.
 """
