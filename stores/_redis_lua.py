@@ -230,41 +230,45 @@ several per event.
 
 PRUNE = """
 local now = tonumber(ARGV[1])
-local oldest = redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[2]) - 1)
-if #oldest == 0 then
+local start = tonumber(ARGV[2])
+local window = redis.call('ZRANGE', KEYS[1], start, start + tonumber(ARGV[3]) - 1)
+if #window == 0 then
   return {0, 0}
 end
-local summaries = redis.call('HMGET', KEYS[2], unpack(oldest))
+local summaries = redis.call('HMGET', KEYS[2], unpack(window))
 local removed = 0
-for i = 1, #oldest do
-  local call, packed = oldest[i], summaries[i]
-  local gone, target = not packed, nil
+for i = 1, #window do
+  local call, packed = window[i], summaries[i]
+  local expiry, target = nil, nil
   if packed then
     local ok, s = pcall(cmsgpack.unpack, packed)
-    if ok and type(s) == 'table' and tonumber(s[4]) then
-      gone = tonumber(s[4]) <= now
+    if ok and type(s) == 'table' then
+      expiry = tonumber(s[4])
       if type(s[6]) == 'string' and s[6] ~= '' then target = s[6] end
     end
+    if not expiry then
+      expiry = tonumber(redis.call('ZSCORE', KEYS[3], call))
+    end
   end
-  if gone then
+  if not packed or (expiry and expiry <= now) then
     redis.call('ZREM', KEYS[1], call)
     redis.call('HDEL', KEYS[2], call)
     redis.call('ZREM', KEYS[3], call)
     if target then
-      redis.call('ZREM', ARGV[3] .. target, call)
+      redis.call('ZREM', ARGV[4] .. target, call)
     end
     removed = removed + 1
   end
 end
-return {removed, #oldest}
+return {removed, #window}
 """
 """KEYS: by-time zset, calls hash, the expiry zset older versions of the store kept. ARGV: now
-(epoch s), how many calls to look at, the prefix of target zset keys.
+(epoch s), where in the by-time zset to start, how many calls to look at, the prefix of target
+zset keys. Returns {calls dropped, calls looked at}.
 
-Looks at the calls least recently active and drops from every index those whose summary says
-their journal has expired, and those left without a summary. A summary the store did not write
-is left to the listing, which skips it with a warning. Returns {calls dropped, calls looked at}.
-With one journal TTL, calls expire in the order of their last activity, so the expired ones are
-the first looked at; a call kept longer (a replica with a longer TTL wrote it) is passed over.
-Target zsets are named inside the script, as in `INDEX`.
+Looks at a window of calls in order of last activity and drops from every index those whose
+journal has expired: by the expiry their summary records or, for a summary the store cannot
+read, by the expiry older versions kept for it (without either, the entry is left to the
+listing, which skips it with a warning); and those left without a summary. Target zsets are
+named inside the script, as in `INDEX`.
 """

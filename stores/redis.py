@@ -64,8 +64,8 @@ T = TypeVar("T")
 _PRUNE_BATCH = 500
 """Calls the pruning script looks at in one go (the least recently active)."""
 _PRUNE_RUNS = 4
-"""Pruning scripts per run; a run that drops that many calls is followed by another after the
-next write, so a busy store keeps up however many calls expire."""
+"""Pruning scripts per run; a run whose last window had wholly expired is followed by another
+after the next write or listing, so a busy store keeps up however many calls expire."""
 
 
 def _tag(call_id: str) -> str:
@@ -131,6 +131,8 @@ class RedisStore:
         self._poll_interval = poll_interval
         self._purge_interval = purge_interval
         self._next_prune = 0.0
+        self._prune_from = 0
+        """Where in the by-time index the last pruning run stopped, past calls still live."""
         self._closed = False
         self._subscriptions: set[Messages] = set()
         self._waiters = Waiters()
@@ -292,16 +294,29 @@ class RedisStore:
 
     async def _prune_index(self) -> bool:
         """Drop expired calls from the listing index, a bounded number per run (this runs on a
-        journal writer's path); whether expired calls may be left."""
+        journal writer's path); whether the run stopped with expired calls left.
+
+        With one journal TTL, calls expire in the order of their last activity: the first
+        window is the least recently active, and once it holds a live call nothing after it has
+        expired. Calls kept longer (replicas with different TTLs on one prefix, or summaries
+        written by something else) would then block the front, so the rest of each run walks
+        on from where the last run stopped, and starts over at the end of the index.
+        """
         keys = [*self._index_keys, self._index_key("expiry")]
+        start = 0
         for _ in range(_PRUNE_RUNS):
             reply = await self._prune(
-                keys=keys, args=[repr(time.time()), _PRUNE_BATCH, self._target_prefix]
+                keys=keys, args=[repr(time.time()), start, _PRUNE_BATCH, self._target_prefix]
             )
             removed, looked_at = (int(n) for n in reply)
-            if removed == 0 or looked_at < _PRUNE_BATCH:
+            if looked_at < _PRUNE_BATCH:  # the end of the index
+                self._prune_from = 0
                 return False
-        return True
+            kept = looked_at - removed
+            if kept:  # live calls from here: go on further along
+                start = max(start + kept, self._prune_from) if start == 0 else start + kept
+                self._prune_from = start
+        return kept == 0  # a whole window had expired: more may have
 
     # --- blobs ---
 

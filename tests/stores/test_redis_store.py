@@ -167,15 +167,51 @@ async def test_a_listing_entry_written_by_something_else_is_skipped_not_fatal(
     index = f"{store.prefix}:index:{{{store.prefix}}}"
     client = Redis.from_url(redis_test_url)
     try:
-        for name, value in [(b"junk", b"not msgpack \xc1"), (b"short", b"\x92\x01\x02")]:
+        entries = [  # (name, summary, the expiry an older version kept for it)
+            (b"junk", b"not msgpack \xc1", None),
+            (b"short", b"\x92\x01\x02", time.time() + 60),
+            (b"stale", b"\x92\x01\x02", 0.0),
+        ]
+        for name, value, expiry in entries:
             await client.hset(f"{index}:calls", name, value)
             await client.zadd(f"{index}:by_ts", {name: 0.5})  # the first the pruning meets
+            if expiry is not None:
+                await client.zadd(f"{index}:expiry", {name: expiry})
+        assert [c.call_id for c in await store.calls()] == ["good"]
+        assert "is not one this store wrote" in caplog.text
+        await store.append("gone", {"ts": 2.0, "target": "tool"}, ttl=0.1)
+        await anyio.sleep(0.2)
+        await store.append("later", {"ts": 3.0, "target": "tool"}, ttl=30)  # and pruning goes on
+        assert [c.call_id for c in await store.calls()] == ["later", "good"]
+        assert sorted(await client.hkeys(f"{index}:calls")) == [
+            b"good",
+            b"junk",
+            b"later",
+            b"short",
+        ]
+        assert "pruning failed" not in caplog.text
     finally:
         await client.aclose()
-    assert [c.call_id for c in await store.calls()] == ["good"]
-    assert "is not one this store wrote" in caplog.text
-    await store.append("later", {"ts": 3.0, "target": "tool"}, ttl=30)  # and pruning goes on
-    assert [c.call_id for c in await store.calls()] == ["later", "good"]
+
+
+async def test_live_calls_at_the_front_do_not_stop_the_pruning_behind_them(
+    redis_replicas: Replicas, redis_test_url: str
+) -> None:
+    writer = await redis_replicas(purge_interval=3600)
+    assert await writer.calls() == []  # its pruning is done for the hour: its writes do not prune
+    live = redis_store._PRUNE_BATCH + 20  # a replica with a longer TTL wrote these first
+    await writer.append_many([(f"live-{i}", {"ts": 1.0 + i}) for i in range(live)], ttl=3600)
+    await writer.append_many([(f"old-{i}", {"ts": 1e4 + i}) for i in range(300)], ttl=0.1)
+    await anyio.sleep(0.2)
+    reader = await redis_replicas(purge_interval=3600)
+    index = f"{reader.prefix}:index:{{{reader.prefix}}}"
+    client = Redis.from_url(redis_test_url)
+    try:
+        assert len(await reader.calls(limit=1000)) == live
+        assert await client.hlen(f"{index}:calls") == live
+        assert await client.zcard(f"{index}:by_ts") == live
+    finally:
+        await client.aclose()
 
 
 async def test_a_summary_that_outlived_its_journal_starts_over(
