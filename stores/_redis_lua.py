@@ -230,8 +230,11 @@ several per event.
 
 PRUNE = """
 local now = tonumber(ARGV[1])
-local start = tonumber(ARGV[2])
-local window = redis.call('ZRANGE', KEYS[1], start, start + tonumber(ARGV[3]) - 1)
+local start, size = tonumber(ARGV[2]), tonumber(ARGV[3])
+if size < 1 then
+  return {0, 0}
+end
+local window = redis.call('ZRANGE', KEYS[1], start, start + size - 1)
 if #window == 0 then
   return {0, 0}
 end

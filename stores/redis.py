@@ -62,7 +62,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _PRUNE_BATCH = 500
-"""Calls the pruning script looks at in one go (the least recently active)."""
+"""Calls the pruning script looks at in one go."""
 _PRUNE_RUNS = 4
 """Pruning scripts per run; a run whose last window had wholly expired is followed by another
 after the next write or listing, so a busy store keeps up however many calls expire."""
@@ -304,6 +304,7 @@ class RedisStore:
         """
         keys = [*self._index_keys, self._index_key("expiry")]
         start = 0
+        removed_at_front = 0  # the saved position moved down by as many
         for _ in range(_PRUNE_RUNS):
             reply = await self._prune(
                 keys=keys, args=[repr(time.time()), start, _PRUNE_BATCH, self._target_prefix]
@@ -313,9 +314,13 @@ class RedisStore:
                 self._prune_from = 0
                 return False
             kept = looked_at - removed
-            if kept:  # live calls from here: go on further along
-                start = max(start + kept, self._prune_from) if start == 0 else start + kept
-                self._prune_from = start
+            if start == 0:
+                removed_at_front += removed
+                if kept:  # live calls from here: go on from where the last run stopped
+                    start = max(kept, self._prune_from - removed_at_front)
+            elif kept:
+                start += kept
+            self._prune_from = start
         return kept == 0  # a whole window had expired: more may have
 
     # --- blobs ---

@@ -143,6 +143,40 @@ async def test_pruning_keeps_up_with_many_expired_calls(
         await client.aclose()
 
 
+async def test_pruning_walks_past_live_calls_over_several_runs(
+    redis_replicas: Replicas, redis_test_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(redis_store, "_PRUNE_BATCH", 5)  # 4 windows of 5 calls a run
+    writer = await redis_replicas(purge_interval=3600)
+    assert await writer.calls() == []  # its pruning is done for the hour: its writes do not prune
+    await writer.append_many([(f"live-{i}", {"ts": 1.0 + i}) for i in range(25)], ttl=3600)
+    await writer.append_many([(f"old-{i}", {"ts": 100.0 + i}) for i in range(10)], ttl=0.1)
+    await anyio.sleep(0.2)
+    reader = await redis_replicas(purge_interval=3600)
+    index = f"{reader.prefix}:index:{{{reader.prefix}}}"
+    client = Redis.from_url(redis_test_url)
+
+    async def listed() -> int:
+        return int(await client.hlen(f"{index}:calls"))
+
+    try:
+        await reader.calls()  # the first run sees only live calls: 20 of them
+        assert await listed() == 35
+        await reader.calls()  # nothing left behind that run: the next waits for the interval
+        assert await listed() == 35
+        reader._next_prune = 0.0  # the interval has passed
+        await reader.calls()  # goes on from the 21st call: the expired ones go
+        assert await listed() == 25
+        await reader.calls()  # its last window had wholly expired: again at once, to the end
+        await writer.append_many([("late", {"ts": 10.5})], ttl=0.1)  # among the live ones
+        await anyio.sleep(0.2)
+        reader._next_prune = 0.0
+        await reader.calls()  # the walk started over at the end of the index: it is found
+        assert await listed() == 25
+    finally:
+        await client.aclose()
+
+
 async def test_pruning_empties_the_expiry_index_of_older_versions(
     redis_replicas: Replicas, redis_test_url: str
 ) -> None:
