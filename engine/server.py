@@ -413,7 +413,7 @@ class MCPServer:
 
         Over HTTP, SIGTERM drains: no new connections, requests in flight finish (within
         ``drain_timeout`` seconds, ``ENGINE_DRAIN_TIMEOUT``, default 25), then exit status 0.
-        ``uvicorn_options`` go to ``uvicorn.run`` (``loop``, ``http``, ``log_level``,
+        ``uvicorn_options`` go to uvicorn's ``Config`` (``loop``, ``http``, ``log_level``,
         ``access_log``...; a ``timeout_graceful_shutdown`` there wins over ``drain_timeout``);
         ``options`` to :meth:`streamable_http_app`. The process is the server's, so what exists
         once it has started is left out of later garbage collections (``freeze_after_startup``;
@@ -426,7 +426,7 @@ class MCPServer:
             return
         if transport not in ("streamable-http", "http"):
             raise ValueError(f"Unknown transport {transport!r}: use 'stdio' or 'streamable-http'")
-        import uvicorn
+        from engine.transports.serving import serve
 
         given = dict(uvicorn_options or {})
         clashing = sorted({"app", "host", "port", "lifespan"} & set(given))
@@ -456,7 +456,7 @@ class MCPServer:
             "timeout_graceful_shutdown": max(1, round(drain_timeout)),
             **given,
         }
-        uvicorn.run(app, host=host, port=port, lifespan="on", **settings)
+        serve(app, host=host, port=port, settings=settings)
 
     async def health(self) -> tuple[bool, dict[str, Any]]:
         """``(healthy, details)``: the process answers and its store (if any) does too."""

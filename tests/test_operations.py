@@ -2,18 +2,24 @@
 
 import gc
 import signal
+import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 
 from engine.testing import Client, ProtocolError
+from engine.transports import serving
 from examples.bookshop import build
 from stores import MemoryStore, RedisStore
 from tests.conftest import KEY
 from tests.private_redis import PrivateRedis, free_ports
+
+ROOT = Path(__file__).resolve().parents[1]
 
 pytestmark = pytest.mark.anyio
 
@@ -83,12 +89,16 @@ async def test_metrics_count_rounds_duplicates_and_rejections() -> None:
 def test_run_serves_with_the_uvicorn_options_given(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ENGINE_GC_FREEZE", raising=False)
     served: dict[str, Any] = {}
-    monkeypatch.setattr(uvicorn, "run", lambda app, **settings: served.update(settings, app=app))
+
+    def serve(app: Any, *, host: str, port: int, settings: dict[str, Any]) -> None:
+        served.update(settings, app=app, host=host, port=port)
+
+    monkeypatch.setattr(serving, "serve", serve)
     monkeypatch.setattr(signal, "signal", lambda *args: None)
     mcp = build(keys=[KEY])
     mcp.run("streamable-http", port=9123, uvicorn_options={"loop": "asyncio", "access_log": False})
     assert (served["port"], served["loop"], served["access_log"]) == (9123, "asyncio", False)
-    assert (served["lifespan"], served["log_level"]) == ("on", "info")
+    assert served["log_level"] == "info"
     assert served["app"].freeze_after_startup is True
     monkeypatch.setenv("ENGINE_GC_FREEZE", "0")
     mcp.run("streamable-http")
@@ -128,3 +138,65 @@ async def test_a_served_process_leaves_its_startup_objects_out_of_collections() 
         gc.unfreeze()
     before, after = await lifespan_freeze_counts(build(keys=[KEY]).streamable_http_app())
     assert after == before  # mounted in someone else's application: their process, their call
+
+
+def _get(conn: socket.socket, path: str) -> tuple[int, dict[str, str], bytes]:
+    """One GET on a keep-alive connection: status, headers, body."""
+    conn.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(65536)
+        if not chunk:
+            raise ConnectionError(f"the server closed the connection (after {data!r})")
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = {k.strip().lower(): v.strip() for k, _, v in (h.partition(":") for h in lines[1:])}
+    while len(body) < int(headers.get("content-length", "0")):
+        body += conn.recv(65536)
+    return int(lines[0].split()[1]), headers, body
+
+
+def test_a_drain_serves_a_request_sent_on_an_idle_keep_alive_connection(tmp_path: Path) -> None:
+    """A proxy may send on an idle connection just as SIGTERM arrives: that request is served,
+    and its response closes the connection, rather than the connection being dropped under it."""
+    port = free_ports(1)[0]
+    script = tmp_path / "serve.py"
+    script.write_text(
+        f"import sys\nsys.path.insert(0, {str(ROOT)!r})\n"
+        "from examples.bookshop import build\n"
+        f"build(keys=[{KEY!r}]).run('streamable-http', port={port}, "
+        "uvicorn_options={'log_level': 'warning'})\n"
+    )
+    process = subprocess.Popen([sys.executable, str(script)])
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                conn = socket.create_connection(("127.0.0.1", port), timeout=5)
+                break
+            except OSError:
+                assert time.monotonic() < deadline and process.poll() is None, "did not start"
+                time.sleep(0.05)
+        with conn:
+            status, headers, _ = _get(conn, "/healthz")
+            assert status == 200 and headers.get("connection") != "close"
+            process.send_signal(signal.SIGTERM)
+            deadline = time.monotonic() + 10
+            while True:  # the listener closes first
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                except OSError:
+                    break
+                assert time.monotonic() < deadline, "still accepting connections"
+                time.sleep(0.05)
+            time.sleep(0.3)  # where uvicorn alone would have closed this idle connection
+            status, headers, body = _get(conn, "/healthz")
+            assert status == 200 and b'"status":"ok"' in body
+            assert headers["connection"] == "close"
+            assert conn.recv(1) == b""
+        assert process.wait(timeout=10) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()

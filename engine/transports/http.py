@@ -97,6 +97,8 @@ class StreamableHTTPApp:
         self.replica_header = (b"x-engine-replica", server.replica_id.encode())
         self._origin_decisions: dict[tuple[str | None, str | None], str | None] = {}
         self._header_check = self._check_headers
+        self.draining = False
+        """Set when the server drains: every response then closes its connection."""
 
     # --- ASGI entry --------------------------------------------------------------------------
 
@@ -106,6 +108,8 @@ class StreamableHTTPApp:
             if kind == "lifespan":
                 await self._lifespan(receive, send)
             return
+        if self.draining:
+            send = _closing(send)
         path = scope.get("path", "")
         root = scope.get("root_path", "")
         if root and path.startswith(root):
@@ -455,6 +459,20 @@ def is_legacy(raw: Any, meta: Any, headers: Mapping[str, str]) -> bool:
     if raw.get("method") == "initialize" or "mcp-session-id" in headers:
         return True
     return headers.get("mcp-protocol-version", "").strip() in LEGACY_HEADER_VERSIONS
+
+
+def _closing(send: Send) -> Send:
+    """``send``, with ``Connection: close`` added to the response's headers."""
+
+    async def send_closing(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", ()), _CLOSE]}
+        await send(message)
+
+    return send_closing
+
+
+_CLOSE = (b"connection", b"close")
 
 
 async def _sse_event(send: Send, data: bytes) -> None:

@@ -33,6 +33,9 @@ pytestmark = [pytest.mark.e2e, pytest.mark.anyio]
 
 MEGABYTE = 1_000_000
 
+NGINX_KEEPALIVE_CONNECTIONS = 32
+"""Idle connections nginx keeps to the replicas (``keepalive 32``, one worker in the fleet)."""
+
 
 def refuses_connections(port: int) -> bool:
     try:
@@ -311,9 +314,12 @@ async def test_sigterm_drains_a_replica(fleet: Fleet) -> None:
     for tag in on_victim:
         assert fc.recorder.by_tag[tag][-1].header_replica == victim.name
         assert moments[f"done:{tag}"] <= moments["exited"]
-    # nginx stopped sending to it: no round sent after the listener closed went there.
+    # New connections go elsewhere once the listener closed; only a connection nginx already
+    # held may still carry a round there (each such response closes it), and those rounds
+    # succeed like the rest (checked below).
     late = [e for e in fc.recorder.exchanges if e.sent_at > moments["closed"]]
-    assert late and victim.name not in {e.header_replica for e in late}
+    late_on_victim = [e for e in late if e.header_replica == victim.name]
+    assert late and len(late_on_victim) <= NGINX_KEEPALIVE_CONNECTIONS < len(late)
     # Nothing failed, nothing ran twice.
     sizes = {tag: 300 for tag in background_tags + after_tags}
     check_receipts(fc, sizes, effects)
@@ -334,7 +340,8 @@ async def test_sigterm_drains_a_replica(fleet: Fleet) -> None:
                 f"{victim.name} stopped listening {moments['closed'] - moments['term']:.2f}s "
                 f"after SIGTERM, finished {in_flight_on_victim} slow rounds in flight, exited 0 "
                 f"after {moments['exited'] - moments['term']:.2f}s; {len(late)} rounds sent "
-                f"meanwhile, none to it; {note_of(counts)}"
+                f"meanwhile, {len(late_on_victim)} of them to it on connections nginx held; "
+                f"{note_of(counts)}"
             ),
         )
     )
