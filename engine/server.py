@@ -429,11 +429,12 @@ class MCPServer:
         from engine.transports.serving import serve
 
         given = dict(uvicorn_options or {})
-        clashing = sorted({"app", "host", "port", "lifespan"} & set(given))
+        clashing = sorted({"app", "app_dir", "host", "port", "uds", "fd", "lifespan"} & set(given))
         if clashing:
             raise ValueError(
-                f"uvicorn_options cannot set {', '.join(clashing)}: pass host and port to run() "
-                "itself; the lifespan always runs, since it starts the server's store"
+                f"uvicorn_options cannot set {', '.join(clashing)}: run() serves this server's "
+                "app on the host and port passed to it, and always runs its lifespan, since it "
+                "starts the server's store"
             )
         if given.get("reload") or (given.get("workers") or 1) > 1:
             raise ValueError(

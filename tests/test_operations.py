@@ -1,11 +1,14 @@
 """What an operator sees: /healthz and /metrics, and how ``mcp.run`` serves."""
 
+import contextlib
 import gc
+import json
 import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -106,7 +109,7 @@ def test_run_serves_with_the_uvicorn_options_given(monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("ENGINE_GC_FREEZE", "off")
     mcp.run("streamable-http")
     assert served["app"].freeze_after_startup is False
-    with pytest.raises(ValueError, match="pass host and port to run"):
+    with pytest.raises(ValueError, match="on the host and port passed to it"):
         mcp.run("streamable-http", uvicorn_options={"port": 9124})
     with pytest.raises(ValueError, match="import string"):
         mcp.run("streamable-http", uvicorn_options={"workers": 2})
@@ -140,9 +143,18 @@ async def test_a_served_process_leaves_its_startup_objects_out_of_collections() 
     assert after == before  # mounted in someone else's application: their process, their call
 
 
-def _get(conn: socket.socket, path: str) -> tuple[int, dict[str, str], bytes]:
-    """One GET on a keep-alive connection: status, headers, body."""
-    conn.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+def _send(conn: socket.socket, method: str, path: str, body: bytes = b"") -> None:
+    head = f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {len(body)}\r\n"
+    if body:
+        head += (
+            "Content-Type: application/json\r\nMCP-Protocol-Version: 2026-07-28\r\n"
+            "Mcp-Method: tools/call\r\nMcp-Name: slow\r\n"
+        )
+    conn.sendall(head.encode() + b"\r\n" + body)
+
+
+def _read_response(conn: socket.socket) -> tuple[int, dict[str, str], bytes]:
+    """Status, headers and body of one response read from a keep-alive connection."""
     data = b""
     while b"\r\n\r\n" not in data:
         chunk = conn.recv(65536)
@@ -157,46 +169,106 @@ def _get(conn: socket.socket, path: str) -> tuple[int, dict[str, str], bytes]:
     return int(lines[0].split()[1]), headers, body
 
 
-def test_a_drain_serves_a_request_sent_on_an_idle_keep_alive_connection(tmp_path: Path) -> None:
-    """A proxy may send on an idle connection just as SIGTERM arrives: that request is served,
-    and its response closes the connection, rather than the connection being dropped under it."""
+def _request(conn: socket.socket, method: str, path: str) -> tuple[int, dict[str, str], bytes]:
+    _send(conn, method, path)
+    return _read_response(conn)
+
+
+SLOW_SERVER = """
+import sys
+sys.path.insert(0, {root!r})
+import anyio
+from engine import MCPServer
+
+mcp = MCPServer("Drained", keys=[{key!r}])
+
+
+@mcp.tool()
+async def slow() -> str:
+    \"\"\"Take a second.\"\"\"
+    await anyio.sleep(1)
+    return "done"
+
+
+mcp.run("streamable-http", port={port}, uvicorn_options={{"log_level": "warning"}})
+"""
+
+
+@contextlib.contextmanager
+def served_process(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    """A server run by ``mcp.run`` in its own process, listening; killed if still alive."""
     port = free_ports(1)[0]
     script = tmp_path / "serve.py"
-    script.write_text(
-        f"import sys\nsys.path.insert(0, {str(ROOT)!r})\n"
-        "from examples.bookshop import build\n"
-        f"build(keys=[{KEY!r}]).run('streamable-http', port={port}, "
-        "uvicorn_options={'log_level': 'warning'})\n"
-    )
+    script.write_text(SLOW_SERVER.format(root=str(ROOT), key=KEY, port=port))
     process = subprocess.Popen([sys.executable, str(script)])
     try:
         deadline = time.monotonic() + 30
         while True:
             try:
-                conn = socket.create_connection(("127.0.0.1", port), timeout=5)
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
                 break
             except OSError:
                 assert time.monotonic() < deadline and process.poll() is None, "did not start"
                 time.sleep(0.05)
-        with conn:
-            status, headers, _ = _get(conn, "/healthz")
-            assert status == 200 and headers.get("connection") != "close"
-            process.send_signal(signal.SIGTERM)
-            deadline = time.monotonic() + 10
-            while True:  # the listener closes first
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                except OSError:
-                    break
-                assert time.monotonic() < deadline, "still accepting connections"
-                time.sleep(0.05)
-            time.sleep(0.3)  # where uvicorn alone would have closed this idle connection
-            status, headers, body = _get(conn, "/healthz")
-            assert status == 200 and b'"status":"ok"' in body
-            assert headers["connection"] == "close"
-            assert conn.recv(1) == b""
-        assert process.wait(timeout=10) == 0
+        yield process, port
     finally:
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def _terminate_and_wait_for_the_listener(process: subprocess.Popen[bytes], port: int) -> None:
+    process.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        except OSError:
+            return
+        assert time.monotonic() < deadline, "still accepting connections"
+        time.sleep(0.05)
+
+
+def test_a_drain_serves_a_request_sent_on_an_idle_keep_alive_connection(tmp_path: Path) -> None:
+    """A proxy may send on an idle connection just as SIGTERM arrives: that request is served,
+    and its response closes the connection, rather than the connection being dropped under it."""
+    with served_process(tmp_path) as (process, port):
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as conn:
+            status, headers, _ = _request(conn, "GET", "/healthz")
+            assert status == 200 and headers.get("connection") != "close"
+            _terminate_and_wait_for_the_listener(process, port)
+            time.sleep(0.3)  # where uvicorn alone would have closed this idle connection
+            status, headers, body = _request(conn, "GET", "/healthz")
+            assert status == 200 and b'"status":"ok"' in body
+            assert headers["connection"] == "close"
+            assert conn.recv(1) == b""
+        assert process.wait(timeout=10) == 0
+
+
+def test_a_drain_closes_a_busy_connection_after_its_response(tmp_path: Path) -> None:
+    """A connection serving a request at SIGTERM is not handed back to the proxy for more."""
+    call = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {
+            "name": "slow",
+            "arguments": {},
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+            },
+        },
+    }
+    with served_process(tmp_path) as (process, port):
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as conn:
+            started = time.monotonic()
+            _send(conn, "POST", "/mcp", json.dumps(call).encode())
+            time.sleep(0.3)  # the tool is running
+            _terminate_and_wait_for_the_listener(process, port)
+            status, headers, body = _read_response(conn)
+            assert status == 200 and b'"text":"done"' in body
+            assert headers["connection"] == "close"
+            assert conn.recv(1) == b""
+        assert process.wait(timeout=10) == 0
+        assert time.monotonic() - started < 4  # no wait for an idle connection's timeout

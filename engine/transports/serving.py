@@ -3,28 +3,36 @@
 On SIGTERM uvicorn closes its listener, then closes every idle keep-alive connection at once. A
 proxy in front (nginx) may be sending a request on one of those connections at that very
 moment; the request is lost, and since a proxy does not resend a POST that may have reached
-the server, its client gets a 502. Here the idle connections are left to end on their own: a
-request still arriving on one is served, and its response closes the connection; one that
-stays idle ends by its keep-alive timeout, which a proxy outlasts only if misconfigured (it
-must give idle connections up first, as it must in steady state anyway).
+the server, its client gets a 502. Here no connection is closed under a request: one busy at
+SIGTERM closes once its response is sent, a request still arriving on an idle one is served and
+its response closes the connection, and one that stays idle ends by its keep-alive timeout,
+which a proxy must outlast anyway (it gives idle connections up first, as in steady state).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import math
+import os
 import socket
 import sys
 from typing import TYPE_CHECKING, Any
 
 import uvicorn
+from uvicorn.config import STARTUP_FAILURE
 
 if TYPE_CHECKING:
     from engine.transports.http import StreamableHTTPApp
 
-STARTUP_FAILURE = 3
-"""uvicorn's exit status when the server never started (its lifespan failed, say)."""
+log = logging.getLogger("engine.http")
+
+
+def _idle(connection: Any) -> bool:
+    """Whether a uvicorn connection is between requests (its keep-alive wait)."""
+    cycle = getattr(connection, "cycle", None)
+    return cycle is None or bool(cycle.response_complete)
 
 
 class DrainingServer(uvicorn.Server):
@@ -39,26 +47,41 @@ class DrainingServer(uvicorn.Server):
             server.close()
         for sock in sockets or []:
             sock.close()
-        self.app.draining = True  # every response from now on closes its connection
+        log.info("Draining: no new connections; open ones end after their current response")
+        self.app.draining = True  # every response started from now on closes its connection
+        connections = self.server_state.connections
+        for connection in list(connections):
+            if not _idle(connection):
+                connection.shutdown()  # busy: it closes once its response is sent
         loop = asyncio.get_running_loop()
         started = loop.time()
         budget = self.config.timeout_graceful_shutdown
-        deadline = started + min(self.config.timeout_keep_alive + 0.5, budget or float("inf"))
+        limit = math.inf if budget is None else budget
+        deadline = started + min(self.config.timeout_keep_alive + 0.5, limit)
         # uvicorn's set of connections has no event to wait on; it polls it too
-        while self.server_state.connections and not self.force_exit and loop.time() < deadline:  # noqa: ASYNC110
+        while (  # noqa: ASYNC110
+            not self.force_exit
+            and loop.time() < deadline
+            and any(_idle(connection) for connection in connections)
+        ):
             await asyncio.sleep(0.05)
         if budget is not None:  # the whole drain keeps to the deadline it was given
             self.config.timeout_graceful_shutdown = max(
-                1, math.ceil(budget - (loop.time() - started))
+                0, math.floor(budget - (loop.time() - started))
             )
         await super().shutdown(sockets=None)
 
 
 def serve(app: StreamableHTTPApp, *, host: str, port: int, settings: dict[str, Any]) -> None:
-    """Run ``app`` until SIGTERM or Ctrl-C (what ``uvicorn.run`` does, with the drain above)."""
+    """Run ``app`` until SIGTERM or Ctrl-C (what ``uvicorn.run`` does for one process, with the
+    drain above)."""
     config = uvicorn.Config(app, host=host, port=port, lifespan="on", **settings)
     server = DrainingServer(config, app)
-    with contextlib.suppress(KeyboardInterrupt):
-        server.run()
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            server.run()
+    finally:
+        if config.uds and os.path.exists(config.uds):
+            os.remove(config.uds)
     if not server.started:
         sys.exit(STARTUP_FAILURE)
