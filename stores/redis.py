@@ -317,10 +317,9 @@ class RedisStore:
             if start == 0:
                 removed_at_front += removed
                 if kept:  # live calls from here: go on from where the last run stopped
-                    start = max(kept, self._prune_from - removed_at_front)
+                    start = self._prune_from = max(kept, self._prune_from - removed_at_front)
             elif kept:
-                start += kept
-            self._prune_from = start
+                start = self._prune_from = start + kept
         return kept == 0  # a whole window had expired: more may have
 
     # --- blobs ---

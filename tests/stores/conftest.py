@@ -48,6 +48,16 @@ def redis_test_url() -> str:
     return redis_url()
 
 
+@pytest.fixture
+async def redis_client(redis_test_url: str) -> AsyncIterator[Redis]:
+    """A plain client of the test Redis, for looking at (or tampering with) a store's keys."""
+    client = Redis.from_url(redis_test_url)
+    try:
+        yield client
+    finally:
+        await client.aclose()
+
+
 async def _delete_prefix(url: str, prefix: str) -> None:
     client = Redis.from_url(url)
     try:

@@ -47,18 +47,14 @@ async def test_replicas_share_claims_and_journal(redis_replicas: Replicas) -> No
 
 
 async def test_every_key_of_a_call_shares_one_cluster_slot(
-    redis_replicas: Replicas, redis_test_url: str
+    redis_replicas: Replicas, redis_client: Redis
 ) -> None:
     store = await redis_replicas()
     call = "call/with:odd{chars"
     await store.put_blob(call, "state", b"x", ttl=30)
     await store.claim(call, 3, b"fp", ttl=30)
     await store.append(call, {"ts": 1.0, "target": "tool"}, ttl=30)
-    client = Redis.from_url(redis_test_url)
-    try:
-        keys = [k.decode() async for k in client.scan_iter(match=f"{store.prefix}:*")]
-    finally:
-        await client.aclose()
+    keys = [k.decode() async for k in redis_client.scan_iter(match=f"{store.prefix}:*")]
     call_keys = [k for k in keys if ":index:" not in k]
     assert len(call_keys) == 3  # blob, round, journal
     assert {key_slot(k.encode()) for k in call_keys} == {key_slot(call.encode())}
@@ -98,25 +94,21 @@ async def test_a_burst_larger_than_the_pool_queues(redis_replicas: Replicas) -> 
     assert await store.get_blob("c1", "b299") == b"x"
 
 
-async def test_expired_calls_leave_the_index(redis_replicas: Replicas, redis_test_url: str) -> None:
+async def test_expired_calls_leave_the_index(redis_replicas: Replicas, redis_client: Redis) -> None:
     store = await redis_replicas(purge_interval=0)
     await store.append("gone", {"ts": 1.0, "target": "tool"}, ttl=0.1)
     await store.append("kept", {"ts": 2.0, "target": "tool"}, ttl=30)
     await anyio.sleep(0.2)
     assert [c.call_id for c in await store.calls(target="tool")] == ["kept"]
-    client = Redis.from_url(redis_test_url)
-    try:
-        index = [k.decode() async for k in client.scan_iter(match=f"{store.prefix}:index:*")]
-        for key in index:
-            members = await client.zrange(key, 0, -1) if not key.endswith(":calls") else []
-            assert b"gone" not in members, key
-        assert await client.hkeys(f"{store.prefix}:index:{{{store.prefix}}}:calls") == [b"kept"]
-    finally:
-        await client.aclose()
+    index = [k.decode() async for k in redis_client.scan_iter(match=f"{store.prefix}:index:*")]
+    for key in index:
+        members = await redis_client.zrange(key, 0, -1) if not key.endswith(":calls") else []
+        assert b"gone" not in members, key
+    assert await redis_client.hkeys(f"{store.prefix}:index:{{{store.prefix}}}:calls") == [b"kept"]
 
 
 async def test_pruning_keeps_up_with_many_expired_calls(
-    redis_replicas: Replicas, redis_test_url: str
+    redis_replicas: Replicas, redis_client: Redis
 ) -> None:
     writer = await redis_replicas(purge_interval=3600)
     assert await writer.calls() == []  # its pruning is done for the hour: its writes do not prune
@@ -129,22 +121,18 @@ async def test_pruning_keeps_up_with_many_expired_calls(
     await anyio.sleep(0.2)
     reader = await redis_replicas(purge_interval=3600)  # its first listing prunes
     index = f"{reader.prefix}:index:{{{reader.prefix}}}"
-    client = Redis.from_url(redis_test_url)
-    try:
-        assert [c.call_id for c in await reader.calls()] == ["kept"]
-        left = await client.hlen(f"{index}:calls") - 1
-        assert 0 < left <= expired - per_run + redis_store._PRUNE_RUNS  # a bounded run
-        # so many expired that the run stopped: the next write or listing prunes again
-        assert [c.call_id for c in await reader.calls(target="tool")] == ["kept"]
-        assert await client.hkeys(f"{index}:calls") == [b"kept"]
-        assert await client.zrange(f"{index}:by_ts", 0, -1) == [b"kept"]
-        assert await client.zrange(f"{index}:target:tool", 0, -1) == [b"kept"]
-    finally:
-        await client.aclose()
+    assert [c.call_id for c in await reader.calls()] == ["kept"]
+    left = await redis_client.hlen(f"{index}:calls") - 1
+    assert 0 < left <= expired - per_run + redis_store._PRUNE_RUNS  # a bounded run
+    # so many expired that the run stopped: the next write or listing prunes again
+    assert [c.call_id for c in await reader.calls(target="tool")] == ["kept"]
+    assert await redis_client.hkeys(f"{index}:calls") == [b"kept"]
+    assert await redis_client.zrange(f"{index}:by_ts", 0, -1) == [b"kept"]
+    assert await redis_client.zrange(f"{index}:target:tool", 0, -1) == [b"kept"]
 
 
 async def test_pruning_walks_past_live_calls_over_several_runs(
-    redis_replicas: Replicas, redis_test_url: str, monkeypatch: pytest.MonkeyPatch
+    redis_replicas: Replicas, redis_client: Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(redis_store, "_PRUNE_BATCH", 5)  # 4 windows of 5 calls a run
     writer = await redis_replicas(purge_interval=3600)
@@ -154,82 +142,70 @@ async def test_pruning_walks_past_live_calls_over_several_runs(
     await anyio.sleep(0.2)
     reader = await redis_replicas(purge_interval=3600)
     index = f"{reader.prefix}:index:{{{reader.prefix}}}"
-    client = Redis.from_url(redis_test_url)
 
     async def listed() -> int:
-        return int(await client.hlen(f"{index}:calls"))
+        return int(await redis_client.hlen(f"{index}:calls"))
 
-    try:
-        await reader.calls()  # the first run sees only live calls: 20 of them
-        assert await listed() == 35
-        await reader.calls()  # nothing left behind that run: the next waits for the interval
-        assert await listed() == 35
-        reader._next_prune = 0.0  # the interval has passed
-        await reader.calls()  # goes on from the 21st call: the expired ones go
-        assert await listed() == 25
-        await reader.calls()  # its last window had wholly expired: again at once, to the end
-        await writer.append_many([("late", {"ts": 10.5})], ttl=0.1)  # among the live ones
-        await anyio.sleep(0.2)
-        reader._next_prune = 0.0
-        await reader.calls()  # the walk started over at the end of the index: it is found
-        assert await listed() == 25
-    finally:
-        await client.aclose()
+    await reader.calls()  # the first run sees only live calls: 20 of them
+    assert await listed() == 35
+    await reader.calls()  # nothing left behind that run: the next waits for the interval
+    assert await listed() == 35
+    reader._next_prune = 0.0  # the interval has passed
+    await reader.calls()  # goes on from the 21st call: the expired ones go
+    assert await listed() == 25
+    await reader.calls()  # its last window had wholly expired: again at once, to the end
+    await writer.append_many([("late", {"ts": 10.5})], ttl=0.1)  # among the live ones
+    await anyio.sleep(0.2)
+    reader._next_prune = 0.0
+    await reader.calls()  # the walk started over at the end of the index: it is found
+    assert await listed() == 25
 
 
 async def test_pruning_empties_the_expiry_index_of_older_versions(
-    redis_replicas: Replicas, redis_test_url: str
+    redis_replicas: Replicas, redis_client: Redis
 ) -> None:
     store = await redis_replicas(purge_interval=0)
     index = f"{store.prefix}:index:{{{store.prefix}}}"
-    client = Redis.from_url(redis_test_url)
-    try:
-        await client.zadd(f"{index}:expiry", {"gone": time.time()})  # as older versions wrote
-        await store.append("gone", {"ts": 1.0, "target": "tool"}, ttl=0.1)
-        await anyio.sleep(0.2)
-        assert await store.calls() == []
-        assert await client.exists(f"{index}:expiry", f"{index}:by_ts", f"{index}:calls") == 0
-    finally:
-        await client.aclose()
+    await redis_client.zadd(f"{index}:expiry", {"gone": time.time()})  # as older versions wrote
+    await store.append("gone", {"ts": 1.0, "target": "tool"}, ttl=0.1)
+    await anyio.sleep(0.2)
+    assert await store.calls() == []
+    assert await redis_client.exists(f"{index}:expiry", f"{index}:by_ts", f"{index}:calls") == 0
 
 
 async def test_a_listing_entry_written_by_something_else_is_skipped_not_fatal(
-    redis_replicas: Replicas, redis_test_url: str, caplog: pytest.LogCaptureFixture
+    redis_replicas: Replicas, redis_client: Redis, caplog: pytest.LogCaptureFixture
 ) -> None:
     store = await redis_replicas(purge_interval=0)
     await store.append("good", {"ts": 1.0, "target": "tool"}, ttl=30)
     index = f"{store.prefix}:index:{{{store.prefix}}}"
-    client = Redis.from_url(redis_test_url)
-    try:
-        entries = [  # (name, summary, the expiry an older version kept for it)
-            (b"junk", b"not msgpack \xc1", None),
-            (b"short", b"\x92\x01\x02", time.time() + 60),
-            (b"stale", b"\x92\x01\x02", 0.0),
-        ]
-        for name, value, expiry in entries:
-            await client.hset(f"{index}:calls", name, value)
-            await client.zadd(f"{index}:by_ts", {name: 0.5})  # the first the pruning meets
-            if expiry is not None:
-                await client.zadd(f"{index}:expiry", {name: expiry})
-        assert [c.call_id for c in await store.calls()] == ["good"]
-        assert "is not one this store wrote" in caplog.text
-        await store.append("gone", {"ts": 2.0, "target": "tool"}, ttl=0.1)
-        await anyio.sleep(0.2)
-        await store.append("later", {"ts": 3.0, "target": "tool"}, ttl=30)  # and pruning goes on
-        assert [c.call_id for c in await store.calls()] == ["later", "good"]
-        assert sorted(await client.hkeys(f"{index}:calls")) == [
-            b"good",
-            b"junk",
-            b"later",
-            b"short",
-        ]
-        assert "pruning failed" not in caplog.text
-    finally:
-        await client.aclose()
+    entries = [  # (name, summary, the expiry an older version kept for it)
+        (b"junk", b"not msgpack \xc1", None),
+        (b"short", b"\x92\x01\x02", time.time() + 60),
+        (b"stale", b"\x92\x01\x02", 0.0),
+    ]
+    for name, value, expiry in entries:
+        await redis_client.hset(f"{index}:calls", name, value)
+        await redis_client.zadd(f"{index}:by_ts", {name: 0.5})  # the first the pruning meets
+        if expiry is not None:
+            await redis_client.zadd(f"{index}:expiry", {name: expiry})
+    assert [c.call_id for c in await store.calls()] == ["good"]
+    assert "is not one this store wrote" in caplog.text
+    await store.append("gone", {"ts": 2.0, "target": "tool"}, ttl=0.1)
+    await anyio.sleep(0.2)
+    await store.append("later", {"ts": 3.0, "target": "tool"}, ttl=30)  # and pruning goes on
+    assert [c.call_id for c in await store.calls()] == ["later", "good"]
+    assert sorted(await redis_client.hkeys(f"{index}:calls")) == [
+        b"good",
+        b"junk",
+        b"later",
+        b"short",
+    ]
+    assert "pruning failed" not in caplog.text
 
 
 async def test_live_calls_at_the_front_do_not_stop_the_pruning_behind_them(
-    redis_replicas: Replicas, redis_test_url: str
+    redis_replicas: Replicas, redis_client: Redis
 ) -> None:
     writer = await redis_replicas(purge_interval=3600)
     assert await writer.calls() == []  # its pruning is done for the hour: its writes do not prune
@@ -239,25 +215,17 @@ async def test_live_calls_at_the_front_do_not_stop_the_pruning_behind_them(
     await anyio.sleep(0.2)
     reader = await redis_replicas(purge_interval=3600)
     index = f"{reader.prefix}:index:{{{reader.prefix}}}"
-    client = Redis.from_url(redis_test_url)
-    try:
-        assert len(await reader.calls(limit=1000)) == live
-        assert await client.hlen(f"{index}:calls") == live
-        assert await client.zcard(f"{index}:by_ts") == live
-    finally:
-        await client.aclose()
+    assert len(await reader.calls(limit=1000)) == live
+    assert await redis_client.hlen(f"{index}:calls") == live
+    assert await redis_client.zcard(f"{index}:by_ts") == live
 
 
 async def test_a_summary_that_outlived_its_journal_starts_over(
-    redis_replicas: Replicas, redis_test_url: str
+    redis_replicas: Replicas, redis_client: Redis
 ) -> None:
     store = await redis_replicas()
     await store.append("c1", {"ts": 1.0, "target": "old", "kind": "done"}, ttl=30)
-    client = Redis.from_url(redis_test_url)
-    try:
-        await client.delete(f"{store.prefix}:{{c1}}:journal")  # the summary stays behind
-    finally:
-        await client.aclose()
+    await redis_client.delete(f"{store.prefix}:{{c1}}:journal")  # the summary stays behind
     for append in (store.append, lambda c, e, ttl: store.append_many([(c, e)], ttl)):
         await append("c1", {"ts": 5.0}, ttl=30)
         [summary] = await store.calls()
@@ -271,11 +239,7 @@ async def test_a_summary_that_outlived_its_journal_starts_over(
         [summary] = await store.calls()
         assert (summary.target, summary.events, summary.last_kind) == ("new", 2, "next")
         assert await store.calls(target="old") == []
-        client = Redis.from_url(redis_test_url)
-        try:
-            await client.delete(f"{store.prefix}:{{c1}}:journal")
-        finally:
-            await client.aclose()
+        await redis_client.delete(f"{store.prefix}:{{c1}}:journal")
 
 
 async def test_a_client_passed_in_stays_open(redis_replicas: Replicas, redis_test_url: str) -> None:
