@@ -9,7 +9,7 @@ What it does, in order:
 
 1. Makes ``bench/.venv-official`` (once) with the pinned official SDK, ``mcp==2.3.0``, and
    ``uvicorn[standard]``; checks that the project venv has uvicorn, uvloop and httptools
-   (installing uvloop/httptools there if missing: the bench extra, never a runtime dependency).
+   (runtime dependencies of the package; installed there if missing).
 2. Runs the in-process micro-benchmarks of the engine alone (``bench/micro.py``).
 3. Starts one server at a time on a free loopback port, all under the same uvicorn settings
    (one worker, uvloop, httptools, logs and access log off): the do-nothing ASGI floor, the
@@ -106,15 +106,16 @@ def ensure_official_venv() -> Path:
 
 
 def ensure_bench_extra() -> None:
-    """uvloop and httptools in the project venv (the bench extra); uvicorn is a runtime dep."""
+    """uvloop and httptools in the project venv (dependencies of the package, so missing only
+    from a venv made without them)."""
     missing = [m for m in ("uvloop", "httptools") if importlib.util.find_spec(m) is None]
     if missing:
         if sys.prefix == sys.base_prefix:
             raise SystemExit(
                 f"missing {', '.join(missing)}: run bench/run.py with the project venv's python "
-                "(make bench), or pip install uvloop httptools matplotlib"
+                "(make bench), or pip install uvloop httptools"
             )
-        log(f"installing the bench extra into the project venv: {' '.join(missing)}")
+        log(f"installing into the project venv: {' '.join(missing)}")
         subprocess.run([sys.executable, "-m", "pip", "install", "-q", *missing], check=True)
     if importlib.util.find_spec("engine") is None:
         sys.path.insert(0, str(ROOT))
@@ -921,7 +922,7 @@ def render_doc(
         "measure the neighbours as much as the server.",
         "",
         "- **Running it.** `make bench` (the project venv, the bench extra "
-        "`pip install uvloop httptools matplotlib py-spy`, a Redis: the machine's on "
+        "`pip install matplotlib py-spy`, a Redis: the machine's on "
         "127.0.0.1:6379 or a private `redis-server`), or `.venv/bin/python bench/run.py` "
         "`[--quick] [--repeat N] [--profile] [--duration S] [--workloads a,b]`. The bench extra "
         "is for the bench only, never a runtime dependency.",

@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
+import uvicorn
 
 from engine.testing import Client, ProtocolError
 from engine.transports import serving
@@ -113,6 +114,15 @@ def test_run_serves_with_the_uvicorn_options_given(monkeypatch: pytest.MonkeyPat
         mcp.run("streamable-http", uvicorn_options={"port": 9124})
     with pytest.raises(ValueError, match="import string"):
         mcp.run("streamable-http", uvicorn_options={"workers": 2})
+
+
+def test_run_parses_http_with_httptools_on_uvloop_unless_told_otherwise() -> None:
+    """Both come with the package: uvicorn's pure-Python parser would halve the requests a
+    replica serves per second (docs/architecture.md)."""
+    app = build(keys=[KEY]).streamable_http_app()
+    assert serving.stack(uvicorn.Config(app, lifespan="on")) == ("httptools", "uvloop")
+    chosen = uvicorn.Config(app, lifespan="on", http="h11", loop="asyncio")
+    assert serving.stack(chosen) == ("h11", "asyncio")
 
 
 async def lifespan_freeze_counts(app: Any) -> tuple[int, int]:
@@ -266,8 +276,9 @@ def test_a_drain_closes_a_busy_connection_after_its_response(tmp_path: Path) -> 
             _send(conn, "POST", "/mcp", json.dumps(call).encode())
             time.sleep(0.3)  # the tool is running
             _terminate_and_wait_for_the_listener(process, port)
-            status, _, body = _read_response(conn)
+            status, headers, body = _read_response(conn)
             assert status == 200 and b'"text":"done"' in body
-            assert conn.recv(1) == b""  # closed after the response (with h11, without a header)
+            assert headers["connection"] == "close"
+            assert conn.recv(1) == b""
             assert time.monotonic() - started < 4  # not after an idle connection's timeout
         assert process.wait(timeout=10) == 0
