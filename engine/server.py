@@ -414,7 +414,8 @@ class MCPServer:
         Over HTTP, SIGTERM drains: no new connections, requests in flight finish (within
         ``drain_timeout`` seconds, ``ENGINE_DRAIN_TIMEOUT``, default 25), then exit status 0.
         ``uvicorn_options`` go to uvicorn's ``Config`` (``loop``, ``http``, ``log_level``,
-        ``access_log``...; a ``timeout_graceful_shutdown`` there wins over ``drain_timeout``);
+        ``access_log``...; a ``timeout_graceful_shutdown`` there wins over ``drain_timeout``).
+        uvicorn's access log is off unless asked for there or by ``ENGINE_ACCESS_LOG=1``;
         ``options`` to :meth:`streamable_http_app`. The process is the server's, so what exists
         once it has started is left out of later garbage collections (``freeze_after_startup``;
         ``ENGINE_GC_FREEZE=0`` turns it off).
@@ -454,6 +455,9 @@ class MCPServer:
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         settings: dict[str, Any] = {
             "log_level": "info",
+            # A line per request through logging costs about a third of a replica's
+            # throughput; the proxy in front logs each request already.
+            "access_log": env_flag("ENGINE_ACCESS_LOG", default=False),
             "timeout_graceful_shutdown": max(1, round(drain_timeout)),
             **given,
         }

@@ -92,6 +92,7 @@ async def test_metrics_count_rounds_duplicates_and_rejections() -> None:
 
 def test_run_serves_with_the_uvicorn_options_given(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ENGINE_GC_FREEZE", raising=False)
+    monkeypatch.delenv("ENGINE_ACCESS_LOG", raising=False)
     served: dict[str, Any] = {}
 
     def serve(app: Any, *, host: str, port: int, settings: dict[str, Any]) -> None:
@@ -104,6 +105,14 @@ def test_run_serves_with_the_uvicorn_options_given(monkeypatch: pytest.MonkeyPat
     assert (served["port"], served["loop"], served["access_log"]) == (9123, "asyncio", False)
     assert served["log_level"] == "info"
     assert served["app"].freeze_after_startup is True
+    mcp.run("streamable-http")
+    assert served["access_log"] is False  # off unless asked for
+    monkeypatch.setenv("ENGINE_ACCESS_LOG", "1")
+    mcp.run("streamable-http")
+    assert served["access_log"] is True
+    mcp.run("streamable-http", uvicorn_options={"access_log": False})
+    assert served["access_log"] is False
+    monkeypatch.delenv("ENGINE_ACCESS_LOG")
     monkeypatch.setenv("ENGINE_GC_FREEZE", "0")
     mcp.run("streamable-http")
     assert served["app"].freeze_after_startup is False
