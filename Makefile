@@ -38,7 +38,7 @@ e2e: $(STAMP)
 	ENGINE_E2E=1 $(BIN)/python tests/redis_server.py -- $(BIN)/pytest tests/e2e $(PYTEST_ARGS)
 
 bench: $(STAMP)
-	$(BIN)/python -m pip install -q matplotlib py-spy
+	$(BIN)/python -m pip install -q matplotlib py-spy pyinstrument
 	$(BIN)/python tests/redis_server.py -- $(BIN)/python bench/run.py --repeat 3 --profile $(BENCH_ARGS)
 
 clean:

@@ -922,7 +922,7 @@ def render_doc(
         "measure the neighbours as much as the server.",
         "",
         "- **Running it.** `make bench` (the project venv, the bench extra "
-        "`pip install matplotlib py-spy`, a Redis: the machine's on "
+        "`pip install matplotlib py-spy pyinstrument`, a Redis: the machine's on "
         "127.0.0.1:6379 or a private `redis-server`), or `.venv/bin/python bench/run.py` "
         "`[--quick] [--repeat N] [--profile] [--duration S] [--workloads a,b]`. The bench extra "
         "is for the bench only, never a runtime dependency.",

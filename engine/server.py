@@ -414,9 +414,9 @@ class MCPServer:
         Over HTTP, SIGTERM drains: no new connections, requests in flight finish (within
         ``drain_timeout`` seconds, ``ENGINE_DRAIN_TIMEOUT``, default 25), then exit status 0.
         ``uvicorn_options`` go to uvicorn's ``Config`` (``loop``, ``http``, ``log_level``,
-        ``access_log``...; a ``timeout_graceful_shutdown`` there wins over ``drain_timeout``).
-        uvicorn's access log is off unless asked for there or by ``ENGINE_ACCESS_LOG=1``;
-        ``options`` to :meth:`streamable_http_app`. The process is the server's, so what exists
+        ``access_log``...; a ``timeout_graceful_shutdown`` there wins over ``drain_timeout``);
+        ``options`` to :meth:`streamable_http_app`. uvicorn's access log is off unless asked for
+        there or by ``ENGINE_ACCESS_LOG=1``. The process is the server's, so what exists
         once it has started is left out of later garbage collections (``freeze_after_startup``;
         ``ENGINE_GC_FREEZE=0`` turns it off).
         """

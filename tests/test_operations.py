@@ -3,6 +3,7 @@
 import contextlib
 import gc
 import json
+import logging
 import signal
 import socket
 import subprocess
@@ -15,6 +16,8 @@ from typing import Any
 import httpx
 import pytest
 import uvicorn
+from uvicorn.protocols.http import auto as http_auto
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from engine.testing import Client, ProtocolError
 from engine.transports import serving
@@ -126,12 +129,36 @@ def test_run_serves_with_the_uvicorn_options_given(monkeypatch: pytest.MonkeyPat
 
 
 def test_run_parses_http_with_httptools_on_uvloop_unless_told_otherwise() -> None:
-    """Both come with the package: uvicorn's pure-Python parser would halve the requests a
+    """Both come with the package: uvicorn's pure-Python parser would halve the calls a
     replica serves per second (docs/architecture.md)."""
     app = build(keys=[KEY]).streamable_http_app()
-    assert serving.stack(uvicorn.Config(app, lifespan="on")) == ("httptools", "uvloop")
-    chosen = uvicorn.Config(app, lifespan="on", http="h11", loop="asyncio")
-    assert serving.stack(chosen) == ("h11", "asyncio")
+    assert serving.stack(uvicorn.Config(app, log_config=None)) == ("httptools", "uvloop")
+    given = uvicorn.Config(app, log_config=None, http=H11Protocol, loop="none")
+    assert serving.stack(given) == ("h11", "the event loop policy's")
+
+
+def test_serving_warns_when_its_fast_parser_or_loop_does_not_import(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(http_auto, "AutoHTTPProtocol", H11Protocol)  # as without httptools
+    monkeypatch.setitem(sys.modules, "uvloop", None)  # an import of it fails
+    monkeypatch.setattr(serving.DrainingServer, "run", _started_at_once)
+    app = build(keys=[KEY]).streamable_http_app()
+
+    def served(**settings: Any) -> list[str]:
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="engine.http"):
+            serving.serve(app, host="127.0.0.1", port=0, settings={"log_config": None, **settings})
+        return [r.getMessage() for r in caplog.records if r.name == "engine.http"]
+
+    logged = served()
+    assert logged[0] == "HTTP parsed by h11, on the asyncio event loop"
+    assert "pip install httptools" in logged[1] and "pip install uvloop" in logged[2]
+    assert served(http="h11", loop="asyncio") == ["HTTP parsed by h11, on the asyncio event loop"]
+
+
+def _started_at_once(self: uvicorn.Server, sockets: Any = None) -> None:
+    self.started = True
 
 
 async def lifespan_freeze_counts(app: Any) -> tuple[int, int]:
@@ -259,7 +286,7 @@ def test_a_drain_serves_a_request_sent_on_an_idle_keep_alive_connection(tmp_path
             time.sleep(0.3)  # where uvicorn alone would have closed this idle connection
             status, headers, body = _request(conn, "GET", "/healthz")
             assert status == 200 and b'"status":"ok"' in body
-            assert headers["connection"] == "close"
+            assert headers.get("connection") == "close"
             assert conn.recv(1) == b""
         assert process.wait(timeout=10) == 0
 
@@ -287,7 +314,7 @@ def test_a_drain_closes_a_busy_connection_after_its_response(tmp_path: Path) -> 
             _terminate_and_wait_for_the_listener(process, port)
             status, headers, body = _read_response(conn)
             assert status == 200 and b'"text":"done"' in body
-            assert headers["connection"] == "close"
+            assert headers.get("connection") == "close"
             assert conn.recv(1) == b""
             assert time.monotonic() - started < 4  # not after an idle connection's timeout
         assert process.wait(timeout=10) == 0

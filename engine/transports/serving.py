@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib.util
 import logging
 import math
 import os
@@ -73,15 +72,37 @@ class DrainingServer(uvicorn.Server):
         await super().shutdown(sockets=None)
 
 
+_PROTOCOL_NAMES = {"H11Protocol": "h11", "HttpToolsProtocol": "httptools"}
+
+
+def _fast_loop_expected() -> bool:
+    """Whether this platform installs uvloop with the package (see pyproject.toml)."""
+    return sys.implementation.name == "cpython" and sys.platform not in ("win32", "cygwin")
+
+
 def stack(config: uvicorn.Config) -> tuple[str, str]:
-    """The HTTP implementation and the event loop ``config`` serves with, ``auto`` resolved as
-    uvicorn resolves it (the fast one when it can be imported)."""
-    http = config.http if isinstance(config.http, str) else config.http.__name__
-    if http == "auto":
-        http = "httptools" if importlib.util.find_spec("httptools") else "h11"
+    """The HTTP implementation and the event loop ``config`` serves with: ``auto`` resolved
+    as uvicorn resolves it, by importing the fast one and falling back when that fails."""
+    if getattr(config, "http2", False):  # uvicorn then serves zttp, whatever ``http`` says
+        http = "zttp"
+    elif config.http == "auto":
+        from uvicorn.protocols.http.auto import AutoHTTPProtocol
+
+        http = _PROTOCOL_NAMES.get(AutoHTTPProtocol.__name__, AutoHTTPProtocol.__name__)
+    elif isinstance(config.http, str):
+        http = config.http
+    else:
+        http = _PROTOCOL_NAMES.get(config.http.__name__, config.http.__qualname__)
     loop = config.loop
     if loop == "auto":
-        loop = "uvloop" if importlib.util.find_spec("uvloop") else "asyncio"
+        try:
+            import uvloop  # noqa: F401
+        except ImportError:
+            loop = "asyncio"
+        else:
+            loop = "uvloop"
+    elif loop == "none":
+        loop = "the event loop policy's"
     return http, loop
 
 
@@ -93,9 +114,15 @@ def serve(app: StreamableHTTPApp, *, host: str, port: int, settings: dict[str, A
     log.info("HTTP parsed by %s, on the %s event loop", http, loop)
     if config.http == "auto" and http == "h11":
         log.warning(
-            "httptools cannot be imported, so uvicorn parses HTTP in pure Python (h11): about "
-            "half the requests per second per core. Reinstall this package with its "
-            "dependencies (pip install httptools)"
+            "httptools does not import, so uvicorn parses HTTP in pure Python (h11): about "
+            "half the calls per core. Install it (pip install httptools, a dependency of "
+            "mcp-engine), or pass uvicorn_options={'http': 'h11'} to choose h11 knowingly"
+        )
+    if config.loop == "auto" and loop == "asyncio" and _fast_loop_expected():
+        log.warning(
+            "uvloop does not import, so uvicorn runs on the standard asyncio loop: fewer calls "
+            "per core. Install it (pip install uvloop, a dependency of mcp-engine), or pass "
+            "uvicorn_options={'loop': 'asyncio'} to choose asyncio knowingly"
         )
     server = DrainingServer(config, app)
     try:

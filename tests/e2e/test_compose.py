@@ -28,12 +28,13 @@ ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
 REPLICAS = list(COMPOSE_REPLICAS)
 ENV_READ = re.compile(
-    r"""environ(?:\.get|\.setdefault|\.pop)?\s*[\[(]\s*["']([A-Z][A-Z0-9_]+)["']"""
+    r"""(?:environ(?:\.get|\.setdefault|\.pop)?|env_flag)\s*[\[(]\s*["']([A-Z][A-Z0-9_]+)["']"""
 )
 
 
 def env_names_read(*paths: Path) -> set[str]:
-    """Environment variable names the given Python sources read via ``os.environ``."""
+    """Environment variable names the given Python sources read via ``os.environ`` (or the
+    engine's ``env_flag``)."""
     names: set[str] = set()
     for path in paths:
         files = sorted(path.rglob("*.py")) if path.is_dir() else [path]
@@ -112,6 +113,7 @@ def test_replica_environment_uses_names_the_code_reads(services: dict[str, Any])
     assert {"ENGINE_KEYS", "ENGINE_STORE", "ENGINE_REPLICA_ID", "ENGINE_ALLOWED_HOSTS"} <= (
         read_by_engine
     )
+    assert {"ENGINE_ACCESS_LOG", "ENGINE_GC_FREEZE"} <= read_by_engine  # read by env_flag
     for name in REPLICAS:
         environment = services[name]["environment"]
         assert isinstance(environment, dict), "environment as a mapping"
