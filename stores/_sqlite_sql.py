@@ -89,6 +89,33 @@ def connect(path: str, op_timeout: float) -> sqlite3.Connection:
         return conn
 
 
+def connect_quick(path: str) -> sqlite3.Connection:
+    """A second connection to a file `connect` has opened, for work on the event loop's thread:
+    it fails at once with "database is locked" instead of waiting for another process, and
+    leaves checkpoints (which write and sync the database file) to `checkpoint`."""
+    conn = sqlite3.connect(path, timeout=0, isolation_level=None, check_same_thread=False)
+    try:
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA wal_autocheckpoint = 0")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def is_busy(exc: sqlite3.OperationalError) -> bool:
+    """Whether another connection holds the database (the operation did nothing)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    return "locked" in str(exc) or "busy" in str(exc)
+
+
+def checkpoint(conn: sqlite3.Connection) -> None:
+    """Copy the write-ahead log into the database file, as far as readers allow."""
+    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+
+
 def _create_or_migrate(conn: sqlite3.Connection, version: int) -> None:
     """Inside the caller's transaction, so a crash leaves the file at its old version."""
     if version == SCHEMA_VERSION:

@@ -4,10 +4,16 @@ Other processes may open the same file while a server writes it (a CLI reading j
 the database runs in WAL mode, so readers never block the writer, and every connection waits up
 to the operation timeout (``busy_timeout``) for a lock instead of failing at once.
 
-Threading: the store owns one connection, used from worker threads one operation at a time
-under an `anyio.Lock`. SQLite admits a single writer per file anyway, so more connections would
-only contend on its lock; one connection also means no per-thread connections to track and
-close. Every claim is a ``BEGIN IMMEDIATE`` transaction, atomic across processes too.
+Threading: one operation at a time, under an `anyio.Lock` (SQLite admits a single writer per
+file anyway). The round operations (claim, complete, release, renew, the read of a round) are a
+few rows each, and a trip to a worker thread cost several times their work: they run on the
+event loop's thread, on a connection that never waits for a lock. If another process holds the
+database, or another operation runs, they go to a worker thread like everything else (the
+journal, blobs, listings), on the connection that waits up to the operation timeout. The quick
+connection does not checkpoint the write-ahead log (a checkpoint writes and syncs the database
+file, milliseconds): every `CHECKPOINT_EVERY` quick writes, one runs in a worker thread on a
+connection of its own, beside the writes while a server runs the store (`serve`), else between
+two operations. Every claim is a ``BEGIN IMMEDIATE`` transaction, atomic across processes too.
 
 Expiry uses the wall clock (the file outlives the process, a monotonic clock does not): expired
 rows are ignored on read and purged now and then after writes. The bus is in-process only.
@@ -45,6 +51,11 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+CHECKPOINT_EVERY = 1000
+"""Quick writes between two checkpoints of the write-ahead log (in a worker thread)."""
+QUICK_JOURNAL_BATCH = 64
+"""Journal batches up to this many events are written on the event loop's thread too."""
+
 
 class SQLiteStore:
     """A `Store` in one SQLite file; pass the same path again to pick up where it left off."""
@@ -72,12 +83,16 @@ class SQLiteStore:
         try:
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
             self._conn: sqlite3.Connection | None = sql.connect(self.path, op_timeout)
+            self._quick: sqlite3.Connection | None = sql.connect_quick(self.path)
         except (OSError, sqlite3.Error) as exc:
             raise StoreUnavailable(
                 f"cannot open SQLite store at {self.path!r} ({exc}). "
                 "Check that the directory exists and this process may write to it."
             ) from exc
         self._lock = anyio.Lock()
+        self._quick_writes = 0
+        self._checkpoint_wanted: anyio.Event | None = None
+        """Set to ask `serve` for a checkpoint; ``None`` when it does not run."""
         self._bus = LocalBus(bus_buffer)
         self._waiters = Waiters()
 
@@ -86,13 +101,7 @@ class SQLiteStore:
 
     async def _run(self, what: str, op: Callable[[sqlite3.Connection], T], write: bool) -> T:
         """Run `op` in a worker thread, one at a time, mapping lock and I/O trouble."""
-        try:
-            with anyio.fail_after(self._op_timeout):
-                await self._lock.acquire()
-        except TimeoutError:
-            raise unavailable(
-                "SQLite", what, f"other operations held the database for {self._op_timeout} s"
-            ) from None
+        await self._acquire(what)
         try:
             conn = self._conn
             if conn is None:
@@ -106,6 +115,55 @@ class SQLiteStore:
             raise unavailable("SQLite", f"{what} on {self.path!r}", str(exc)) from exc
         finally:
             self._lock.release()
+
+    async def _acquire(self, what: str) -> None:
+        try:
+            self._lock.acquire_nowait()
+        except anyio.WouldBlock:
+            try:
+                with anyio.fail_after(self._op_timeout):
+                    await self._lock.acquire()
+            except TimeoutError:
+                raise unavailable(
+                    "SQLite", what, f"other operations held the database for {self._op_timeout} s"
+                ) from None
+
+    async def _run_quick(self, what: str, op: Callable[[sqlite3.Connection], T], write: bool) -> T:
+        """Run a short operation on this thread, after the operations before it; in a worker
+        thread when another process holds the database (or housekeeping is due), as `_run`."""
+        quick = self._quick
+        if quick is None or (write and time.monotonic() >= self._next_purge):
+            return await self._run(what, op, write)
+        await self._acquire(what)
+        try:
+            try:
+                result = op(quick)
+            except sqlite3.OperationalError as exc:
+                if not sql.is_busy(exc):
+                    raise unavailable("SQLite", f"{what} on {self.path!r}", str(exc)) from exc
+            else:
+                if write:
+                    self._quick_writes += 1
+                    if self._quick_writes >= CHECKPOINT_EVERY:
+                        self._quick_writes = 0
+                        if self._checkpoint_wanted is not None:
+                            self._checkpoint_wanted.set()
+                        else:
+                            await self._in_thread(sql.checkpoint)
+                return result
+            return await self._in_thread(op)  # another process holds it: wait in a thread
+        finally:
+            self._lock.release()
+
+    async def _in_thread(self, op: Callable[[sqlite3.Connection], T]) -> T:
+        """``op`` on the waiting connection in a worker thread; the caller holds the lock."""
+        conn = self._conn
+        if conn is None:
+            raise RuntimeError("this SQLiteStore is closed; open a new store")
+        try:
+            return await anyio.to_thread.run_sync(op, conn)
+        except sqlite3.OperationalError as exc:
+            raise unavailable("SQLite", f"an operation on {self.path!r}", str(exc)) from exc
 
     @staticmethod
     def _purge_quietly(conn: sqlite3.Connection) -> None:
@@ -141,7 +199,9 @@ class SQLiteStore:
         check_round_key(call_id, round_no)
         check_ttl(ttl)
         key, fp, own = (call_id, round_no), bytes(fingerprint), check_owner(owner)
-        return await self._run("claim", lambda conn: sql.claim(conn, key, fp, ttl, own), write=True)
+        return await self._run_quick(
+            "claim", lambda conn: sql.claim(conn, key, fp, ttl, own), write=True
+        )
 
     async def complete(
         self, call_id: str, round_no: int, fingerprint: bytes, response: bytes, ttl: float
@@ -149,7 +209,7 @@ class SQLiteStore:
         check_round_key(call_id, round_no)
         check_ttl(ttl)
         key, fp, resp = (call_id, round_no), bytes(fingerprint), bytes(response)
-        if await self._run(
+        if await self._run_quick(
             "complete", lambda conn: sql.complete(conn, key, fp, resp, ttl), write=True
         ):
             self._waiters.notify(key)
@@ -159,7 +219,9 @@ class SQLiteStore:
     ) -> None:
         check_round_key(call_id, round_no)
         key, fp, own = (call_id, round_no), bytes(fingerprint), check_owner(owner)
-        if await self._run("release", lambda conn: sql.release(conn, key, fp, own), write=True):
+        if await self._run_quick(
+            "release", lambda conn: sql.release(conn, key, fp, own), write=True
+        ):
             self._waiters.notify(key)
 
     async def renew(
@@ -171,7 +233,7 @@ class SQLiteStore:
         if own is None:
             return False
         key, fp = (call_id, round_no), bytes(fingerprint)
-        renewed: bool = await self._run(
+        renewed: bool = await self._run_quick(
             "renew", lambda conn: sql.renew(conn, key, fp, own, ttl), write=True
         )
         return renewed
@@ -187,7 +249,7 @@ class SQLiteStore:
         key = (call_id, round_no)
 
         async def peek() -> tuple[bool, bytes | None]:
-            record = await self._run(
+            record = await self._run_quick(
                 "wait_complete", lambda conn: sql.read_round(conn, key, time.time()), write=False
             )
             if record is None or record[0] != fingerprint:
@@ -207,7 +269,8 @@ class SQLiteStore:
         if not items:
             return
         entries = encode_batch(items)
-        await self._run("append", lambda conn: sql.append_many(conn, entries, ttl), write=True)
+        run = self._run_quick if len(entries) <= QUICK_JOURNAL_BATCH else self._run
+        await run("append", lambda conn: sql.append_many(conn, entries, ttl), write=True)
 
     async def events(self, call_id: str) -> list[dict[str, Any]]:
         return await self._run("events", lambda conn: sql.events(conn, call_id), write=False)
@@ -233,6 +296,24 @@ class SQLiteStore:
 
     # --- lifecycle ---
 
+    async def serve(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
+        """While a server uses the store: checkpoints run here, beside the writes, so none holds
+        the database (a checkpoint never blocks a writer in WAL mode)."""
+        conn = await anyio.to_thread.run_sync(sql.connect_quick, self.path)
+        try:
+            self._checkpoint_wanted = anyio.Event()
+            task_status.started()
+            while True:
+                await self._checkpoint_wanted.wait()
+                self._checkpoint_wanted = anyio.Event()
+                try:
+                    await anyio.to_thread.run_sync(sql.checkpoint, conn)
+                except sqlite3.Error as exc:
+                    log.debug("SQLite checkpoint postponed: %s", exc)
+        finally:
+            self._checkpoint_wanted = None
+            conn.close()
+
     async def ping(self) -> None:
         await self._run("ping", lambda conn: conn.execute("SELECT 1").fetchone(), write=False)
 
@@ -240,5 +321,8 @@ class SQLiteStore:
         self._bus.close()
         async with self._lock:
             conn, self._conn = self._conn, None
+            quick, self._quick = self._quick, None
+            if quick is not None:
+                quick.close()
             if conn is not None:
                 await anyio.to_thread.run_sync(conn.close)

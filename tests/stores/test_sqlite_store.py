@@ -13,6 +13,7 @@ import anyio
 import pytest
 
 from stores import CallSummary, Claim, ClaimResult, SQLiteStore, StoreUnavailable
+from stores import sqlite as sqlite_store
 
 pytestmark = pytest.mark.anyio
 
@@ -106,6 +107,70 @@ async def test_concurrent_claims_from_two_connections(tmp_path: Path) -> None:
         await b.aclose()
     assert results.count(Claim.FRESH) == 1
     assert results.count(Claim.IN_PROGRESS) == 99
+
+
+async def test_a_claim_waits_for_another_process_without_stopping_the_event_loop(
+    tmp_path: Path,
+) -> None:
+    """Round operations run on the event loop's thread; one that finds the database held by
+    someone else waits in a worker thread, so the loop goes on meanwhile."""
+    path = tmp_path / "engine.db"
+    store = SQLiteStore(path)
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            await anyio.sleep(0.01)
+            ticks += 1
+
+    try:
+        await store.claim("warm", 1, b"fp", ttl=30)  # the first write also purges
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(tick)
+            with anyio.fail_after(5):
+                async with anyio.create_task_group() as claims:
+                    claims.start_soon(store.claim, "held", 1, b"fp", 30)
+                    await anyio.sleep(0.3)
+                    assert ticks >= 10  # the loop ran while the claim waited
+                    other.execute("COMMIT")
+            tg.cancel_scope.cancel()
+        other.close()
+        assert (await store.claim("held", 1, b"fp", ttl=30)).status is Claim.IN_PROGRESS
+    finally:
+        await store.aclose()
+
+
+async def test_a_served_store_checkpoints_its_write_ahead_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Checkpoints keep the log from growing with every write; a server's store runs them in a
+    worker thread beside the writes."""
+    monkeypatch.setattr(sqlite_store, "CHECKPOINT_EVERY", 20)
+
+    async def wal_bytes_after_writes(serve: bool, name: str) -> int:
+        store = SQLiteStore(tmp_path / name)
+        try:
+            async with anyio.create_task_group() as tg:
+                if serve:
+                    await tg.start(store.serve)
+                for n in range(400):
+                    await store.claim(f"call-{n}", 1, b"fp" * 8, ttl=30)
+                    if n % 20 == 0:
+                        await anyio.sleep(0.01)  # the checkpointer's turn
+                tg.cancel_scope.cancel()
+            return (tmp_path / f"{name}-wal").stat().st_size
+        finally:
+            await store.aclose()
+
+    monkeypatch.setattr(sqlite_store, "CHECKPOINT_EVERY", 10**9)
+    unchecked = await wal_bytes_after_writes(False, "unchecked.db")
+    monkeypatch.setattr(sqlite_store, "CHECKPOINT_EVERY", 20)
+    served = await wal_bytes_after_writes(True, "served.db")
+    alone = await wal_bytes_after_writes(False, "alone.db")  # checkpoints between operations
+    assert served < unchecked / 4 and alone < unchecked / 4
 
 
 async def test_expired_rows_are_purged(tmp_path: Path) -> None:
