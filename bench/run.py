@@ -264,6 +264,13 @@ def redis_url_from(args: argparse.Namespace) -> str | None:
     return url
 
 
+def remove_sqlite(path: Path) -> None:
+    """Delete the SQLite store's file and its write-ahead log and index."""
+    for suffix in ("", "-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            Path(f"{path}{suffix}").unlink()
+
+
 def clean_redis(url: str, prefix: str) -> int:
     """Delete every key of the bench's prefix; the number deleted."""
     import redis
@@ -320,7 +327,7 @@ def measure(spec: ServerSpec, args: argparse.Namespace, logs: Path) -> list[dict
         for key in spec.workloads:
             workload = loadgen.WORKLOADS[key]
             load_before = loadavg()
-            counts_drops = spec.key == "ours-redis"
+            counts_drops = spec.key in ("ours-redis", "ours-sqlite")
             dropped_before = journal_events_dropped(port) if counts_drops else 0
             loop = loadgen.new_event_loop()
             try:
@@ -671,6 +678,7 @@ SERVER_LABEL = {
     "official-sse": "official SDK 2.3.0 (default mode)",
     "ours": "ours, inline state",
     "ours-redis": "ours, Redis store",
+    "ours-sqlite": "ours, SQLite store",
 }
 
 
@@ -681,7 +689,7 @@ def table_rows(results: list[dict[str, Any]]) -> list[list[str]]:
     rows = []
     for key, workload in loadgen.WORKLOADS.items():
         official = by.get(("official", key))
-        for server in ("official", "official-sse", "ours", "ours-redis", "floor"):
+        for server in ("official", "official-sse", "ours", "ours-redis", "ours-sqlite", "floor"):
             row = by.get((server, key))
             if row is None:
                 continue
@@ -805,11 +813,18 @@ def write_chart(results: list[dict[str, Any]], path: Path) -> str | None:
     except ImportError:
         return None
     by = index(results)
-    servers = [s for s in ("official", "ours", "ours-redis") if any(k[0] == s for k in by)]
+    servers = [
+        s for s in ("official", "ours", "ours-redis", "ours-sqlite") if any(k[0] == s for k in by)
+    ]
     keys = list(loadgen.WORKLOADS)
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
     width = 0.8 / max(1, len(servers))
-    colours = {"official": "#888888", "ours": "#1f77b4", "ours-redis": "#ff7f0e"}
+    colours = {
+        "official": "#888888",
+        "ours": "#1f77b4",
+        "ours-redis": "#ff7f0e",
+        "ours-sqlite": "#2ca02c",
+    }
     for panel, (figure, title, log_scale) in enumerate(
         [
             ("calls_per_s", "calls/s (higher is better, log scale)", True),
@@ -910,6 +925,9 @@ def render_doc(
         "dropped a journal event is invalid). Ours inline raises `max_token_chars` to 4 MiB "
         "(the official SDK's body cap) so the 1 MB answer can travel inline as it does there; "
         "the default refuses it and asks for a store.",
+        '- **Ours with SQLite**: `store="sqlite:///…"`, the embedded default of '
+        "`python -m engine serve`, with the same single-use rounds, state by reference and "
+        "journal, in a file on the local disk that is deleted after each run of that server.",
         "- **Figures.** calls/s and rounds/s over the measured window; p50/p99 of whole-call "
         "latency (first POST to final result); token B/round = mean `requestState` length per "
         "`input_required` round; server CPU µs/round = the server process's utime+stime "
@@ -1028,6 +1046,7 @@ def main() -> int:
     )
     parser.add_argument("--redis-url", default=None, help="default: redis://127.0.0.1:6379/0")
     parser.add_argument("--no-redis", action="store_true")
+    parser.add_argument("--no-sqlite", action="store_true")
     parser.add_argument("--no-official", action="store_true")
     parser.add_argument("--profile", action="store_true", help="py-spy our server (2-round)")
     parser.add_argument("--docs", dest="docs", action="store_true", default=None)
@@ -1109,6 +1128,18 @@ def main() -> int:
             "ours",
         )
     )
+    sqlite_file = logs / "bench-store.sqlite3"
+    if not args.no_sqlite:
+        specs.append(
+            ServerSpec(
+                "ours-sqlite",
+                SERVER_LABEL["ours-sqlite"],
+                sys.executable,
+                ["bench/servers/ours.py", "--store", f"sqlite:///{sqlite_file.resolve()}"],
+                workloads,
+                "ours",
+            )
+        )
     redis_url = None if args.no_redis else redis_url_from(args)
     args.redis_pid = redis_pid(redis_url) if redis_url else None
     prefix = f"bench-{secrets.token_hex(6)}"
@@ -1137,6 +1168,8 @@ def main() -> int:
                 runs += measure(spec, args, logs)
                 if redis_url and spec.key == "ours-redis":  # every repeat starts from no keys
                     clean_redis(redis_url, prefix)
+                if spec.key == "ours-sqlite":  # and from a new file
+                    remove_sqlite(sqlite_file)
     finally:
         if redis_url:
             deleted = clean_redis(redis_url, prefix)
