@@ -1,7 +1,7 @@
 """The SQL side of `SQLiteStore`: schema, and each operation as a function of a connection.
 
-The functions run in a worker thread, on the store's one connection, one at a time. Writes that
-read first are ``BEGIN IMMEDIATE`` transactions, so they are atomic across processes too.
+The functions run one at a time, on one of the store's connections (see `stores.sqlite`). Writes
+that read first are ``BEGIN IMMEDIATE`` transactions, so they are atomic across processes too.
 """
 
 from __future__ import annotations
@@ -14,6 +14,10 @@ from typing import Any
 
 from ._journal import EncodedEvent, decode_event
 from .base import CallSummary, Claim, ClaimResult, StoreUnavailable
+
+WAL_SIZE_LIMIT = 64 * 1024 * 1024
+"""Bytes the write-ahead log file is cut back to when it starts over (it is reused, not
+shrunk, otherwise)."""
 
 SCHEMA_VERSION = 2
 """1: the first schema. 2: ``rounds.owner``, the token of the claim that created the record."""
@@ -52,11 +56,11 @@ def transaction(conn: sqlite3.Connection, mode: str = "IMMEDIATE") -> Iterator[N
     conn.execute(f"BEGIN {mode}")
     try:
         yield
+        conn.execute("COMMIT")
     except BaseException:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
-    conn.execute("COMMIT")
 
 
 def connect(path: str, op_timeout: float) -> sqlite3.Connection:
@@ -72,6 +76,7 @@ def connect(path: str, op_timeout: float) -> sqlite3.Connection:
         try:
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")  # durable across crashes of this process
+            conn.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}")
             if _schema_version(conn, path) != SCHEMA_VERSION:
                 with transaction(conn):  # re-read: another process may have done it meanwhile
                     _create_or_migrate(conn, _schema_version(conn, path))
@@ -97,6 +102,7 @@ def connect_quick(path: str) -> sqlite3.Connection:
     try:
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA wal_autocheckpoint = 0")
+        conn.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}")
     except BaseException:
         conn.close()
         raise
@@ -111,9 +117,11 @@ def is_busy(exc: sqlite3.OperationalError) -> bool:
     return "locked" in str(exc) or "busy" in str(exc)
 
 
-def checkpoint(conn: sqlite3.Connection) -> None:
-    """Copy the write-ahead log into the database file, as far as readers allow."""
-    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+def checkpoint(conn: sqlite3.Connection) -> int:
+    """Copy the write-ahead log into the database file, as far as readers allow; the number of
+    frames (pages) the log holds."""
+    _, frames, _ = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    return int(frames)
 
 
 def _create_or_migrate(conn: sqlite3.Connection, version: int) -> None:

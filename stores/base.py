@@ -77,7 +77,8 @@ class Store(Protocol):
 
     A store may also offer ``async def serve(self, *, task_status)``: background work to run
     while a server uses it (``RedisStore`` sends the scripts of concurrent requests over one
-    shared connection). The server starts it in its task group and cancels it on the way out;
+    shared connection; ``SQLiteStore`` checkpoints its log beside the writes). The server starts
+    it in its task group and cancels it on the way out;
     it is not part of the contract, so a store without it is still a `Store`.
     """
 

@@ -1,19 +1,20 @@
 """`SQLiteStore`: the embedded default, one file that survives restarts.
 
 Other processes may open the same file while a server writes it (a CLI reading journals, say):
-the database runs in WAL mode, so readers never block the writer, and every connection waits up
-to the operation timeout (``busy_timeout``) for a lock instead of failing at once.
+the database runs in WAL mode, so readers never block the writer.
 
 Threading: one operation at a time, under an `anyio.Lock` (SQLite admits a single writer per
-file anyway). The round operations (claim, complete, release, renew, the read of a round) are a
-few rows each, and a trip to a worker thread cost several times their work: they run on the
-event loop's thread, on a connection that never waits for a lock. If another process holds the
-database, or another operation runs, they go to a worker thread like everything else (the
-journal, blobs, listings), on the connection that waits up to the operation timeout. The quick
-connection does not checkpoint the write-ahead log (a checkpoint writes and syncs the database
-file, milliseconds): every `CHECKPOINT_EVERY` quick writes, one runs in a worker thread on a
-connection of its own, beside the writes while a server runs the store (`serve`), else between
-two operations. Every claim is a ``BEGIN IMMEDIATE`` transaction, atomic across processes too.
+file anyway). The round operations (claim, complete, release, renew, the read of a round) and
+small journal batches are a few rows each, and a trip to a worker thread cost several times
+their work: they run on the event loop's thread, in turn, on a "quick" connection that never
+waits for a lock. One that finds the database held by another process runs again in a worker
+thread on the other connection, which waits up to the operation timeout (``busy_timeout``), as
+blobs, listings and large batches always do. The quick connection leaves checkpoints of the
+write-ahead log (they write and sync the database file: milliseconds) to a worker thread, every
+`CHECKPOINT_EVERY` quick writes: `serve`, while a server runs the store, else the write that
+reaches the count. Disk writes still happen on the loop's thread: a commit appends to the log,
+and the first commit after the log starts over syncs its header. Every claim is a ``BEGIN
+IMMEDIATE`` transaction, atomic across processes too.
 
 Expiry uses the wall clock (the file outlives the process, a monotonic clock does not): expired
 rows are ignored on read and purged now and then after writes. The bus is in-process only.
@@ -53,8 +54,11 @@ T = TypeVar("T")
 
 CHECKPOINT_EVERY = 1000
 """Quick writes between two checkpoints of the write-ahead log (in a worker thread)."""
+CATCH_UP_FRAMES = 4096
+"""Log size, in pages, past which `serve` stops the writes for a checkpoint that completes."""
 QUICK_JOURNAL_BATCH = 64
-"""Journal batches up to this many events are written on the event loop's thread too."""
+QUICK_JOURNAL_BYTES = 256 * 1024
+"""Journal batches up to this many events and bytes are written on the event loop's thread."""
 
 
 class SQLiteStore:
@@ -83,7 +87,11 @@ class SQLiteStore:
         try:
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
             self._conn: sqlite3.Connection | None = sql.connect(self.path, op_timeout)
-            self._quick: sqlite3.Connection | None = sql.connect_quick(self.path)
+            try:
+                self._quick: sqlite3.Connection | None = sql.connect_quick(self.path)
+            except BaseException:
+                self._conn.close()
+                raise
         except (OSError, sqlite3.Error) as exc:
             raise StoreUnavailable(
                 f"cannot open SQLite store at {self.path!r} ({exc}). "
@@ -103,16 +111,10 @@ class SQLiteStore:
         """Run `op` in a worker thread, one at a time, mapping lock and I/O trouble."""
         await self._acquire(what)
         try:
-            conn = self._conn
-            if conn is None:
-                raise RuntimeError("this SQLiteStore is closed; open a new store")
-            result = await anyio.to_thread.run_sync(op, conn)
-            if write and time.monotonic() >= self._next_purge:
-                self._next_purge = time.monotonic() + self._purge_interval
-                await anyio.to_thread.run_sync(self._purge_quietly, conn)
+            result = await self._in_thread(what, op)
+            if write:
+                await self._housekeeping()
             return result
-        except sqlite3.OperationalError as exc:
-            raise unavailable("SQLite", f"{what} on {self.path!r}", str(exc)) from exc
         finally:
             self._lock.release()
 
@@ -130,32 +132,33 @@ class SQLiteStore:
 
     async def _run_quick(self, what: str, op: Callable[[sqlite3.Connection], T], write: bool) -> T:
         """Run a short operation on this thread, after the operations before it; in a worker
-        thread when another process holds the database (or housekeeping is due), as `_run`."""
-        quick = self._quick
-        if quick is None or (write and time.monotonic() >= self._next_purge):
-            return await self._run(what, op, write)
+        thread when another process holds the database, as `_run` does."""
+        await anyio.lowlevel.checkpoint_if_cancelled()  # a cancelled caller stops here
         await self._acquire(what)
         try:
+            quick = self._quick
+            if quick is None:
+                raise RuntimeError("this SQLiteStore is closed; open a new store")
             try:
                 result = op(quick)
             except sqlite3.OperationalError as exc:
+                if quick.in_transaction:
+                    quick.execute("ROLLBACK")
                 if not sql.is_busy(exc):
                     raise unavailable("SQLite", f"{what} on {self.path!r}", str(exc)) from exc
-            else:
-                if write:
-                    self._quick_writes += 1
-                    if self._quick_writes >= CHECKPOINT_EVERY:
-                        self._quick_writes = 0
-                        if self._checkpoint_wanted is not None:
-                            self._checkpoint_wanted.set()
-                        else:
-                            await self._in_thread(sql.checkpoint)
-                return result
-            return await self._in_thread(op)  # another process holds it: wait in a thread
+                result = await self._in_thread(what, op)  # another process holds it: wait
+            except BaseException:
+                if quick.in_transaction:
+                    quick.execute("ROLLBACK")
+                raise
+            if write:
+                self._quick_writes += 1
+                await self._housekeeping()
+            return result
         finally:
             self._lock.release()
 
-    async def _in_thread(self, op: Callable[[sqlite3.Connection], T]) -> T:
+    async def _in_thread(self, what: str, op: Callable[[sqlite3.Connection], T]) -> T:
         """``op`` on the waiting connection in a worker thread; the caller holds the lock."""
         conn = self._conn
         if conn is None:
@@ -163,7 +166,40 @@ class SQLiteStore:
         try:
             return await anyio.to_thread.run_sync(op, conn)
         except sqlite3.OperationalError as exc:
-            raise unavailable("SQLite", f"an operation on {self.path!r}", str(exc)) from exc
+            raise unavailable("SQLite", f"{what} on {self.path!r}", str(exc)) from exc
+
+    async def _housekeeping(self) -> None:
+        """After a write, under the lock: purge expired rows now and then, and checkpoint the
+        log after `CHECKPOINT_EVERY` quick writes. The write is done: nothing here fails it, and
+        a cancelled caller waits for the worker thread rather than lose its result."""
+        purge = time.monotonic() >= self._next_purge
+        checkpoint = self._quick_writes >= CHECKPOINT_EVERY
+        if not (purge or checkpoint):
+            return
+        conn = self._conn
+        if conn is None:
+            return
+        if checkpoint:
+            self._quick_writes = 0
+            if self._checkpoint_wanted is not None:
+                self._checkpoint_wanted.set()  # `serve` does it beside the writes
+                checkpoint = False
+        if purge:
+            self._next_purge = time.monotonic() + self._purge_interval
+        with anyio.CancelScope(shield=True):
+            if purge:
+                await anyio.to_thread.run_sync(self._purge_quietly, conn)
+            if checkpoint:
+                await anyio.to_thread.run_sync(self._checkpoint_quietly, conn)
+
+    @staticmethod
+    def _checkpoint_quietly(conn: sqlite3.Connection) -> int:
+        """The frames the log holds after a checkpoint (0 when it could not run)."""
+        try:
+            return sql.checkpoint(conn)
+        except sqlite3.Error as exc:
+            log.debug("SQLite checkpoint postponed: %s", exc)
+            return 0
 
     @staticmethod
     def _purge_quietly(conn: sqlite3.Connection) -> None:
@@ -269,7 +305,10 @@ class SQLiteStore:
         if not items:
             return
         entries = encode_batch(items)
-        run = self._run_quick if len(entries) <= QUICK_JOURNAL_BATCH else self._run
+        small = len(entries) <= QUICK_JOURNAL_BATCH and (
+            sum(len(data) for _, data, _ in entries) <= QUICK_JOURNAL_BYTES
+        )
+        run = self._run_quick if small else self._run
         await run("append", lambda conn: sql.append_many(conn, entries, ttl), write=True)
 
     async def events(self, call_id: str) -> list[dict[str, Any]]:
@@ -297,21 +336,33 @@ class SQLiteStore:
     # --- lifecycle ---
 
     async def serve(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
-        """While a server uses the store: checkpoints run here, beside the writes, so none holds
-        the database (a checkpoint never blocks a writer in WAL mode)."""
-        conn = await anyio.to_thread.run_sync(sql.connect_quick, self.path)
+        """While a server uses the store: checkpoints of the log run here, beside the writes.
+        One that runs while writes go on never quite catches up with them, and the log starts
+        over only once all of it is in the database file: so once the log has grown past
+        `CATCH_UP_FRAMES`, a second checkpoint runs under the lock and copies the rest."""
+        if self._checkpoint_wanted is not None:  # another server's serve() does it already
+            task_status.started()
+            return
         try:
-            self._checkpoint_wanted = anyio.Event()
+            conn = await anyio.to_thread.run_sync(sql.connect_quick, self.path)
+        except sqlite3.Error as exc:
+            raise unavailable("SQLite", f"checkpoints of {self.path!r}", str(exc)) from exc
+        wanted = self._checkpoint_wanted = anyio.Event()
+        try:
             task_status.started()
             while True:
-                await self._checkpoint_wanted.wait()
-                self._checkpoint_wanted = anyio.Event()
-                try:
-                    await anyio.to_thread.run_sync(sql.checkpoint, conn)
-                except sqlite3.Error as exc:
-                    log.debug("SQLite checkpoint postponed: %s", exc)
+                await wanted.wait()
+                wanted = self._checkpoint_wanted = anyio.Event()
+                frames = await anyio.to_thread.run_sync(self._checkpoint_quietly, conn)
+                if frames < CATCH_UP_FRAMES:
+                    continue
+                async with self._lock:
+                    if self._conn is None:
+                        return
+                    await anyio.to_thread.run_sync(self._checkpoint_quietly, conn)
         finally:
-            self._checkpoint_wanted = None
+            if self._checkpoint_wanted is wanted:
+                self._checkpoint_wanted = None
             conn.close()
 
     async def ping(self) -> None:

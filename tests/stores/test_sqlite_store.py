@@ -143,34 +143,69 @@ async def test_a_claim_waits_for_another_process_without_stopping_the_event_loop
         await store.aclose()
 
 
-async def test_a_served_store_checkpoints_its_write_ahead_log(
+async def test_checkpoints_keep_the_log_small_under_continuous_writes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Checkpoints keep the log from growing with every write; a server's store runs them in a
-    worker thread beside the writes."""
-    monkeypatch.setattr(sqlite_store, "CHECKPOINT_EVERY", 20)
+    """16 writers that never pause: the log must still start over now and then, whether the
+    store's `serve` checkpoints beside the writes or the writes do it in turn."""
 
-    async def wal_bytes_after_writes(serve: bool, name: str) -> int:
+    monkeypatch.setattr(sqlite_store, "CATCH_UP_FRAMES", 64)
+
+    async def log_bytes_after_writes(name: str, every: int, serve: bool) -> int:
+        monkeypatch.setattr(sqlite_store, "CHECKPOINT_EVERY", every)
         store = SQLiteStore(tmp_path / name)
+        largest = 0
+
+        async def writer(w: int) -> None:
+            nonlocal largest
+            for n in range(60):
+                await store.claim(f"call-{w}-{n}", 1, b"fp" * 8, ttl=30)
+                await store.complete(f"call-{w}-{n}", 1, b"fp" * 8, b"r" * 512, ttl=30)
+                largest = max(largest, (tmp_path / f"{name}-wal").stat().st_size)
+
         try:
             async with anyio.create_task_group() as tg:
                 if serve:
                     await tg.start(store.serve)
-                for n in range(400):
-                    await store.claim(f"call-{n}", 1, b"fp" * 8, ttl=30)
-                    if n % 20 == 0:
-                        await anyio.sleep(0.01)  # the checkpointer's turn
+                async with anyio.create_task_group() as writers:
+                    for w in range(16):
+                        writers.start_soon(writer, w)
                 tg.cancel_scope.cancel()
-            return (tmp_path / f"{name}-wal").stat().st_size
         finally:
             await store.aclose()
+        return largest
 
-    monkeypatch.setattr(sqlite_store, "CHECKPOINT_EVERY", 10**9)
-    unchecked = await wal_bytes_after_writes(False, "unchecked.db")
-    monkeypatch.setattr(sqlite_store, "CHECKPOINT_EVERY", 20)
-    served = await wal_bytes_after_writes(True, "served.db")
-    alone = await wal_bytes_after_writes(False, "alone.db")  # checkpoints between operations
-    assert served < unchecked / 4 and alone < unchecked / 4
+    unchecked = await log_bytes_after_writes("unchecked.db", 10**9, serve=False)
+    served = await log_bytes_after_writes("served.db", 50, serve=True)
+    alone = await log_bytes_after_writes("alone.db", 50, serve=False)
+    assert served < unchecked / 4, (served, unchecked)
+    assert alone < unchecked / 4, (alone, unchecked)
+
+
+async def test_a_second_serve_of_one_store_leaves_checkpoints_to_the_first(
+    tmp_path: Path,
+) -> None:
+    store = SQLiteStore(tmp_path / "engine.db")
+    try:
+        async with anyio.create_task_group() as tg:
+            await tg.start(store.serve)
+            with anyio.fail_after(5):
+                await store.serve()  # returns at once: the first one checkpoints
+            await store.claim("call", 1, b"fp", ttl=30)
+            tg.cancel_scope.cancel()
+    finally:
+        await store.aclose()
+
+
+async def test_a_cancelled_claim_does_nothing(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "engine.db")
+    try:
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            await store.claim("call", 1, b"fp", ttl=30)
+        assert (await store.claim("call", 1, b"fp", ttl=30)).status is Claim.FRESH
+    finally:
+        await store.aclose()
 
 
 async def test_expired_rows_are_purged(tmp_path: Path) -> None:
