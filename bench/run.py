@@ -713,13 +713,7 @@ def table_rows(results: list[dict[str, Any]]) -> list[list[str]]:
                         workload.label,
                         SERVER_LABEL[server],
                         f"INVALID: {row['failures']} failed",
-                        "",
-                        "",
-                        "",
-                        "",
-                        "",
-                        "",
-                        "",
+                        *[""] * (len(HEADERS) - 3),
                     ]
                 )
                 continue

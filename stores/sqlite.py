@@ -22,6 +22,7 @@ rows are ignored on read and purged now and then after writes. The bus is in-pro
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import sqlite3
@@ -38,7 +39,7 @@ import anyio.to_thread
 from . import _sqlite_sql as sql
 from ._bus import DEFAULT_BUFFER, LocalBus
 from ._checks import check_call_id, check_limit, check_owner, check_round_key, check_ttl
-from ._journal import encode_batch
+from ._journal import EncodedEvent, encode_batch
 from ._waiters import Waiters, wait_settled
 from .base import (
     DEFAULT_OP_TIMEOUT,
@@ -58,7 +59,8 @@ CATCH_UP_FRAMES = 4096
 """Log size, in pages, past which `serve` stops the writes for a checkpoint that completes."""
 QUICK_JOURNAL_BATCH = 64
 QUICK_JOURNAL_BYTES = 256 * 1024
-"""Journal batches up to this many events and bytes are written on the event loop's thread."""
+"""A journal batch is written on the event loop's thread in transactions of up to this many
+events and bytes (an event larger than that goes to a worker thread)."""
 
 
 class SQLiteStore:
@@ -300,16 +302,18 @@ class SQLiteStore:
         await self.append_many([(call_id, event)], ttl)
 
     async def append_many(self, items: list[tuple[str, dict[str, Any]]], ttl: float) -> None:
-        """One transaction (one trip to the worker thread) for the whole batch."""
+        """In transactions of up to `QUICK_JOURNAL_BATCH` events on the event loop's thread (a
+        batch may be written in part, as on Redis); an event larger than `QUICK_JOURNAL_BYTES`
+        in a worker thread."""
         check_ttl(ttl)
         if not items:
             return
-        entries = encode_batch(items)
-        small = len(entries) <= QUICK_JOURNAL_BATCH and (
-            sum(len(data) for _, data, _ in entries) <= QUICK_JOURNAL_BYTES
-        )
-        run = self._run_quick if small else self._run
-        await run("append", lambda conn: sql.append_many(conn, entries, ttl), write=True)
+        for chunk in _quick_chunks(encode_batch(items)):
+            write = functools.partial(sql.append_many, entries=chunk, ttl=ttl)
+            if len(chunk) == 1 and len(chunk[0][1]) > QUICK_JOURNAL_BYTES:
+                await self._run("append", write, write=True)
+            else:
+                await self._run_quick("append", write, write=True)
 
     async def events(self, call_id: str) -> list[dict[str, Any]]:
         return await self._run("events", lambda conn: sql.events(conn, call_id), write=False)
@@ -377,3 +381,22 @@ class SQLiteStore:
                 quick.close()
             if conn is not None:
                 await anyio.to_thread.run_sync(conn.close)
+
+
+def _quick_chunks(entries: list[EncodedEvent]) -> list[list[EncodedEvent]]:
+    """A journal batch in transactions short enough for the event loop's thread (up to
+    `QUICK_JOURNAL_BATCH` events and `QUICK_JOURNAL_BYTES`); an event larger than that alone."""
+    chunks: list[list[EncodedEvent]] = []
+    chunk: list[EncodedEvent] = []
+    size = 0
+    for entry in entries:
+        if chunk and (
+            len(chunk) >= QUICK_JOURNAL_BATCH or size + len(entry[1]) > QUICK_JOURNAL_BYTES
+        ):
+            chunks.append(chunk)
+            chunk, size = [], 0
+        chunk.append(entry)
+        size += len(entry[1])
+    if chunk:
+        chunks.append(chunk)
+    return chunks

@@ -197,6 +197,22 @@ async def test_a_second_serve_of_one_store_leaves_checkpoints_to_the_first(
         await store.aclose()
 
 
+async def test_a_batch_larger_than_one_quick_transaction_is_written_whole_and_in_order(
+    tmp_path: Path,
+) -> None:
+    store = SQLiteStore(tmp_path / "engine.db")
+    big = "x" * (sqlite_store.QUICK_JOURNAL_BYTES + 1)  # an event that goes to a worker thread
+    items = [("one", {"n": n}) for n in range(150)] + [("two", {"n": 0, "big": big})]
+    items += [("two", {"n": n}) for n in range(1, 3)]
+    try:
+        await store.append_many(items, ttl=30)
+        assert [e["n"] for e in await store.events("one")] == list(range(150))
+        assert [e["n"] for e in await store.events("two")] == [0, 1, 2]
+        assert {c.call_id: c.events for c in await store.calls()} == {"one": 150, "two": 3}
+    finally:
+        await store.aclose()
+
+
 async def test_a_cancelled_claim_does_nothing(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "engine.db")
     try:
