@@ -1,7 +1,7 @@
 """The SQL side of `SQLiteStore`: schema, and each operation as a function of a connection.
 
-The functions run one at a time, on one of the store's connections (see `stores.sqlite`). Writes
-that read first are ``BEGIN IMMEDIATE`` transactions, so they are atomic across processes too.
+Each function runs on one of the store's connections (see `stores.sqlite`). Writes that read
+first are ``BEGIN IMMEDIATE`` transactions, so they are atomic across processes too.
 """
 
 from __future__ import annotations

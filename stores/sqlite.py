@@ -56,8 +56,10 @@ T = TypeVar("T")
 CHECKPOINT_EVERY = 1000
 """Quick writes between two checkpoints of the write-ahead log (in a worker thread)."""
 CATCH_UP_FRAMES = 4096
-"""Log size, in pages, past which `serve` stops the writes for a checkpoint that completes."""
+"""Log size, in pages, from which `serve` holds the writes for a checkpoint that copies the rest
+(all of it unless another process reads an older snapshot)."""
 QUICK_JOURNAL_BATCH = 64
+"""Journal events per transaction on the event loop's thread."""
 QUICK_JOURNAL_BYTES = 256 * 1024
 """A journal batch is written on the event loop's thread in transactions of up to this many
 events and bytes (an event larger than that goes to a worker thread)."""
@@ -144,14 +146,12 @@ class SQLiteStore:
             try:
                 result = op(quick)
             except sqlite3.OperationalError as exc:
-                if quick.in_transaction:
-                    quick.execute("ROLLBACK")
+                self._end_quick_transaction(quick)
                 if not sql.is_busy(exc):
                     raise unavailable("SQLite", f"{what} on {self.path!r}", str(exc)) from exc
                 result = await self._in_thread(what, op)  # another process holds it: wait
             except BaseException:
-                if quick.in_transaction:
-                    quick.execute("ROLLBACK")
+                self._end_quick_transaction(quick)
                 raise
             if write:
                 self._quick_writes += 1
@@ -159,6 +159,24 @@ class SQLiteStore:
             return result
         finally:
             self._lock.release()
+
+    def _end_quick_transaction(self, quick: sqlite3.Connection) -> None:
+        """Leave no transaction open on the quick connection after a failed operation: it
+        would hold the write lock and refuse every later ``BEGIN``. If even a rollback fails,
+        the connection is replaced (closing one rolls back)."""
+        if not quick.in_transaction:
+            return
+        try:
+            quick.execute("ROLLBACK")
+        except sqlite3.Error as exc:
+            log.warning("SQLite rollback failed (%s); reopening the connection", exc)
+        if quick.in_transaction:
+            quick.close()
+            self._quick = None
+            try:
+                self._quick = sql.connect_quick(self.path)
+            except sqlite3.Error as exc:  # the worker-thread connection serves meanwhile
+                log.warning("SQLite connection not reopened: %s", exc)
 
     async def _in_thread(self, what: str, op: Callable[[sqlite3.Connection], T]) -> T:
         """``op`` on the waiting connection in a worker thread; the caller holds the lock."""
@@ -196,11 +214,12 @@ class SQLiteStore:
 
     @staticmethod
     def _checkpoint_quietly(conn: sqlite3.Connection) -> int:
-        """The frames the log holds after a checkpoint (0 when it could not run)."""
+        """The frames the log holds after a checkpoint (0 or less when it could not run: no
+        catch-up then, the next one tries again)."""
         try:
             return sql.checkpoint(conn)
         except sqlite3.Error as exc:
-            log.debug("SQLite checkpoint postponed: %s", exc)
+            log.warning("SQLite checkpoint failed, the log grows meanwhile: %s", exc)
             return 0
 
     @staticmethod
@@ -208,7 +227,7 @@ class SQLiteStore:
         """Purging is housekeeping: a busy database only postpones it."""
         try:
             sql.purge(conn)
-        except sqlite3.OperationalError as exc:
+        except sqlite3.Error as exc:
             log.debug("SQLite purge postponed: %s", exc)
 
     # --- blobs ---
@@ -308,7 +327,9 @@ class SQLiteStore:
         check_ttl(ttl)
         if not items:
             return
-        for chunk in _quick_chunks(encode_batch(items)):
+        for n, chunk in enumerate(_quick_chunks(encode_batch(items))):
+            if n:  # other tasks run between two transactions of a large batch
+                await anyio.lowlevel.cancel_shielded_checkpoint()
             write = functools.partial(sql.append_many, entries=chunk, ttl=ttl)
             if len(chunk) == 1 and len(chunk[0][1]) > QUICK_JOURNAL_BYTES:
                 await self._run("append", write, write=True)
@@ -347,12 +368,13 @@ class SQLiteStore:
         if self._checkpoint_wanted is not None:  # another server's serve() does it already
             task_status.started()
             return
+        wanted = self._checkpoint_wanted = anyio.Event()  # before any await: claims the job
+        conn: sqlite3.Connection | None = None
         try:
-            conn = await anyio.to_thread.run_sync(sql.connect_quick, self.path)
-        except sqlite3.Error as exc:
-            raise unavailable("SQLite", f"checkpoints of {self.path!r}", str(exc)) from exc
-        wanted = self._checkpoint_wanted = anyio.Event()
-        try:
+            try:
+                conn = await anyio.to_thread.run_sync(sql.connect_quick, self.path)
+            except sqlite3.Error as exc:
+                raise unavailable("SQLite", f"checkpoints of {self.path!r}", str(exc)) from exc
             task_status.started()
             while True:
                 await wanted.wait()
@@ -367,7 +389,9 @@ class SQLiteStore:
         finally:
             if self._checkpoint_wanted is wanted:
                 self._checkpoint_wanted = None
-            conn.close()
+            if conn is not None:  # the last connection to close checkpoints: not on the loop
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(conn.close)
 
     async def ping(self) -> None:
         await self._run("ping", lambda conn: conn.execute("SELECT 1").fetchone(), write=False)
