@@ -5,16 +5,16 @@ the database runs in WAL mode, so readers never block the writer.
 
 Threading: one operation at a time, under an `anyio.Lock` (SQLite admits a single writer per
 file anyway). The round operations (claim, complete, release, renew, the read of a round) and
-small journal batches are a few rows each, and a trip to a worker thread cost several times
-their work: they run on the event loop's thread, in turn, on a "quick" connection that never
-waits for a lock. One that finds the database held by another process runs again in a worker
-thread on the other connection, which waits up to the operation timeout (``busy_timeout``), as
-blobs, listings and large batches always do. The quick connection leaves checkpoints of the
-write-ahead log (they write and sync the database file: milliseconds) to a worker thread, every
-`CHECKPOINT_EVERY` quick writes: `serve`, while a server runs the store, else the write that
-reaches the count. Disk writes still happen on the loop's thread: a commit appends to the log,
-and the first commit after the log starts over syncs its header. Every claim is a ``BEGIN
-IMMEDIATE`` transaction, atomic across processes too.
+the journal's transactions (up to `QUICK_JOURNAL_BATCH` events each) are a few rows each, and a
+trip to a worker thread cost several times their work: they run on the event loop's thread, in
+turn, on a "quick" connection that never waits for a lock. One that finds the database held by
+another process runs again in a worker thread on the other connection, which waits up to the
+operation timeout (``busy_timeout``), as blobs, listings and very large events always do. The
+quick connection leaves checkpoints of the write-ahead log (they write and sync the database
+file: milliseconds) to a worker thread, every `CHECKPOINT_EVERY` quick writes: `serve`, while a
+server runs the store, else the write that reaches the count. Disk writes still happen on the
+loop's thread: a commit appends to the log, and the first commit after the log starts over syncs
+its header. Every claim is a ``BEGIN IMMEDIATE`` transaction, atomic across processes too.
 
 Expiry uses the wall clock (the file outlives the process, a monotonic clock does not): expired
 rows are ignored on read and purged now and then after writes. The bus is in-process only.
