@@ -105,7 +105,7 @@ def ensure_official_venv() -> Path:
     return python
 
 
-def ensure_bench_extra() -> None:
+def ensure_server_stack() -> None:
     """uvloop and httptools in the project venv (dependencies of the package, so missing only
     from a venv made without them)."""
     missing = [m for m in ("uvloop", "httptools") if importlib.util.find_spec(m) is None]
@@ -1055,7 +1055,7 @@ def main() -> int:
         parser.error(f"unknown workloads {unknown}; choose from {list(loadgen.WORKLOADS)}")
 
     command = "python bench/run.py " + " ".join(sys.argv[1:])
-    ensure_bench_extra()
+    ensure_server_stack()
     official_py = None if args.no_official else ensure_official_venv()
     RESULTS.mkdir(exist_ok=True)
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")

@@ -111,10 +111,7 @@ def connect_quick(path: str) -> sqlite3.Connection:
 
 def is_busy(exc: sqlite3.OperationalError) -> bool:
     """Whether another connection holds the database (the operation did nothing)."""
-    code = getattr(exc, "sqlite_errorcode", None)
-    if code is not None:
-        return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
-    return "locked" in str(exc) or "busy" in str(exc)
+    return exc.sqlite_errorcode & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
 
 def checkpoint(conn: sqlite3.Connection) -> int:
