@@ -365,6 +365,27 @@ class RunResult:
     def valid(self) -> bool:
         return self.failures == 0 and self.calls > 0
 
+    @classmethod
+    def combined(cls, parts: list[RunResult]) -> RunResult:
+        """One result from several windows of the same server and workload: counts, CPU and
+        time add up, samples are pooled (so rates and percentiles cover every window)."""
+        first = parts[0]
+        whole = cls(first.workload, first.server, first.connections, 0.0)
+        for part in parts:
+            whole.duration += part.duration
+            whole.calls += part.calls
+            whole.rounds += part.rounds
+            whole.failures += part.failures
+            whole.first_errors += part.first_errors[: max(0, 5 - len(whole.first_errors))]
+            whole.latencies += part.latencies
+            whole.tokens += part.tokens
+            whole.token_after_first_answer += part.token_after_first_answer
+            whole.server_cpu += part.server_cpu
+            whole.client_cpu += part.client_cpu
+            whole.store_cpu += part.store_cpu
+            whole.system_busy += part.system_busy
+        return whole
+
     def summary(self) -> dict[str, Any]:
         lat = sorted(self.latencies)
 

@@ -11,16 +11,20 @@ What it does, in order:
    ``uvicorn[standard]``; checks that the project venv has uvicorn, uvloop and httptools
    (runtime dependencies of the package; installed there if missing).
 2. Runs the in-process micro-benchmarks of the engine alone (``bench/micro.py``).
-3. Starts one server at a time on a free loopback port, all under the same uvicorn settings
+3. Starts the servers, each on a free loopback port, all under the same uvicorn settings
    (one worker, uvloop, httptools, logs and access log off): the do-nothing ASGI floor, the
    official SDK's ``MCPServer`` (``bench/servers/official.py``), ours inline and ours with the
-   Redis store (``bench/servers/ours.py``; single-use rounds and journal are on whenever a
-   store is configured). The Redis prefix is random, and its keys are deleted after each run of
-   the Redis server, so every repeat starts from the same empty store.
-4. Drives each with the same load generator (``bench/loadgen.py``): N keep-alive connections
-   running the multi-round loop themselves, warm-up then a fixed duration per workload. A run
-   with any failed call is invalid, and so is a Redis run whose server dropped journal events
-   (its writers fell behind: the store did less work than it should have).
+   SQLite and Redis stores (``bench/servers/ours.py``; single-use rounds and journal are on
+   whenever a store is configured). The Redis prefix is random, and its keys are deleted (and
+   the SQLite file) after each repeat, so every repeat starts from the same empty store.
+4. Drives one server at a time with the same load generator (``bench/loadgen.py``): N
+   keep-alive connections running the multi-round loop themselves. Workload by workload, each
+   server's measured window is cut into slices (``--slices``, 5) that the servers take in
+   turn, in rotating order, each after a warm-up: servers compared on a workload are measured
+   within seconds of each other, so a machine whose speed drifts (a shared virtual machine's
+   does) moves them alike. A run with any failed call is invalid, and so is a store run whose
+   server dropped journal events (its writers fell behind: the store did less work than it
+   should have).
 5. Prints the table, and (unless ``--quick`` / ``--no-docs``) writes ``docs/benchmarks.md`` and
    the chart ``bench/benchmarks.png`` (matplotlib, bench extra; skipped with a note without it).
    Raw results go to ``bench/results/`` (git-ignored).
@@ -320,60 +324,91 @@ DISTURBED = 0.25
 # --- running -----------------------------------------------------------------------------------
 
 
-def measure(spec: ServerSpec, args: argparse.Namespace, logs: Path) -> list[dict[str, Any]]:
+def measure_repeat(
+    specs: list[ServerSpec], workloads: list[str], args: argparse.Namespace, logs: Path
+) -> list[dict[str, Any]]:
+    """One repeat: every server up at once, then workload by workload, the servers take turns.
+
+    Each server's window on a workload is cut into ``args.slices`` slices, run in rotating
+    order with the other servers' slices for that workload. Servers compared on one workload
+    are so measured within seconds of each other: a machine that slows down for a minute
+    slows all of them alike, instead of only the one whose turn it was. A server that is up
+    but not under load does nothing (it waits on its socket).
+    """
     out: list[dict[str, Any]] = []
-    log(f"\n== {spec.label}")
-    with serving(spec, logs) as (port, pid):
-        for key in spec.workloads:
+    slice_seconds = args.duration / args.slices
+    with contextlib.ExitStack() as stack:
+        running = {spec.key: stack.enter_context(serving(spec, logs)) for spec in specs}
+        for key in workloads:
             workload = loadgen.WORKLOADS[key]
+            group = [spec for spec in specs if key in spec.workloads]
+            if not group:
+                continue
+            log(f"\n== {workload.label}")
             load_before = loadavg()
-            counts_drops = spec.key in ("ours-redis", "ours-sqlite")
-            dropped_before = journal_events_dropped(port) if counts_drops else 0
-            loop = loadgen.new_event_loop()
-            try:
-                result = loop.run_until_complete(
-                    loadgen.run_load(
-                        HOST,
-                        port,
-                        workload,
-                        server=spec.key,
-                        server_pid=pid,
-                        connections=args.connections,
-                        warmup=args.warmup,
-                        duration=args.duration,
-                        store_pid=args.redis_pid,
-                    )
+            parts: dict[str, list[loadgen.RunResult]] = {spec.key: [] for spec in group}
+            dropped: dict[str, int | None] = {spec.key: 0 for spec in group}
+            for n in range(args.slices):
+                turn = n % len(group)
+                for spec in group[turn:] + group[:turn]:
+                    port, pid = running[spec.key]
+                    counts_drops = spec.key in ("ours-redis", "ours-sqlite")
+                    before = journal_events_dropped(port) if counts_drops else 0
+                    loop = loadgen.new_event_loop()
+                    try:
+                        result = loop.run_until_complete(
+                            loadgen.run_load(
+                                HOST,
+                                port,
+                                workload,
+                                server=spec.key,
+                                server_pid=pid,
+                                connections=args.connections,
+                                warmup=args.warmup if n == 0 else args.slice_warmup,
+                                duration=slice_seconds,
+                                store_pid=args.redis_pid,
+                            )
+                        )
+                    finally:
+                        loop.close()
+                    parts[spec.key].append(result)
+                    if counts_drops:
+                        after = journal_events_dropped(port)
+                        so_far = dropped[spec.key]
+                        if before is None or after is None or so_far is None:
+                            dropped[spec.key] = None
+                        else:
+                            dropped[spec.key] = so_far + after - before
+            for spec in group:
+                summary = loadgen.RunResult.combined(parts[spec.key]).summary()
+                if spec.key in ("ours-redis", "ours-sqlite"):
+                    lost = dropped[spec.key]
+                    summary["journal_events_dropped"] = lost
+                    if lost != 0:  # the store did less than it should: figures would flatter it
+                        summary["valid"] = False
+                        summary["errors"].append(
+                            f"{lost} journal events dropped by the server"
+                            if lost
+                            else "could not read the server's dropped journal events from /metrics"
+                        )
+                summary["loadavg_before"] = load_before
+                summary["side"] = spec.side
+                summary["slices"] = args.slices
+                summary["calls_per_s_slices"] = [
+                    round(part.calls / part.duration, 1) for part in parts[spec.key]
+                ]
+                out.append(summary)
+                status = "ok" if summary["valid"] else f"INVALID ({summary['failures']} failures)"
+                log(
+                    f"   {spec.label:48s} {summary['calls_per_s']:9.1f} calls/s "
+                    f"{summary['rounds_per_s']:9.1f} rounds/s  p50 {fmt(summary['p50_ms'], 2)} ms "
+                    f"p99 {fmt(summary['p99_ms'], 2)} ms  cpu/round "
+                    f"{fmt(summary['server_cpu_us_per_round'], 0)} µs  "
+                    f"redis {summary['store_cpu_share']:.2f} cores  "
+                    f"busy elsewhere {summary['other_cpu_share']:.2f} cores  {status}"
                 )
-            finally:
-                loop.close()
-            summary = result.summary()
-            if counts_drops:
-                dropped_after = journal_events_dropped(port)
-                dropped = None
-                if dropped_before is not None and dropped_after is not None:
-                    dropped = dropped_after - dropped_before
-                summary["journal_events_dropped"] = dropped
-                if dropped != 0:  # the store did less than it should: the figures would flatter it
-                    summary["valid"] = False
-                    summary["errors"].append(
-                        f"{dropped} journal events dropped by the server"
-                        if dropped
-                        else "could not read the server's dropped journal events from /metrics"
-                    )
-            summary["loadavg_before"] = load_before
-            summary["side"] = spec.side
-            out.append(summary)
-            status = "ok" if summary["valid"] else f"INVALID ({summary['failures']} failures)"
-            log(
-                f"   {workload.label:48s} {summary['calls_per_s']:9.1f} calls/s "
-                f"{summary['rounds_per_s']:9.1f} rounds/s  p50 {fmt(summary['p50_ms'], 2)} ms "
-                f"p99 {fmt(summary['p99_ms'], 2)} ms  cpu/round "
-                f"{fmt(summary['server_cpu_us_per_round'], 0)} µs  "
-                f"redis {summary['store_cpu_share']:.2f} cores  "
-                f"busy elsewhere {summary['other_cpu_share']:.2f} cores  {status}"
-            )
-            for error in summary["errors"]:
-                log(f"      ! {error}")
+                for error in summary["errors"]:
+                    log(f"      ! {error}")
     return out
 
 
@@ -585,8 +620,8 @@ def evaluate(
     rows: list[tuple[str, str, str, bool | None]] = []
 
     def each_repeat(server: str, other: str, workload: str) -> list[float]:
-        """calls/s of ``server`` ÷ ``other`` within each repeat: servers of one repeat run
-        minutes apart, so a machine that slows down for a while shows as spread here."""
+        """calls/s of ``server`` ÷ ``other`` within each repeat: the spread between repeats
+        shows how much the ratio moves from one run to the next on this machine."""
         a, b = by.get((server, workload)), by.get((other, workload))
         if a is None or b is None or len(a["calls_per_s_each"]) != len(b["calls_per_s_each"]):
             return []
@@ -890,7 +925,8 @@ def render_doc(
         "`bench/.venv-official`) and `bench/servers/ours.py` (this repository) register the same "
         "bookshop tools with the same logic; every resolver is `async`. Both seal state with a "
         "fixed shared key (AES-256-GCM on both sides).",
-        "- **Same server stack.** Each server runs alone, one at a time, on a free loopback port "
+        "- **Same server stack.** Each server is under load alone, one at a time, on a free "
+        "loopback port "
         "under uvicorn with one worker, `loop=uvloop`, `http=httptools`, logging and access log "
         'off. Ours is started the way its docs start a server, `mcp.run("streamable-http", '
         "uvicorn_options=...)`, which also leaves the objects alive after startup out of later "
@@ -903,10 +939,20 @@ def render_doc(
         "`inputRequests` entry, retries with `inputResponses` + `requestState`); 2026-07-28 "
         "headers and `_meta` (elicitation, sampling, roots). Every result is checked (text and "
         "round count); a run with a single failed call is marked INVALID. "
-        f"{args.warmup:g} s warm-up, then {args.duration:g} s measured per workload"
+        f"{args.duration:g} s measured per server and workload"
         + (
-            f"; the whole sequence of servers was run {args.repeat} times, interleaved, and each "
-            "figure is the median over the repeats."
+            f", in {args.slices} slices of {args.duration / args.slices:g} s: workload by "
+            "workload, the servers take their slices in turn (rotating the order), so servers "
+            "compared on a workload are measured within seconds of each other and a machine "
+            "whose speed drifts moves them alike. A server's first slice of a workload follows "
+            f"a {args.warmup:g} s warm-up, each later one a {args.slice_warmup:g} s warm-up; "
+            "every server stays up for the whole repeat and waits idle while others are measured"
+            if args.slices > 1
+            else f", after a {args.warmup:g} s warm-up"
+        )
+        + (
+            f". The whole run was repeated {args.repeat} times, and each figure is the median "
+            "over the repeats."
             if args.repeat > 1
             else "."
         ),
@@ -915,13 +961,13 @@ def render_doc(
         "(SSE-capable) mode is shown too for the 1- and 2-round calls.",
         '- **Ours with Redis**: `store="redis://…?prefix=bench-<random>"`: state above 4 KiB '
         "by reference, single-use rounds and the journal are on (the prefix's keys are deleted "
-        "after each run of that server, so each repeat starts empty; a run in which the server "
+        "after each repeat, so each repeat starts empty; a run in which the server "
         "dropped a journal event is invalid). Ours inline raises `max_token_chars` to 4 MiB "
         "(the official SDK's body cap) so the 1 MB answer can travel inline as it does there; "
         "the default refuses it and asks for a store.",
         '- **Ours with SQLite**: `store="sqlite:///…"`, the embedded default of '
         "`python -m engine serve`, with the same single-use rounds, state by reference and "
-        "journal, in a file on the local disk that is deleted after each run of that server.",
+        "journal, in a file on the local disk that is deleted after each repeat.",
         "- **Figures.** calls/s and rounds/s over the measured window; p50/p99 of whole-call "
         "latency (first POST to final result); token B/round = mean `requestState` length per "
         "`input_required` round; server CPU µs/round = the server process's utime+stime "
@@ -936,8 +982,8 @@ def render_doc(
         "- **Running it.** `make bench` (the project venv, the bench extra "
         "`pip install matplotlib py-spy pyinstrument`, a Redis: the machine's on "
         "127.0.0.1:6379 or a private `redis-server`), or `.venv/bin/python bench/run.py` "
-        "`[--quick] [--repeat N] [--profile] [--duration S] [--workloads a,b]`. The bench extra "
-        "is for the bench only, never a runtime dependency.",
+        "`[--quick] [--repeat N] [--slices N] [--profile] [--duration S] [--workloads a,b]`. "
+        "The bench extra is for the bench only, never a runtime dependency.",
         "",
         "## Results",
         "",
@@ -1036,6 +1082,15 @@ def main() -> int:
         "--repeat", type=int, default=1, help="run every server N times, interleaved; medians"
     )
     parser.add_argument(
+        "--slices",
+        type=int,
+        default=None,
+        help="cut each window into N slices taken in turn with the other servers (5; quick: 1)",
+    )
+    parser.add_argument(
+        "--slice-warmup", type=float, default=0.5, help="warm-up seconds before a later slice"
+    )
+    parser.add_argument(
         "--workloads", default=",".join(loadgen.WORKLOADS), help="comma-separated subset"
     )
     parser.add_argument("--redis-url", default=None, help="default: redis://127.0.0.1:6379/0")
@@ -1048,6 +1103,9 @@ def main() -> int:
     args = parser.parse_args()
     args.duration = args.duration or (3.0 if args.quick else 10.0)
     args.warmup = args.warmup if args.warmup is not None else (1.0 if args.quick else 2.0)
+    args.slices = args.slices or (1 if args.quick else 5)
+    if args.slices < 1 or args.repeat < 1:
+        parser.error("--slices and --repeat must be at least 1")
     write_docs = args.docs if args.docs is not None else not args.quick
     workloads = [w.strip() for w in args.workloads.split(",") if w.strip()]
     unknown = [w for w in workloads if w not in loadgen.WORKLOADS]
@@ -1158,12 +1216,10 @@ def main() -> int:
         for repeat in range(args.repeat):
             if args.repeat > 1:
                 log(f"\n######## repeat {repeat + 1} of {args.repeat}")
-            for spec in specs:
-                runs += measure(spec, args, logs)
-                if redis_url and spec.key == "ours-redis":  # every repeat starts from no keys
-                    clean_redis(redis_url, prefix)
-                if spec.key == "ours-sqlite":  # and from a new file
-                    remove_sqlite(sqlite_file)
+            runs += measure_repeat(specs, workloads, args, logs)
+            if redis_url:  # every repeat starts from no keys
+                clean_redis(redis_url, prefix)
+            remove_sqlite(sqlite_file)  # and from a new file
     finally:
         if redis_url:
             deleted = clean_redis(redis_url, prefix)
