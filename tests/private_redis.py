@@ -52,13 +52,26 @@ class PrivateRedis:
         )
         with anyio.fail_after(10):
             while True:
-                try:
-                    stream = await anyio.connect_tcp("127.0.0.1", self.port)
-                except OSError:
-                    await anyio.sleep(0.02)
-                    continue
-                await stream.aclose()
-                return
+                if await self._answers_ping():
+                    return
+                await anyio.sleep(0.02)
+
+    async def _answers_ping(self) -> bool:
+        """Whether the server takes commands: it listens before it has loaded its data, and
+        until then answers every command with a LOADING error (any other answer, a NOAUTH
+        error from a server with a password included, means it is ready)."""
+        try:
+            stream = await anyio.connect_tcp("127.0.0.1", self.port)
+        except OSError:
+            return False
+        try:
+            await stream.send(b"PING\r\n")
+            reply = await stream.receive()
+        except (OSError, anyio.EndOfStream, anyio.BrokenResourceError):
+            return False
+        finally:
+            await stream.aclose()
+        return bool(reply) and not reply.startswith(b"-LOADING")
 
     async def kill(self) -> None:
         if self._process is not None:
