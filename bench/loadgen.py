@@ -464,24 +464,26 @@ async def run_load(
                     conn.close()
                     outcome = CallOutcome(False, 0, [], f"{type(exc).__name__}: {exc}")
                 ended = time.perf_counter()
-                if not measuring:
-                    if not outcome.ok and len(result.first_errors) < 5:
-                        result.first_errors.append("warm-up: " + (outcome.error or "?"))
-                        result.failures += 1
-                    continue
-                if ended > t_end:
-                    break
-                if not outcome.ok:
+                if not outcome.ok:  # a failure fails the run, warm-up and tail included
                     result.failures += 1
                     if len(result.first_errors) < 5:
-                        result.first_errors.append(outcome.error or "?")
+                        where = "" if measuring else "warm-up: "
+                        result.first_errors.append(where + (outcome.error or "?"))
+                    if measuring and ended > t_end:
+                        break
                     continue
+                if not measuring:
+                    continue
+                if t_start <= started < t_end:
+                    # Latencies by start time: every call started in the window is timed however
+                    # long it runs, so long calls are not under-sampled at the window's edges.
+                    result.latencies.append(ended - started)
+                if ended > t_end:
+                    break  # calls/s counts the calls that ended in the window
                 result.calls += 1
                 result.tokens.extend(outcome.tokens)
                 if len(outcome.tokens) > 1:
                     result.token_after_first_answer.append(outcome.tokens[1])
-                if started >= t_start:
-                    result.latencies.append(ended - started)
         finally:
             conn.close()
 

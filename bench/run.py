@@ -19,12 +19,12 @@ What it does, in order:
    the SQLite file) after each repeat, so every repeat starts from the same empty store.
 4. Drives one server at a time with the same load generator (``bench/loadgen.py``): N
    keep-alive connections running the multi-round loop themselves. Workload by workload, each
-   server's measured window is cut into slices (``--slices``, 5) that the servers take in
-   turn, in rotating order, each after a warm-up: servers compared on a workload are measured
-   within seconds of each other, so a machine whose speed drifts (a shared virtual machine's
-   does) moves them alike. A run with any failed call is invalid, and so is a store run whose
-   server dropped journal events (its writers fell behind: the store did less work than it
-   should have).
+   server's measured window is cut into slices (``--slices``: 5, or 1 with ``--quick``) that
+   the servers take in turn, the order rotated every slice and reversed every other one, each
+   after a warm-up: servers compared on a workload are measured within seconds of each other,
+   so a machine whose speed drifts (a shared virtual machine's does) moves them alike. A run
+   with any failed call is invalid, and so is a store run whose server dropped journal events
+   (its writers fell behind: the store did less work than it should have).
 5. Prints the table, and (unless ``--quick`` / ``--no-docs``) writes ``docs/benchmarks.md`` and
    the chart ``bench/benchmarks.png`` (matplotlib, bench extra; skipped with a note without it).
    Raw results go to ``bench/results/`` (git-ignored).
@@ -329,11 +329,12 @@ def measure_repeat(
 ) -> list[dict[str, Any]]:
     """One repeat: every server up at once, then workload by workload, the servers take turns.
 
-    Each server's window on a workload is cut into ``args.slices`` slices, run in rotating
-    order with the other servers' slices for that workload. Servers compared on one workload
-    are so measured within seconds of each other: a machine that slows down for a minute
-    slows all of them alike, instead of only the one whose turn it was. A server that is up
-    but not under load does nothing (it waits on its socket).
+    Each server's window on a workload is cut into ``args.slices`` slices, run in turn with the
+    other servers' slices for that workload, in an order that is rotated every slice and
+    reversed every other one (so no server always follows the same one). Servers compared on
+    one workload are so measured within seconds of each other: a machine that slows down for a
+    minute slows all of them alike, instead of only the one whose turn it was. A server that is
+    up but not under load does nothing (it waits on its socket).
     """
     out: list[dict[str, Any]] = []
     slice_seconds = args.duration / args.slices
@@ -347,13 +348,18 @@ def measure_repeat(
             log(f"\n== {workload.label}")
             load_before = loadavg()
             parts: dict[str, list[loadgen.RunResult]] = {spec.key: [] for spec in group}
-            dropped: dict[str, int | None] = {spec.key: 0 for spec in group}
+            warmups = {spec.key: args.warmup for spec in group}
+            stores = [spec for spec in group if spec.key in ("ours-redis", "ours-sqlite")]
+            dropped_before = {
+                spec.key: journal_events_dropped(running[spec.key][0]) for spec in stores
+            }
             for n in range(args.slices):
                 turn = n % len(group)
-                for spec in group[turn:] + group[:turn]:
+                order = group[turn:] + group[:turn]
+                if n % 2:
+                    order.reverse()
+                for spec in order:
                     port, pid = running[spec.key]
-                    counts_drops = spec.key in ("ours-redis", "ours-sqlite")
-                    before = journal_events_dropped(port) if counts_drops else 0
                     loop = loadgen.new_event_loop()
                     try:
                         result = loop.run_until_complete(
@@ -364,7 +370,7 @@ def measure_repeat(
                                 server=spec.key,
                                 server_pid=pid,
                                 connections=args.connections,
-                                warmup=args.warmup if n == 0 else args.slice_warmup,
+                                warmup=warmups[spec.key],
                                 duration=slice_seconds,
                                 store_pid=args.redis_pid,
                             )
@@ -372,17 +378,17 @@ def measure_repeat(
                     finally:
                         loop.close()
                     parts[spec.key].append(result)
-                    if counts_drops:
-                        after = journal_events_dropped(port)
-                        so_far = dropped[spec.key]
-                        if before is None or after is None or so_far is None:
-                            dropped[spec.key] = None
-                        else:
-                            dropped[spec.key] = so_far + after - before
+                    # Later slices start on new connections, all at once: warm up long enough
+                    # for each to have finished calls (2 of this server's slowest), so the
+                    # window opens on connections out of step, as in a long run.
+                    slowest = max(result.latencies, default=0.0)
+                    warmups[spec.key] = max(args.slice_warmup, 2 * slowest)
             for spec in group:
                 summary = loadgen.RunResult.combined(parts[spec.key]).summary()
-                if spec.key in ("ours-redis", "ours-sqlite"):
-                    lost = dropped[spec.key]
+                if spec in stores:
+                    before = dropped_before[spec.key]
+                    after = journal_events_dropped(running[spec.key][0])
+                    lost = None if before is None or after is None else after - before
                     summary["journal_events_dropped"] = lost
                     if lost != 0:  # the store did less than it should: figures would flatter it
                         summary["valid"] = False
@@ -600,6 +606,8 @@ def aggregate(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         row["errors"] = [e for g in group for e in g["errors"]][:5]
         row["repeats"] = len(group)
         row["calls_per_s_each"] = [round(g["calls_per_s"], 1) for g in group]
+        row["calls_per_s_slices"] = [g.get("calls_per_s_slices") for g in group]
+        row["loadavg_before"] = [g.get("loadavg_before") for g in group]
         rows.append(row)
     return rows
 
@@ -939,16 +947,20 @@ def render_doc(
         "`inputRequests` entry, retries with `inputResponses` + `requestState`); 2026-07-28 "
         "headers and `_meta` (elicitation, sampling, roots). Every result is checked (text and "
         "round count); a run with a single failed call is marked INVALID. "
-        f"{args.duration:g} s measured per server and workload"
+        f"{args.duration:g} s measured per server and workload. Every server stays up for a "
+        "whole repeat and waits idle while another is measured; workload by workload, the "
+        "servers take turns"
         + (
-            f", in {args.slices} slices of {args.duration / args.slices:g} s: workload by "
-            "workload, the servers take their slices in turn (rotating the order), so servers "
-            "compared on a workload are measured within seconds of each other and a machine "
-            "whose speed drifts moves them alike. A server's first slice of a workload follows "
-            f"a {args.warmup:g} s warm-up, each later one a {args.slice_warmup:g} s warm-up; "
-            "every server stays up for the whole repeat and waits idle while others are measured"
+            f", in {args.slices} slices of {args.duration / args.slices:g} s each (the order "
+            "rotated every slice and reversed every other one), so servers compared on a "
+            "workload are measured within seconds of each other and a machine whose speed "
+            "drifts moves them alike. A server's first slice of a workload follows a "
+            f"{args.warmup:g} s warm-up, each later one (on new connections) a warm-up of "
+            f"{args.slice_warmup:g} s or twice its slowest call so far, whichever is longer. "
+            "calls/s counts the calls that end in a slice; latencies are of the calls that "
+            "start in it, however long they run"
             if args.slices > 1
-            else f", after a {args.warmup:g} s warm-up"
+            else f", each after a {args.warmup:g} s warm-up"
         )
         + (
             f". The whole run was repeated {args.repeat} times, and each figure is the median "
@@ -1048,8 +1060,9 @@ def render_doc(
         f"{info['kernel']}; Python {info['python']}.",
         f"- Load average at start: {info['loadavg_start']}; "
         f"at end: {info.get('loadavg_end', '?')}. "
-        "The load generator, the server under test (and Redis in Redis mode) share the 2 cores; "
-        "other work may have been running on the machine.",
+        "The load generator, the server under test (and Redis in Redis mode) share the 2 cores, "
+        "beside the other servers, up and idle; other work may have been running on the "
+        "machine.",
         f"- engine commit {info['commit']}; ours: uvicorn {versions['ours'].get('uvicorn')}, "
         f"uvloop {versions['ours'].get('uvloop')}, httptools {versions['ours'].get('httptools')}; "
         f"official venv: mcp {versions['official'].get('mcp')}, uvicorn "
@@ -1079,7 +1092,7 @@ def main() -> int:
     parser.add_argument("--warmup", type=float, default=None, help="warm-up seconds (2)")
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument(
-        "--repeat", type=int, default=1, help="run every server N times, interleaved; medians"
+        "--repeat", type=int, default=1, help="run the whole sequence N times; medians"
     )
     parser.add_argument(
         "--slices",
@@ -1088,7 +1101,10 @@ def main() -> int:
         help="cut each window into N slices taken in turn with the other servers (5; quick: 1)",
     )
     parser.add_argument(
-        "--slice-warmup", type=float, default=0.5, help="warm-up seconds before a later slice"
+        "--slice-warmup",
+        type=float,
+        default=0.5,
+        help="least warm-up seconds before a later slice (at least twice the slowest call)",
     )
     parser.add_argument(
         "--workloads", default=",".join(loadgen.WORKLOADS), help="comma-separated subset"
@@ -1103,9 +1119,12 @@ def main() -> int:
     args = parser.parse_args()
     args.duration = args.duration or (3.0 if args.quick else 10.0)
     args.warmup = args.warmup if args.warmup is not None else (1.0 if args.quick else 2.0)
-    args.slices = args.slices or (1 if args.quick else 5)
+    if args.slices is None:
+        args.slices = 1 if args.quick else 5
     if args.slices < 1 or args.repeat < 1:
         parser.error("--slices and --repeat must be at least 1")
+    if args.slice_warmup < 0:
+        parser.error("--slice-warmup must not be negative")
     write_docs = args.docs if args.docs is not None else not args.quick
     workloads = [w.strip() for w in args.workloads.split(",") if w.strip()]
     unknown = [w for w in workloads if w not in loadgen.WORKLOADS]
