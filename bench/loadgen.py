@@ -23,21 +23,23 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+_dumps: Callable[[Any], bytes]
+_loads: Callable[[bytes], Any]
 try:
-    from pydantic_core import from_json as _loads
-    from pydantic_core import to_json as _dumps
+    from pydantic_core import from_json, to_json
+
+    _dumps, _loads = to_json, from_json
 except ImportError:  # pragma: no cover - plain-stdlib fallback
     import json
 
-    def _dumps(value: Any) -> bytes:
+    def _json_dumps(value: Any) -> bytes:
         return json.dumps(value, separators=(",", ":")).encode()
 
-    def _loads(data: bytes) -> Any:
-        return json.loads(data)
+    _dumps, _loads = _json_dumps, json.loads
 
 
 PROTOCOL = "2026-07-28"
-META = {
+META: dict[str, Any] = {
     "io.modelcontextprotocol/protocolVersion": PROTOCOL,
     "io.modelcontextprotocol/clientCapabilities": {
         "elicitation": {"form": {}},
@@ -521,6 +523,6 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
     try:
         import uvloop
 
-        return uvloop.new_event_loop()  # type: ignore[no-any-return]
+        return uvloop.new_event_loop()
     except ImportError:
         return asyncio.new_event_loop()

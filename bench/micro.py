@@ -248,7 +248,7 @@ def new_loop() -> asyncio.AbstractEventLoop:
     try:
         import uvloop
 
-        return uvloop.new_event_loop()  # type: ignore[no-any-return]
+        return uvloop.new_event_loop()
     except ImportError:
         return asyncio.new_event_loop()
 

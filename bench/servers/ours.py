@@ -18,8 +18,9 @@ import argparse
 import logging
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import anyio
 from pydantic import BaseModel, Field
@@ -175,7 +176,13 @@ async def slow_pair(
     return f"{left} {right}"
 
 
-TOOLS = [reserve_book, order_book, recommend_and_order, publish_draft, slow_pair]
+TOOLS: list[Callable[..., Any]] = [
+    reserve_book,
+    order_book,
+    recommend_and_order,
+    publish_draft,
+    slow_pair,
+]
 
 
 def build(store: str | None = None) -> MCPServer:
