@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from loadgen import META  # noqa: E402
+from loadgen import META, new_event_loop  # noqa: E402
 from servers.ours import KEY, build  # noqa: E402
 
 from engine.calls import CallRequest  # noqa: E402
@@ -244,15 +244,6 @@ def bench_seal(size: int, seconds: float) -> dict[str, float]:
     }
 
 
-def new_loop() -> asyncio.AbstractEventLoop:
-    try:
-        import uvloop
-
-        return uvloop.new_event_loop()
-    except ImportError:
-        return asyncio.new_event_loop()
-
-
 SLICES = 10
 """Each call benchmark runs in this many slices, taken in turn with the others' slices: a
 stretch of time when other work slows the machine then slows all three alike."""
@@ -261,7 +252,7 @@ stretch of time when other work slows the machine then slows all three alike."""
 def run_all(seconds: float = 2.0) -> dict[str, Any]:
     benches = {"asgi": bench_asgi, "dispatch": bench_dispatch, "call_tool": bench_call_tool}
     collected: dict[str, list[tuple[float, int]]] = {key: [] for key in benches}
-    loop = new_loop()
+    loop = new_event_loop()
     try:
         loop.run_until_complete(bench_dispatch(0.3))  # warm-up: imports, caches, plans
         for _ in range(SLICES):
@@ -278,7 +269,7 @@ def run_all(seconds: float = 2.0) -> dict[str, Any]:
 def profile(seconds: float) -> None:
     from pyinstrument import Profiler
 
-    loop = new_loop()
+    loop = new_event_loop()
     loop.run_until_complete(bench_dispatch(0.3))
     profiler = Profiler(interval=0.0001, async_mode="disabled")
     profiler.start()

@@ -52,11 +52,11 @@ class PrivateRedis:
         )
         with anyio.fail_after(10):
             while True:
-                if await self._answers_ping():
+                if await self._takes_commands():
                     return
                 await anyio.sleep(0.02)
 
-    async def _answers_ping(self) -> bool:
+    async def _takes_commands(self) -> bool:
         """Whether the server takes commands: it listens before it has loaded its data, and
         until then answers every command with a LOADING error (any other answer, a NOAUTH
         error from a server with a password included, means it is ready)."""
