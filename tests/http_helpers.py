@@ -19,6 +19,9 @@ from typing import Any
 import anyio
 import httpx
 import uvicorn
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from engine.transports.writes import coalescing
 
 PROTOCOL = "2026-07-28"
 META_VERSION = "io.modelcontextprotocol/protocolVersion"
@@ -176,7 +179,8 @@ def text_of(result: Mapping[str, Any]) -> str:
 
 @contextlib.contextmanager
 def serving(app: Any) -> Iterator[str]:
-    """Serve ``app`` with uvicorn on a free local port (in a thread); yield its base URL."""
+    """Serve ``app`` with uvicorn on a free local port (in a thread), writing through the
+    coalescing transport as ``mcp.run`` does; yield its base URL."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
@@ -187,6 +191,7 @@ def serving(app: Any) -> Iterator[str]:
         log_level="warning",
         log_config=None,  # uvicorn's records propagate, so caplog sees them
         timeout_graceful_shutdown=2,
+        http=coalescing(HttpToolsProtocol),
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)

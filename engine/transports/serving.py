@@ -7,6 +7,10 @@ the server, its client gets a 502. Here no connection is closed under a request:
 SIGTERM closes once its response is sent, a request still arriving on an idle one is served and
 its response closes the connection, and one that stays idle ends by its keep-alive timeout,
 which a proxy must outlast anyway (it gives idle connections up first, as in steady state).
+
+uvicorn's own HTTP/1.1 protocols (httptools or h11, by name or ``auto``) are served writing
+through `engine.transports.writes`, one socket write per response; a protocol class passed in
+``uvicorn_options`` is served as it is.
 """
 
 from __future__ import annotations
@@ -18,10 +22,13 @@ import math
 import os
 import socket
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import uvicorn
 from uvicorn.config import STARTUP_FAILURE
+
+from engine.transports.writes import coalescing
 
 if TYPE_CHECKING:
     from engine.transports.http import StreamableHTTPApp
@@ -75,6 +82,25 @@ class DrainingServer(uvicorn.Server):
 _PROTOCOL_NAMES = {"H11Protocol": "h11", "HttpToolsProtocol": "httptools"}
 
 
+def _httptools_protocol() -> type[asyncio.Protocol]:
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    return HttpToolsProtocol
+
+
+def _h11_protocol() -> type[asyncio.Protocol]:
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    return H11Protocol
+
+
+_PROTOCOL_CLASSES: dict[str, Callable[[], type[asyncio.Protocol]]] = {
+    "httptools": _httptools_protocol,
+    "h11": _h11_protocol,
+}
+"""uvicorn's HTTP/1.1 protocols by name, imported when chosen (httptools may be missing)."""
+
+
 def _fast_loop_expected() -> bool:
     """Whether this platform installs uvloop with the package (see pyproject.toml)."""
     return sys.implementation.name == "cpython" and sys.platform not in ("win32", "cygwin")
@@ -124,6 +150,8 @@ def serve(app: StreamableHTTPApp, *, host: str, port: int, settings: dict[str, A
             "per core. Install it (pip install uvloop, a dependency of mcp-engine), or pass "
             "uvicorn_options={'loop': 'asyncio'} to choose asyncio knowingly"
         )
+    if isinstance(config.http, str) and http in _PROTOCOL_CLASSES:
+        config.http = coalescing(_PROTOCOL_CLASSES[http]())
     server = DrainingServer(config, app)
     try:
         with contextlib.suppress(KeyboardInterrupt):
