@@ -3,19 +3,26 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import socket as stdlib_socket
+import threading
+import time
+from collections.abc import Iterator
 from typing import Any
 
 import anyio
 import anyio.lowlevel
 import pytest
 import uvicorn
+from uvicorn.protocols.http import auto as http_auto
+from uvicorn.protocols.http.flow_control import FlowControl
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
 from engine.transports import serving
-from engine.transports.writes import LARGE, CoalescingTransport, coalescing
+from engine.transports.writes import LARGE_WRITE, CoalescingTransport, coalescing
 from examples.bookshop import build
 from tests.conftest import KEY
 from tests.http_helpers import headers_for, request
@@ -56,6 +63,9 @@ class Socket(asyncio.Transport):
 
     def abort(self) -> None:
         self.closing = True
+
+    def write_eof(self) -> None:
+        pass
 
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         return {"peername": ("127.0.0.1", 50000), "sockname": ("127.0.0.1", 8000)}.get(
@@ -125,46 +135,147 @@ async def test_writes_of_one_turn_go_out_together_in_order() -> None:
 
     await anyio.lowlevel.checkpoint()
 
-    assert socket.calls == [[b"head ", b"body ", b"tail"]]
+    assert socket.calls == [[b"head body tail"]]
     transport.write(b"next turn")
     await anyio.lowlevel.checkpoint()
     assert socket.calls[1:] == [[b"next turn"]]
 
 
+async def test_what_is_held_is_handed_on_once_it_adds_up_to_a_large_write() -> None:
+    socket = Socket()
+    transport = CoalescingTransport(socket, asyncio.get_running_loop())
+    chunk = b"x" * 4096
+    for _ in range(LARGE_WRITE // len(chunk) - 1):
+        transport.write(chunk)
+    assert socket.calls == []
+    transport.write(chunk)  # so the socket's flow control sees a fast writer at once
+    assert socket.calls == [[chunk * (LARGE_WRITE // len(chunk))]]
+    assert transport.get_write_buffer_size() == 0
+
+
 async def test_a_large_write_is_sent_at_once_after_what_is_held() -> None:
     socket = Socket()
     transport = CoalescingTransport(socket, asyncio.get_running_loop())
-    large = b"x" * LARGE
+    large = b"x" * LARGE_WRITE
     transport.write(b"head")
-    transport.write(large)
+    transport.writelines([large, b"tail"])
     assert socket.calls == [[b"head"], [large]]
     await anyio.lowlevel.checkpoint()
-    assert socket.calls == [[b"head"], [large]]
+    assert socket.calls == [[b"head"], [large], [b"tail"]]
 
 
-async def test_close_sends_what_is_held_first_and_abort_drops_it() -> None:
-    socket = Socket()
-    transport = CoalescingTransport(socket, asyncio.get_running_loop())
-    transport.write(b"last words")
-    transport.close()
-    assert socket.calls == [[b"last words"]]
-    assert transport.is_closing()
-
-    aborted = Socket()
-    transport = CoalescingTransport(aborted, asyncio.get_running_loop())
-    transport.write(b"never sent")
-    transport.abort()
-    await anyio.lowlevel.checkpoint()
-    assert aborted.calls == []
+async def test_close_abort_and_write_eof_send_what_is_held_first() -> None:
+    for end in ("close", "abort", "write_eof"):
+        socket = Socket()
+        transport = CoalescingTransport(socket, asyncio.get_running_loop())
+        transport.write(b"last words")
+        getattr(transport, end)()
+        assert socket.calls == [[b"last words"]], end
+    with pytest.raises(RuntimeError, match="after write_eof"):
+        transport.write(b"more")
 
 
 async def test_nothing_is_written_to_a_connection_lost_meanwhile() -> None:
     socket = Socket()
     transport = CoalescingTransport(socket, asyncio.get_running_loop())
     transport.write(b"too late")
-    socket.closing = True  # the peer went away before the turn ended
+    socket.closing = True  # the connection was lost before the turn ended
     await anyio.lowlevel.checkpoint()
     assert socket.calls == []
+
+
+@contextlib.contextmanager
+def uvicorn_on(app: Any, loop: str) -> Iterator[int]:
+    """``app`` served by uvicorn's httptools protocol through the coalescing transport, on
+    ``loop``, in a thread; yields the port."""
+    sock = stdlib_socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    config = uvicorn.Config(
+        app,
+        http=coalescing(HttpToolsProtocol),
+        loop=loop,
+        lifespan="off",
+        log_config=None,
+        access_log=False,
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 5
+        while not server.started:
+            assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+            time.sleep(0.01)
+        yield sock.getsockname()[1]
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+
+
+def receive_all(conn: stdlib_socket.socket) -> bytes:
+    conn.settimeout(5)
+    received = b""
+    while data := conn.recv(1 << 20):
+        received += data
+    return received
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_a_response_reaches_a_client_that_half_closed_after_asking(loop: str) -> None:
+    """On uvloop the client's EOF can be read in the very turn the response was written:
+    the response still leaves before the connection closes."""
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"answered"})
+        time.sleep(0.1)  # noqa: ASYNC251 - the rest of the turn: other work, while the EOF arrives
+
+    with uvicorn_on(app, loop) as port:
+        conn = stdlib_socket.create_connection(("127.0.0.1", port))
+        conn.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        time.sleep(0.05)
+        conn.shutdown(stdlib_socket.SHUT_WR)
+        received = receive_all(conn)
+        conn.close()
+    assert received.startswith(b"HTTP/1.1 200 OK\r\n")
+    assert received.endswith(b"answered\r\n0\r\n\r\n")
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_a_fast_writer_is_held_back_by_a_slow_reader(
+    loop: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An app that streams without ever yielding still waits for the socket to drain."""
+    chunks = 4096  # 16 MiB: more than the kernel's socket buffers take
+    chunk = b"0123456789abcdef" * 256  # 4 KiB
+    drains = []
+    drain = FlowControl.drain
+
+    async def counted(self: FlowControl) -> None:
+        drains.append(1)
+        await drain(self)
+
+    monkeypatch.setattr(FlowControl, "drain", counted)
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        headers = [(b"content-length", b"%d" % (chunks * len(chunk)))]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        for _ in range(chunks):
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+
+    with uvicorn_on(app, loop) as port:
+        conn = stdlib_socket.create_connection(("127.0.0.1", port))
+        conn.setsockopt(stdlib_socket.SOL_SOCKET, stdlib_socket.SO_RCVBUF, 65536)
+        conn.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        time.sleep(0.3)  # not reading yet
+        received = receive_all(conn)
+        conn.close()
+    head, _, body = received.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 OK")
+    assert body == chunk * chunks
+    assert drains  # uvicorn waited for the socket instead of buffering 16 MiB
 
 
 def test_served_apps_write_through_it_unless_given_their_own_protocol(
@@ -180,9 +291,12 @@ def test_served_apps_write_through_it_unless_given_their_own_protocol(
     app = build(keys=[KEY]).streamable_http_app()
     for settings in ({}, {"http": "httptools"}, {"http": "h11"}, {"http": H11Protocol}):
         serving.serve(app, host="127.0.0.1", port=0, settings={"log_config": None, **settings})
+    monkeypatch.setattr(http_auto, "AutoHTTPProtocol", H11Protocol)  # as without httptools
+    serving.serve(app, host="127.0.0.1", port=0, settings={"log_config": None})
     assert chosen == [
         coalescing(HttpToolsProtocol),
         coalescing(HttpToolsProtocol),
         coalescing(H11Protocol),
         H11Protocol,
+        coalescing(H11Protocol),
     ]
