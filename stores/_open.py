@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import re
-from urllib.parse import parse_qsl, urlencode
-
+from ._urls import redacted
 from .base import Store
 from .memory import MemoryStore
 from .redis import RedisStore
@@ -32,14 +30,8 @@ def open_store(url_or_store: str | Store) -> Store:
     if scheme == "sqlite":
         return SQLiteStore(_sqlite_path(url))
     if scheme in ("redis", "rediss", "unix", "redis+cluster", "rediss+cluster"):
-        url, prefix = _pop_prefix(url)
-        return RedisStore(url, prefix=prefix)
-    raise ValueError(f"unsupported store URL {_redacted(url)!r}; accepted forms: {ACCEPTED}")
-
-
-def _redacted(url: str) -> str:
-    """URLs go into error messages and logs; passwords must not."""
-    return re.sub(r"(//[^/@]*?:)[^/@]*@", r"\1***@", url)
+        return RedisStore(url)  # it reads the URL's ?prefix= itself
+    raise ValueError(f"unsupported store URL {redacted(url)!r}; accepted forms: {ACCEPTED}")
 
 
 def _sqlite_path(url: str) -> str:
@@ -54,14 +46,3 @@ def _sqlite_path(url: str) -> str:
     if not path or path.endswith("/"):
         raise ValueError(f"SQLite URL {url!r} names no file: use sqlite:///path/to/file.db")
     return path
-
-
-def _pop_prefix(url: str) -> tuple[str, str]:
-    """Take our ``prefix`` option out; the remaining options are redis-py's."""
-    base, _, query_string = url.partition("?")  # not urlunsplit: it mangles unix:///path
-    query = parse_qsl(query_string, keep_blank_values=True)
-    prefixes = [value for name, value in query if name == "prefix"]
-    if len(prefixes) > 1 or (prefixes and not prefixes[0]):
-        raise ValueError(f"Redis URL {_redacted(url)!r}: give at most one non-empty ?prefix=")
-    rest = urlencode([(name, value) for name, value in query if name != "prefix"])
-    return (f"{base}?{rest}" if rest else base), prefixes[0] if prefixes else "engine"

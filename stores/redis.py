@@ -47,6 +47,7 @@ from ._journal import (
 )
 from ._redis_client import UNAVAILABLE, Messages, RedisClient, as_bytes, client_from_url
 from ._redis_mux import MuxStopped, ScriptCall, ScriptMux, can_multiplex, run_scripts
+from ._urls import redacted, split_prefix
 from ._waiters import Waiters, wait_settled
 from .base import (
     DEFAULT_OP_TIMEOUT,
@@ -96,7 +97,7 @@ class RedisStore:
         self,
         url_or_client: str | RedisClient,
         *,
-        prefix: str = "engine",
+        prefix: str | None = None,
         op_timeout: float = DEFAULT_OP_TIMEOUT,
         retries: int = 3,
         max_connections: int = 100,
@@ -105,11 +106,21 @@ class RedisStore:
     ) -> None:
         """Connect lazily to `url_or_client`; a client passed in stays the caller's to close.
 
-        Each open subscription holds one of the `max_connections` for its lifetime.
+        The key prefix is ``prefix``, or the URL's ``?prefix=`` (as in `open_store`), or
+        ``engine``. Each open subscription holds one of the `max_connections` for its lifetime.
         `wait_complete` re-reads the round every `poll_interval` s to see completions made by
         other replicas (completions in this process wake it at once).
         """
         check_ttl(op_timeout, "op_timeout")
+        if isinstance(url_or_client, str):
+            url_or_client, in_url = split_prefix(url_or_client)
+            if in_url is not None and prefix is not None and in_url != prefix:
+                raise ValueError(
+                    f"Redis key prefix given twice: prefix={prefix!r} and ?prefix={in_url} in "
+                    f"{redacted(url_or_client)!r}; give one"
+                )
+            prefix = in_url if in_url is not None else prefix
+        prefix = "engine" if prefix is None else prefix
         if not prefix or "{" in prefix or "}" in prefix:
             raise ValueError(f"Redis key prefix must be non-empty without braces, got {prefix!r}")
         if isinstance(url_or_client, str):

@@ -51,20 +51,30 @@ async def test_sqlite_absolute_path(tmp_path: Path) -> None:
     ],
 )
 async def test_redis_urls(url: str, prefix: str, client: type) -> None:
-    store = open_store(url)  # connects lazily: nothing needs to listen there
-    assert isinstance(store, RedisStore)
-    assert store.prefix == prefix
-    assert isinstance(store._client, client)
-    await store.aclose()
+    for store in (open_store(url), RedisStore(url)):  # connect lazily: nothing need listen
+        assert isinstance(store, RedisStore)
+        assert store.prefix == prefix
+        assert isinstance(store._client, client)
+        await store.aclose()
 
 
 async def test_redis_options_reach_the_client() -> None:
-    store = open_store("redis://127.0.0.1:6379/3?prefix=x&client_name=engine")
-    assert isinstance(store, RedisStore) and isinstance(store._client, Redis)
-    kwargs = store._client.connection_pool.connection_kwargs
-    assert kwargs["db"] == 3 and kwargs["client_name"] == "engine"
-    assert "prefix" not in kwargs
+    url = "redis://127.0.0.1:6379/3?prefix=x&client_name=engine"
+    for store in (open_store(url), RedisStore(url)):
+        assert isinstance(store, RedisStore) and isinstance(store._client, Redis)
+        kwargs = store._client.connection_pool.connection_kwargs
+        assert kwargs["db"] == 3 and kwargs["client_name"] == "engine"
+        assert "prefix" not in kwargs
+        await store.aclose()
+
+
+async def test_a_prefix_given_twice_must_agree() -> None:
+    store = RedisStore("redis://127.0.0.1:6379/0?prefix=a", prefix="a")
+    assert store.prefix == "a"
     await store.aclose()
+    with pytest.raises(ValueError, match=r"prefix given twice: prefix='b' and \?prefix=a") as e:
+        RedisStore("redis://user:hunter2@127.0.0.1:6379/0?prefix=a", prefix="b")
+    assert "hunter2" not in str(e.value)
 
 
 @pytest.mark.parametrize(

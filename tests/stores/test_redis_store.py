@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -84,6 +85,29 @@ async def test_prefixes_keep_deployments_apart(
         assert await other.calls() == []
     finally:
         await other.aclose()
+
+
+async def test_a_prefix_in_the_url_is_the_key_prefix(
+    redis_test_url: str, redis_client: Redis
+) -> None:
+    """``RedisStore("redis://...?prefix=p")`` reads the URL as `open_store` does: its scripts'
+    own connection is not handed the option as a connection setting."""
+    prefix = f"test-{uuid.uuid4().hex[:12]}"
+    separator = "&" if "?" in redis_test_url else "?"
+    store = RedisStore(f"{redis_test_url}{separator}prefix={prefix}")
+    assert store.prefix == prefix
+    try:
+        async with anyio.create_task_group() as tg:
+            await tg.start(store.serve)
+            claim = await store.claim("c1", 1, b"f" * 32, ttl=30)
+            assert claim.status is Claim.FRESH
+            tg.cancel_scope.cancel()
+        keys = [key async for key in redis_client.scan_iter(match=f"{prefix}:*")]
+        assert keys
+    finally:
+        await store.aclose()
+        for key in [key async for key in redis_client.scan_iter(match=f"{prefix}:*")]:
+            await redis_client.delete(key)
 
 
 async def test_a_burst_larger_than_the_pool_queues(redis_replicas: Replicas) -> None:
