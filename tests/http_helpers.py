@@ -178,9 +178,9 @@ def text_of(result: Mapping[str, Any]) -> str:
 
 
 @contextlib.contextmanager
-def serving(app: Any) -> Iterator[str]:
-    """Serve ``app`` with uvicorn on a free local port (in a thread), writing through the
-    coalescing transport as ``mcp.run`` does; yield its base URL."""
+def serving(app: Any, *, loop: str = "auto") -> Iterator[str]:
+    """Serve ``app`` with uvicorn on a free local port (in a thread, on ``loop``), writing
+    through the coalescing transport as ``mcp.run`` does; yield its base URL."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
@@ -192,6 +192,7 @@ def serving(app: Any) -> Iterator[str]:
         log_config=None,  # uvicorn's records propagate, so caplog sees them
         timeout_graceful_shutdown=2,
         http=coalescing(HttpToolsProtocol),
+        loop=loop,
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)

@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import socket as stdlib_socket
-import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import anyio
@@ -24,6 +21,7 @@ from uvicorn.server import ServerState
 from engine.transports import serving
 from engine.transports.writes import LARGE_WRITE, CoalescingTransport, coalescing
 from examples.bookshop import build
+from tests import http_helpers
 from tests.conftest import KEY
 from tests.http_helpers import headers_for, request
 
@@ -184,33 +182,9 @@ async def test_nothing_is_written_to_a_connection_lost_meanwhile() -> None:
     assert socket.calls == []
 
 
-@contextlib.contextmanager
-def uvicorn_on(app: Any, loop: str) -> Iterator[int]:
-    """``app`` served by uvicorn's httptools protocol through the coalescing transport, on
-    ``loop``, in a thread; yields the port."""
-    sock = stdlib_socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    config = uvicorn.Config(
-        app,
-        http=coalescing(HttpToolsProtocol),
-        loop=loop,
-        lifespan="off",
-        log_config=None,
-        access_log=False,
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 5
-        while not server.started:
-            assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-            time.sleep(0.01)
-        yield sock.getsockname()[1]
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        sock.close()
+def connect(url: str) -> stdlib_socket.socket:
+    host, _, port = url.removeprefix("http://").partition(":")
+    return stdlib_socket.create_connection((host, int(port)))
 
 
 def receive_all(conn: stdlib_socket.socket) -> bytes:
@@ -227,12 +201,14 @@ def test_a_response_reaches_a_client_that_half_closed_after_asking(loop: str) ->
     the response still leaves before the connection closes."""
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": b"answered"})
         time.sleep(0.1)  # noqa: ASYNC251 - the rest of the turn: other work, while the EOF arrives
 
-    with uvicorn_on(app, loop) as port:
-        conn = stdlib_socket.create_connection(("127.0.0.1", port))
+    with http_helpers.serving(app, loop=loop) as url:
+        conn = connect(url)
         conn.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
         time.sleep(0.05)
         conn.shutdown(stdlib_socket.SHUT_WR)
@@ -259,14 +235,16 @@ def test_a_fast_writer_is_held_back_by_a_slow_reader(
     monkeypatch.setattr(FlowControl, "drain", counted)
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
         headers = [(b"content-length", b"%d" % (chunks * len(chunk)))]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         for _ in range(chunks):
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
         await send({"type": "http.response.body", "body": b""})
 
-    with uvicorn_on(app, loop) as port:
-        conn = stdlib_socket.create_connection(("127.0.0.1", port))
+    with http_helpers.serving(app, loop=loop) as url:
+        conn = connect(url)
         conn.setsockopt(stdlib_socket.SOL_SOCKET, stdlib_socket.SO_RCVBUF, 65536)
         conn.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         time.sleep(0.3)  # not reading yet
