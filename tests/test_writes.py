@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket as stdlib_socket
+import threading
 import time
 from typing import Any
 
@@ -200,18 +201,21 @@ def test_a_response_reaches_a_client_that_half_closed_after_asking(loop: str) ->
     """On uvloop the client's EOF can be read in the very turn the response was written:
     the response still leaves before the connection closes."""
 
+    answered = threading.Event()
+
     async def app(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": b"answered"})
-        time.sleep(0.1)  # noqa: ASYNC251 - the rest of the turn: other work, while the EOF arrives
+        answered.set()
+        time.sleep(0.2)  # noqa: ASYNC251 - the rest of the turn: other work, while the EOF arrives
 
     with http_helpers.serving(app, loop=loop) as url:
         conn = connect(url)
         conn.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-        time.sleep(0.05)
-        conn.shutdown(stdlib_socket.SHUT_WR)
+        assert answered.wait(5)
+        conn.shutdown(stdlib_socket.SHUT_WR)  # while the response is still held
         received = receive_all(conn)
         conn.close()
     assert received.startswith(b"HTTP/1.1 200 OK\r\n")
