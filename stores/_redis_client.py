@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 from typing import Any
 
@@ -12,6 +13,8 @@ from redis.asyncio.client import PubSub
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
+
+from ._urls import redacted
 
 log = logging.getLogger(__name__)
 
@@ -42,14 +45,42 @@ def client_from_url(
     scheme, sep, rest = url.partition("://")
     if sep and scheme in ("redis+cluster", "rediss+cluster"):
         # Per-node pools, managed by the cluster client.
-        return RedisCluster.from_url(f"{scheme.removesuffix('+cluster')}://{rest}", **options)
+        try:
+            return RedisCluster.from_url(f"{scheme.removesuffix('+cluster')}://{rest}", **options)
+        except TypeError as exc:  # an option its constructor does not take
+            raise ValueError(f"Redis URL {redacted(url)!r}: unknown option ({exc})") from None
     if sep and scheme in ("redis", "rediss", "unix"):
         pool = BlockingConnectionPool.from_url(url, timeout=op_timeout, **options)
+        accepted = _keywords(pool.connection_class)
+        unknown = sorted(set(pool.connection_kwargs) - accepted) if accepted is not None else []
+        if unknown:
+            raise ValueError(
+                f"Redis URL {redacted(url)!r}: unknown option {', '.join(unknown)}; the query "
+                "takes ?prefix= and redis-py's connection options (db, client_name, "
+                "socket_keepalive, ...)"
+            )
         return Redis.from_pool(pool)
     raise ValueError(
         f"not a Redis URL (scheme {scheme!r}); use redis://host:port/db, rediss://..., "
         "unix:///path/to/socket or redis+cluster://host:port"
     )
+
+
+def _keywords(connection_class: type) -> set[str] | None:
+    """The keyword arguments ``connection_class`` takes, through the ``**kwargs`` its
+    ``__init__`` hands to its bases; ``None`` when the last of them takes any."""
+    names: set[str] = set()
+    for klass in connection_class.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        parameters = inspect.signature(init).parameters.values()
+        names.update(
+            p.name for p in parameters if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)
+        )
+        if not any(p.kind is p.VAR_KEYWORD for p in parameters):
+            return names
+    return None
 
 
 def as_bytes(value: object, what: str) -> bytes:

@@ -113,13 +113,13 @@ class RedisStore:
         """
         check_ttl(op_timeout, "op_timeout")
         if isinstance(url_or_client, str):
-            url_or_client, in_url = split_prefix(url_or_client)
+            url, in_url = split_prefix(url_or_client)
             if in_url is not None and prefix is not None and in_url != prefix:
                 raise ValueError(
                     f"Redis key prefix given twice: prefix={prefix!r} and ?prefix={in_url} in "
                     f"{redacted(url_or_client)!r}; give one"
                 )
-            prefix = in_url if in_url is not None else prefix
+            url_or_client, prefix = url, in_url if in_url is not None else prefix
         prefix = "engine" if prefix is None else prefix
         if not prefix or "{" in prefix or "}" in prefix:
             raise ValueError(f"Redis key prefix must be non-empty without braces, got {prefix!r}")
