@@ -22,11 +22,11 @@ import math
 import os
 import socket
 import sys
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import uvicorn
-from uvicorn.config import STARTUP_FAILURE
+from uvicorn.config import HTTP_PROTOCOLS, STARTUP_FAILURE
+from uvicorn.importer import import_from_string
 
 from engine.transports.writes import coalescing
 
@@ -82,25 +82,6 @@ class DrainingServer(uvicorn.Server):
 _PROTOCOL_NAMES = {"H11Protocol": "h11", "HttpToolsProtocol": "httptools"}
 
 
-def _httptools_protocol() -> type[asyncio.Protocol]:
-    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
-
-    return HttpToolsProtocol
-
-
-def _h11_protocol() -> type[asyncio.Protocol]:
-    from uvicorn.protocols.http.h11_impl import H11Protocol
-
-    return H11Protocol
-
-
-_PROTOCOL_CLASSES: dict[str, Callable[[], type[asyncio.Protocol]]] = {
-    "httptools": _httptools_protocol,
-    "h11": _h11_protocol,
-}
-"""uvicorn's HTTP/1.1 protocols by name, imported when chosen (httptools may be missing)."""
-
-
 def _fast_loop_expected() -> bool:
     """Whether this platform installs uvloop with the package (see pyproject.toml)."""
     return sys.implementation.name == "cpython" and sys.platform not in ("win32", "cygwin")
@@ -150,8 +131,8 @@ def serve(app: StreamableHTTPApp, *, host: str, port: int, settings: dict[str, A
             "per core. Install it (pip install uvloop, a dependency of mcp-engine), or pass "
             "uvicorn_options={'loop': 'asyncio'} to choose asyncio knowingly"
         )
-    if isinstance(config.http, str) and http in _PROTOCOL_CLASSES:
-        config.http = coalescing(_PROTOCOL_CLASSES[http]())
+    if isinstance(config.http, str) and http in ("httptools", "h11"):
+        config.http = coalescing(import_from_string(HTTP_PROTOCOLS[http]))
     server = DrainingServer(config, app)
     try:
         with contextlib.suppress(KeyboardInterrupt):
