@@ -307,16 +307,19 @@ class RoundRunner:
         def finish(reply: RoundReply, response: bytes) -> Awaitable[None] | None:
             call_id = reply.call_id or ""
             event = journal_event(server, handler, request, reply, response, started)
-            if claimed is None and ledger.enqueue(call_id, event):
+            settling = None if claimed is None else ledger.settle(claimed, response)
+            if settling is None and ledger.enqueue(call_id, event):
                 return None  # nothing waits on the store: the journal writers take it from here
-            return keep(call_id, event, response)
+            return keep(settling, call_id, event)
 
-        async def keep(call_id: str, event: dict[str, Any], response: bytes) -> None:
+        async def keep(
+            settling: Awaitable[None] | None, call_id: str, event: dict[str, Any]
+        ) -> None:
             # The body ran: keeping its response must not be cut short by a client hanging
             # up, or a retry would run it again. Store operations have their own timeout.
             with uncut():
-                if claimed is not None:
-                    await ledger.settle(claimed, response)
+                if settling is not None:
+                    await settling
                 await ledger.record(call_id, event)
 
         return finish

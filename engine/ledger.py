@@ -38,12 +38,21 @@ JOURNAL_BATCH = 200
 JOURNAL_QUEUE = 2048
 """Events waiting for a journal writer beyond which new ones are dropped (and counted)."""
 
+KEEP_UNACKNOWLEDGED = 1024
+"""Responses sent to the store but not yet acknowledged beyond which a round waits for its own
+(so a slow store slows the answers down instead of piling responses up in memory)."""
+
 DROP_WARNING_INTERVAL = 10.0
 """Seconds between warnings about journal events dropped under overload."""
 _NOT_HELD = contextlib.nullcontext()
 
 Deferred = tuple[Callable[[], Awaitable[None]], str, float]
 """A store write to retry: the write, what it is (for the log), until when (monotonic)."""
+
+SendComplete = Callable[
+    [str, int, bytes, bytes, float, Callable[[BaseException | None], None]], bool
+]
+"""A store's optional ``send_complete`` (see `stores.Store`)."""
 
 
 def store_error(exc: StoreUnavailable, metrics: Metrics | None = None) -> MCPError:
@@ -156,6 +165,13 @@ class Ledger:
         self._dropped = 0
         """Journal events dropped since the last warning about them."""
         self._warned_at = -DROP_WARNING_INTERVAL
+        self._send_complete: SendComplete | None = getattr(store, "send_complete", None)
+        self._sending = False
+        """Whether responses may be kept without waiting: while failed writes can be retried
+        (:meth:`run_deferred` runs) and until :meth:`flush`."""
+        self._unacknowledged = 0
+        self._all_kept: anyio.Event | None = None
+        """Set once nothing is unacknowledged, when :meth:`flush` waits for that."""
 
     async def admit(self, call_id: str, round_no: int, fingerprint: bytes) -> Admission:
         """Claim a round for this attempt, with a short lease (see :meth:`keep_alive`)."""
@@ -216,21 +232,58 @@ class Ledger:
                     )
                     self._held.discard(hold)
 
-    async def settle(self, hold: Hold, response: bytes) -> None:
-        """Keep the round's response for duplicates, for the full TTL.
+    def settle(self, hold: Hold, response: bytes) -> Awaitable[None] | None:
+        """Keep the round's response for duplicates, for the full TTL: a write to await before
+        answering, or ``None`` when the store has it on its way already.
+
+        With a store that can send a write without waiting for it (``send_complete``), the
+        response goes to the store before the answer goes to the client, and the answer does
+        not wait a round trip for the acknowledgement. A duplicate arriving meanwhile finds the
+        round still claimed and waits for the response, as it would for a round still running.
 
         The body has run by now, so the response is delivered even when the store is down;
         keeping it is then retried in the background until the store is back (for one TTL).
         """
-        complete = self.store.complete
+        send = self._send_complete
+        if send is not None and self._sending and self._unacknowledged < KEEP_UNACKNOWLEDGED:
+            self._unacknowledged += 1
+            kept = partial(self._kept, hold, response)
+            if send(hold.call_id, hold.round_no, hold.fingerprint, response, self.ttl, kept):
+                return None
+            self._unacknowledged -= 1
+        return self._complete(hold, response)
+
+    async def _complete(self, hold: Hold, response: bytes) -> None:
         try:
-            await complete(hold.call_id, hold.round_no, hold.fingerprint, response, self.ttl)
-        except StoreUnavailable as exc:
-            what = f"the response of round {hold.round_no} of call {hold.call_id}"
-            write = partial(
-                complete, hold.call_id, hold.round_no, hold.fingerprint, response, self.ttl
+            await self.store.complete(
+                hold.call_id, hold.round_no, hold.fingerprint, response, self.ttl
             )
-            self._retry_later(write, what, exc)
+        except StoreUnavailable as exc:
+            self._complete_later(hold, response, exc)
+
+    def _kept(self, hold: Hold, response: bytes, error: BaseException | None) -> None:
+        """The store's acknowledgement of a response sent by :meth:`settle`."""
+        self._unacknowledged -= 1
+        if self._unacknowledged == 0 and self._all_kept is not None:
+            self._all_kept.set()
+        if error is None:
+            return
+        if isinstance(error, StoreUnavailable):
+            self._complete_later(hold, response, error)
+        else:
+            log.error(
+                "could not keep the response of round %s of call %s: %r",
+                hold.round_no,
+                hold.call_id,
+                error,
+            )
+
+    def _complete_later(self, hold: Hold, response: bytes, exc: StoreUnavailable) -> None:
+        what = f"the response of round {hold.round_no} of call {hold.call_id}"
+        write = partial(
+            self.store.complete, hold.call_id, hold.round_no, hold.fingerprint, response, self.ttl
+        )
+        self._retry_later(write, what, exc)
 
     async def abandon(self, hold: Hold) -> None:
         """Give the round back after a failure that produced no response to keep."""
@@ -266,7 +319,14 @@ class Ledger:
 
     async def run_deferred(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
         """Retry the writes that failed while the store was down, oldest first."""
+        self._sending = True
         task_status.started()
+        try:
+            await self._retry_deferred()
+        finally:
+            self._sending = False
+
+    async def _retry_deferred(self) -> None:
         async for write, what, deadline in self._pending:
             delay = 0.2
             while True:
@@ -354,13 +414,23 @@ class Ledger:
             self._drained.set()
 
     async def flush(self, within: float = 2.0) -> None:
-        """Let the writers finish the events queued so far (at shutdown), ``within`` seconds."""
+        """At shutdown: wait (``within`` seconds) for the store to acknowledge the responses
+        sent to it and for the journal writers to write the events queued so far."""
         writers, self._writers = self._writers, []
+        self._sending = False
         for writer in writers:
             writer.close()
-        if writers:
-            with anyio.move_on_after(within):
+        with anyio.move_on_after(within):
+            if self._unacknowledged:
+                self._all_kept = anyio.Event()
+                await self._all_kept.wait()
+            if writers:
                 await self._drained.wait()
+        if self._unacknowledged:
+            log.warning(
+                "shutting down with %d responses the store has not acknowledged keeping",
+                self._unacknowledged,
+            )
 
     async def _write_journal(self, queue: _EventQueue) -> None:
         events = queue.events
