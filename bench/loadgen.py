@@ -336,6 +336,16 @@ def process_cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def run_queue_seconds(pid: int) -> float:
+    """Time the process's main thread (the server's event loop) has spent ready to run but
+    waiting for a CPU, from ``/proc/<pid>/schedstat``; 0 where the kernel does not keep it."""
+    try:
+        with open(f"/proc/{pid}/schedstat") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 def system_busy_seconds() -> float:
     """CPU seconds all processes have spent busy since boot, from ``/proc/stat``."""
     with open("/proc/stat") as f:
@@ -362,6 +372,8 @@ class RunResult:
     store_cpu: float = 0.0
     """CPU of the store's server (Redis) over the window, when its process is known."""
     system_busy: float = 0.0
+    server_waiting: float = 0.0
+    """Seconds the server's event loop was ready to run but had no CPU (see `run_queue_seconds`)."""
 
     @property
     def valid(self) -> bool:
@@ -386,6 +398,7 @@ class RunResult:
             whole.client_cpu += part.client_cpu
             whole.store_cpu += part.store_cpu
             whole.system_busy += part.system_busy
+            whole.server_waiting += part.server_waiting
         return whole
 
     def summary(self) -> dict[str, Any]:
@@ -421,6 +434,7 @@ class RunResult:
             if self.rounds
             else None,
             "server_cpu_share": self.server_cpu / self.duration,
+            "server_waiting_share": self.server_waiting / self.duration,
             "client_cpu_share": self.client_cpu / self.duration,
             "store_cpu_share": self.store_cpu / self.duration,
             "other_cpu_share": max(
@@ -492,6 +506,7 @@ async def run_load(
     tasks = [asyncio.ensure_future(worker()) for _ in range(connections)]
     await asyncio.sleep(warmup)
     cpu0 = process_cpu_seconds(server_pid)
+    waiting0 = run_queue_seconds(server_pid)
     store0 = process_cpu_seconds(store_pid) if store_pid else 0.0
     client0 = time.process_time()
     busy0 = system_busy_seconds()
@@ -500,6 +515,7 @@ async def run_load(
     measuring = True
     await asyncio.sleep(duration)
     cpu1 = process_cpu_seconds(server_pid)
+    waiting1 = run_queue_seconds(server_pid)
     store1 = process_cpu_seconds(store_pid) if store_pid else 0.0
     client1 = time.process_time()
     busy1 = system_busy_seconds()
@@ -513,6 +529,7 @@ async def run_load(
             result.failures += 1
             result.first_errors.append(f"worker crashed: {exc!r}")
     result.server_cpu = cpu1 - cpu0
+    result.server_waiting = waiting1 - waiting0
     result.client_cpu = client1 - client0
     result.store_cpu = store1 - store0
     result.system_busy = busy1 - busy0

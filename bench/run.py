@@ -410,6 +410,7 @@ def measure_repeat(
                     f"{summary['rounds_per_s']:9.1f} rounds/s  p50 {fmt(summary['p50_ms'], 2)} ms "
                     f"p99 {fmt(summary['p99_ms'], 2)} ms  cpu/round "
                     f"{fmt(summary['server_cpu_us_per_round'], 0)} µs  "
+                    f"waiting for a CPU {summary['server_waiting_share']:.2f}  "
                     f"redis {summary['store_cpu_share']:.2f} cores  "
                     f"busy elsewhere {summary['other_cpu_share']:.2f} cores  {status}"
                 )
@@ -575,6 +576,7 @@ MEDIAN_FIGURES = (
     "token_after_first_answer",
     "server_cpu_us_per_round",
     "server_cpu_share",
+    "server_waiting_share",
     "client_cpu_share",
     "store_cpu_share",
     "other_cpu_share",
@@ -772,6 +774,7 @@ def table_rows(results: list[dict[str, Any]]) -> list[list[str]]:
                     if row["token_bytes_per_round"] is not None
                     else "–",
                     fmt(row["server_cpu_us_per_round"], 0) + vs("server_cpu_us_per_round"),
+                    f"{row.get('server_waiting_share', 0.0):.2f}",
                     f"{row['rounds_per_s'] / floor_rps:.2f}" if floor_rps else "",
                     f"{row.get('store_cpu_share', 0.0):.2f}",
                     f"{row['other_cpu_share']:.2f}"
@@ -790,6 +793,7 @@ HEADERS = [
     "p99 ms",
     "token B/round",
     "server CPU µs/round",
+    "server waiting for a CPU",
     "rounds/s ÷ floor",
     "Redis (cores)",
     "busy elsewhere (cores)",
@@ -984,7 +988,11 @@ def render_doc(
         "latency (first POST to final result); token B/round = mean `requestState` length per "
         "`input_required` round; server CPU µs/round = the server process's utime+stime "
         "(`/proc/<pid>/stat`) over the window ÷ rounds. In parentheses: ours ÷ official "
-        "(JSON mode) in the same run. rounds/s ÷ floor = rounds/s ÷ the floor's requests/s. "
+        "(JSON mode) in the same run. Server waiting for a CPU = the share of the window the "
+        "server's event loop was ready to run but had no core (`/proc/<pid>/schedstat`): the "
+        "load generator, Redis and the server share 2 cores, and where this is high the row "
+        "is bound by the machine's CPU rather than by waiting on the network or Redis. "
+        "rounds/s ÷ floor = rounds/s ÷ the floor's requests/s. "
         "Redis = the Redis server's own CPU during the window, in cores (when it runs on this "
         "machine). Busy elsewhere = CPU used on the machine during the window by anything else "
         "(`/proc/stat`, which counts time a virtual machine's host kept from it), in cores "
