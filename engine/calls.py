@@ -15,6 +15,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import anyio.lowlevel
+
 from engine.asking import Asker, ReplayAsker
 from engine.claims import Binding, Claims, StateRef, new_call_id, principal_tag
 from engine.context import CallScope, RequestScope
@@ -307,10 +309,15 @@ class RoundRunner:
         def finish(reply: RoundReply, response: bytes) -> Awaitable[None] | None:
             call_id = reply.call_id or ""
             event = journal_event(server, handler, request, reply, response, started)
-            settling = None if claimed is None else ledger.settle(claimed, response)
-            if settling is None and ledger.enqueue(call_id, event):
-                return None  # nothing waits on the store: the journal writers take it from here
-            return keep(settling, call_id, event)
+            if claimed is not None and not ledger.send(claimed, response):
+                return keep(ledger.settle(claimed, response), call_id, event)
+            # Nothing waits on the store: the journal writers take the event from here, and a
+            # response sent to the store reaches its connection within a turn of the event
+            # loop, which the answer lets pass first.
+            turn = None if claimed is None else anyio.lowlevel.checkpoint()
+            if ledger.enqueue(call_id, event):
+                return turn
+            return keep(turn, call_id, event)
 
         async def keep(
             settling: Awaitable[None] | None, call_id: str, event: dict[str, Any]

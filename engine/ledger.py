@@ -170,8 +170,10 @@ class Ledger:
         """Whether responses may be kept without waiting: while failed writes can be retried
         (:meth:`run_deferred` runs) and until :meth:`flush`."""
         self._unacknowledged = 0
-        self._all_kept: anyio.Event | None = None
-        """Set once nothing is unacknowledged, when :meth:`flush` waits for that."""
+        self._retrying = 0
+        """Writes handed to :meth:`run_deferred` and not yet done or given up."""
+        self._settled: anyio.Event | None = None
+        """Set when nothing is unacknowledged or being retried, while :meth:`flush` waits."""
 
     async def admit(self, call_id: str, round_no: int, fingerprint: bytes) -> Admission:
         """Claim a round for this attempt, with a short lease (see :meth:`keep_alive`)."""
@@ -232,25 +234,41 @@ class Ledger:
                     )
                     self._held.discard(hold)
 
-    def settle(self, hold: Hold, response: bytes) -> Awaitable[None] | None:
-        """Keep the round's response for duplicates, for the full TTL: a write to await before
-        answering, or ``None`` when the store has it on its way already.
+    def send(self, hold: Hold, response: bytes) -> bool:
+        """Send the round's response to the store without waiting for it to be kept, where the
+        store can (``send_complete``); ``False``: await :meth:`settle` instead.
 
-        With a store that can send a write without waiting for it (``send_complete``), the
-        response goes to the store before the answer goes to the client, and the answer does
-        not wait a round trip for the acknowledgement. A duplicate arriving meanwhile finds the
-        round still claimed and waits for the response, as it would for a round still running.
-
-        The body has run by now, so the response is delivered even when the store is down;
-        keeping it is then retried in the background until the store is back (for one TTL).
+        A response sent is written to the store's connection within one turn of the event loop
+        (the answer lets that turn pass first) and acknowledged later. A duplicate arriving
+        meanwhile finds the round still claimed and waits for the response, as it would for a
+        round still running; one the store fails to keep is written again in the background.
         """
         send = self._send_complete
-        if send is not None and self._sending and self._unacknowledged < KEEP_UNACKNOWLEDGED:
-            self._unacknowledged += 1
-            kept = partial(self._kept, hold, response)
-            if send(hold.call_id, hold.round_no, hold.fingerprint, response, self.ttl, kept):
-                return None
+        if send is None or not self._sending or self._unacknowledged >= KEEP_UNACKNOWLEDGED:
+            return False
+        self._unacknowledged += 1
+        try:
+            sent = send(
+                hold.call_id,
+                hold.round_no,
+                hold.fingerprint,
+                response,
+                self.ttl,
+                partial(self._kept, hold, response),
+            )
+        except BaseException:
             self._unacknowledged -= 1
+            raise
+        if not sent:
+            self._unacknowledged -= 1
+        return sent
+
+    def settle(self, hold: Hold, response: bytes) -> Awaitable[None]:
+        """Keep the round's response for duplicates, for the full TTL, before answering.
+
+        The body has run by now, so the response is delivered even when the store is down;
+        keeping it is then retried in the background while the process runs (for one TTL).
+        """
         return self._complete(hold, response)
 
     async def _complete(self, hold: Hold, response: bytes) -> None:
@@ -264,19 +282,20 @@ class Ledger:
     def _kept(self, hold: Hold, response: bytes, error: BaseException | None) -> None:
         """The store's acknowledgement of a response sent by :meth:`settle`."""
         self._unacknowledged -= 1
-        if self._unacknowledged == 0 and self._all_kept is not None:
-            self._all_kept.set()
-        if error is None:
-            return
         if isinstance(error, StoreUnavailable):
             self._complete_later(hold, response, error)
-        else:
+        elif error is not None:
             log.error(
                 "could not keep the response of round %s of call %s: %r",
                 hold.round_no,
                 hold.call_id,
                 error,
             )
+        self._check_settled()
+
+    def _check_settled(self) -> None:
+        if self._settled is not None and not self._unacknowledged and not self._retrying:
+            self._settled.set()
 
     def _complete_later(self, hold: Hold, response: bytes, exc: StoreUnavailable) -> None:
         what = f"the response of round {hold.round_no} of call {hold.call_id}"
@@ -316,6 +335,8 @@ class Ledger:
             self._deferred.send_nowait((write, what, time.monotonic() + self.ttl))
         except anyio.WouldBlock:
             log.error("too many deferred store writes; %s is lost", what)
+        else:
+            self._retrying += 1
 
     async def run_deferred(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
         """Retry the writes that failed while the store was down, oldest first."""
@@ -328,19 +349,31 @@ class Ledger:
 
     async def _retry_deferred(self) -> None:
         async for write, what, deadline in self._pending:
-            delay = 0.2
-            while True:
-                try:
-                    await write()
-                except StoreUnavailable:
-                    if time.monotonic() + delay > deadline:
-                        log.error("gave up writing %s: the store stayed unavailable", what)
-                        break
-                    await anyio.sleep(delay)
-                    delay = min(delay * 2, 5.0)
-                else:
-                    log.info("wrote %s once the store was back", what)
-                    break
+            try:
+                await self._retry(write, what, deadline)
+            finally:
+                self._retrying -= 1
+                self._check_settled()
+
+    async def _retry(
+        self, write: Callable[[], Awaitable[None]], what: str, deadline: float
+    ) -> None:
+        delay = 0.2
+        while True:
+            try:
+                await write()
+            except StoreUnavailable:
+                if time.monotonic() + delay > deadline:
+                    log.error("gave up writing %s: the store stayed unavailable", what)
+                    return
+                await anyio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+            except Exception:
+                log.exception("gave up writing %s: the store refused it", what)
+                return
+            else:
+                log.info("wrote %s once the store was back", what)
+                return
 
     async def spill(self, call_id: str, state: bytes) -> StateRef:
         blob_id = random_bytes(9).hex()
@@ -414,22 +447,27 @@ class Ledger:
             self._drained.set()
 
     async def flush(self, within: float = 2.0) -> None:
-        """At shutdown: wait (``within`` seconds) for the store to acknowledge the responses
-        sent to it and for the journal writers to write the events queued so far."""
+        """At shutdown, within ``within`` seconds: the store acknowledges the responses sent
+        to it, the writes that failed are retried, the journal writers write what is queued."""
         writers, self._writers = self._writers, []
         self._sending = False
         for writer in writers:
             writer.close()
         with anyio.move_on_after(within):
-            if self._unacknowledged:
-                self._all_kept = anyio.Event()
-                await self._all_kept.wait()
+            if self._unacknowledged or self._retrying:
+                self._settled = anyio.Event()
+                await self._settled.wait()
             if writers:
                 await self._drained.wait()
-        if self._unacknowledged:
+        self._settled = None
+        if self._unacknowledged or self._retrying:
             log.warning(
-                "shutting down with %d responses the store has not acknowledged keeping",
+                "shutting down with store writes not done: %d responses the store has not "
+                "acknowledged keeping, %d failed writes (responses kept for duplicate retries, "
+                "claims given back) still to retry; once the claims of those rounds lapse, a "
+                "retry runs the round again",
                 self._unacknowledged,
+                self._retrying,
             )
 
     async def _write_journal(self, queue: _EventQueue) -> None:

@@ -28,6 +28,7 @@ UNAVAILABLE = (
     rx.TryAgainError,
     rx.SlotNotCoveredError,
     rx.OutOfMemoryError,
+    rx.NoScriptError,  # Redis restarted between loading a script and running it
 )
 """Errors that mean "not now" rather than "wrong request"."""
 

@@ -395,10 +395,12 @@ class RedisStore:
         ttl: float,
         then: Callable[[BaseException | None], None],
     ) -> bool:
-        """`complete` queued on the shared connection now (it goes out in this turn of the
-        event loop), its acknowledgement reported to ``then``; ``False`` when not serving."""
+        """`complete` queued on the shared connection, which writes it from a callback the
+        event loop runs next, so before any task that yields now runs again; its
+        acknowledgement is reported to ``then``. ``False`` when the connection is not up (not
+        serving, or reconnecting)."""
         mux = self._mux
-        if mux is None or self._closed:
+        if mux is None or self._closed or not mux.connected:
             return False
         check_round_op(call_id, round_no, ttl)
         key = self._round_key(call_id, round_no)

@@ -13,7 +13,7 @@ import anyio
 import pytest
 
 import engine.ledger
-from engine.testing import Client
+from engine.testing import Client, ProtocolError
 from stores import Claim, MemoryStore, StoreUnavailable
 from tests.test_ledger import YES, first_round, order_server, retry
 
@@ -77,6 +77,7 @@ async def test_the_answer_does_not_wait_for_the_store_to_acknowledge_the_respons
     assert first["content"][0]["text"] == "Backordered 'Neuromancer'; it ships in 2-3 weeks."
     assert duplicate == first
     assert counter == [1]
+    assert mcp.ledger._unacknowledged == 0
 
 
 async def test_a_response_the_store_failed_to_keep_is_kept_later() -> None:
@@ -137,6 +138,25 @@ async def test_shutting_down_waits_for_the_store_to_acknowledge_what_was_sent(
     assert (await store.claim(*store_round(mcp, state), ttl=30)).status is Claim.DUPLICATE
 
 
+async def test_shutting_down_retries_a_response_the_store_failed_to_keep(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store = AcknowledgingStore()
+    mcp = order_server(store, [])
+    with caplog.at_level(logging.WARNING, logger="engine.ledger"):
+        async with (
+            anyio.create_task_group() as tg,
+            Client(mcp, elicitation=lambda p: YES) as client,
+        ):
+            state = (await first_round(client))["requestState"]
+            await client.send("tools/call", retry(state))
+            outage = StoreUnavailable("memory store unavailable: complete (test)")
+            tg.start_soon(store.acknowledge, outage)  # as the server shuts down
+    assert (await store.claim(*store_round(mcp, state), ttl=30)).status is Claim.DUPLICATE
+    assert "shutting down with store writes not done" not in caplog.text
+    assert mcp.ledger is not None and mcp.ledger._unacknowledged == 0
+
+
 async def test_shutting_down_gives_up_on_an_acknowledgement_that_never_comes(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -148,7 +168,25 @@ async def test_shutting_down_gives_up_on_an_acknowledgement_that_never_comes(
         await client.send("tools/call", retry(state))
         with caplog.at_level(logging.WARNING, logger="engine.ledger"):
             await mcp.ledger.flush(within=0.1)
-    assert "shutting down with 1 responses the store has not acknowledged keeping" in caplog.text
+        await store.acknowledge()  # late: the server's own shutdown then has nothing to wait for
+    assert (
+        "shutting down with store writes not done: 1 responses the store has not acknowledged"
+        in caplog.text
+    )
+
+
+async def test_a_store_that_fails_to_send_leaves_nothing_owed() -> None:
+    class Broken(AcknowledgingStore):
+        def send_complete(self, *args: Any) -> bool:
+            raise UnicodeEncodeError("utf-8", "\ud800", 0, 1, "surrogates not allowed")
+
+    mcp = order_server(Broken(), [])
+    assert mcp.ledger is not None
+    async with Client(mcp, elicitation=lambda p: YES) as client:
+        state = (await first_round(client))["requestState"]
+        with pytest.raises(ProtocolError):
+            await client.send("tools/call", retry(state))
+        assert mcp.ledger._unacknowledged == 0
 
 
 @pytest.mark.parametrize("why", ["the store cannot send at once", "too many unacknowledged"])
@@ -177,3 +215,71 @@ def store_round(mcp: Any, state: str) -> tuple[str, int, bytes]:
     claims = Claims.decode(mcp.keys.open(state, mcp.max_token_chars))
     fingerprint = responses_fingerprint({"confirm_backorder": YES})
     return claims.call_id.hex(), claims.round_no, fingerprint
+
+
+@pytest.mark.parametrize("body", ["small", "over 64 KiB"])
+async def test_on_redis_the_response_is_written_to_redis_before_the_answer(
+    body: str, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever writes the answer (here the ASGI app's caller, which could send it at once),
+    the completion is on Redis's connection first."""
+    import json
+
+    from stores import RedisStore, _redis_mux
+    from tests.http_helpers import headers_for, request
+
+    written: list[str] = []
+    flush = _redis_mux._Wire.flush
+
+    def recorded(self: _redis_mux._Wire) -> None:
+        if any(b"EVALSHA" in packed and completion in packed for packed in self.queued):
+            written.append("completion")
+        flush(self)
+
+    monkeypatch.setattr(_redis_mux._Wire, "flush", recorded)
+    store = RedisStore(redis_url)
+    completion = store._complete.sha.encode()
+    mcp = order_server(store, [])
+    if body != "small":
+        tool = mcp.tools["order_book"].signature
+        counting = tool.fn
+
+        async def long_answer(**kwargs: Any) -> str:
+            return str(await counting(**kwargs)) + " " + "x" * 70_000
+
+        tool.fn = long_answer
+    app = mcp.streamable_http_app()
+
+    async def post(params: dict[str, Any]) -> dict[str, Any]:
+        message = request("tools/call", params, capabilities={"elicitation": {}})
+        incoming = [{"type": "http.request", "body": json.dumps(message).encode()}]
+        answer: list[bytes] = []
+
+        async def receive() -> dict[str, Any]:
+            if incoming:
+                return incoming.pop()
+            await anyio.sleep_forever()
+            raise AssertionError("unreachable")
+
+        async def send(event: dict[str, Any]) -> None:
+            if event["type"] == "http.response.body":
+                written.append("answer")
+                answer.append(event["body"])
+
+        headers = [(k.lower().encode(), v.encode()) for k, v in headers_for(message).items()]
+        await app(
+            {"type": "http", "method": "POST", "path": "/mcp", "headers": headers}, receive, send
+        )
+        result: dict[str, Any] = json.loads(b"".join(answer))["result"]
+        return result
+
+    try:
+        async with mcp.running():
+            params = {"name": "order_book", "arguments": {"title": "Neuromancer"}}
+            state = (await post(params))["requestState"]
+            written.clear()
+            final = await post(retry(state))
+    finally:
+        await store.aclose()
+    assert final["content"][0]["text"].startswith("Backordered 'Neuromancer'")
+    assert written == ["completion", "answer"]

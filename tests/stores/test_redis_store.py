@@ -812,25 +812,70 @@ async def test_a_completion_redis_refuses_is_reported_as_its_error(
     await redis_client.set(store._round_key("c1", 1), b"not a round")
     acknowledgements = Acknowledgements()
     async with serving(store):
+        assert (await store.claim("c0", 1, b"fp", ttl=30)).status is Claim.FRESH  # connected
         assert store.send_complete("c1", 1, b"fp", b"done", 30, acknowledgements)
         error = await acknowledgements.next()
     assert isinstance(error, Exception) and "WRONGTYPE" in str(error)
     assert not isinstance(error, StoreUnavailable)
 
 
-async def test_a_completion_sent_in_an_outage_is_reported_unavailable(
+async def test_a_completion_redis_does_not_answer_in_time_is_reported_unavailable(
+    private_redis: PrivateRedis,
+) -> None:
+    store = RedisStore(private_redis.url, prefix="stalled-sent", op_timeout=0.5)
+    acknowledgements = Acknowledgements()
+    try:
+        async with serving(store):
+            assert (await store.claim("c1", 1, b"fp", ttl=30)).status is Claim.FRESH
+            private_redis.signal(signal.SIGSTOP)
+            try:
+                assert store.send_complete("c1", 1, b"fp", b"done", 30, acknowledgements)
+                error = await acknowledgements.next()
+            finally:
+                private_redis.signal(signal.SIGCONT)
+    finally:
+        await store.aclose()
+    assert isinstance(error, StoreUnavailable)
+    assert "complete of call 'c1' round 1" in str(error) and "can be retried" in str(error)
+
+
+async def test_a_completion_is_not_sent_without_waiting_while_the_connection_is_down(
     private_redis: PrivateRedis,
 ) -> None:
     store = RedisStore(private_redis.url, prefix="outage-sent", op_timeout=0.5)
     acknowledgements = Acknowledgements()
     try:
         async with serving(store):
+            assert not store.send_complete("c1", 1, b"fp", b"done", 30, acknowledgements)
             assert (await store.claim("c1", 1, b"fp", ttl=30)).status is Claim.FRESH
             await private_redis.kill()
-            assert store.send_complete("c1", 1, b"fp", b"done", 30, acknowledgements)
-            error = await acknowledgements.next()
+            sent = 0
+            for _ in range(500):  # until the loss is noticed; each sent before is reported
+                if not store.send_complete("c2", 1, b"fp", b"done", 30, acknowledgements):
+                    break
+                sent += 1
+                await anyio.sleep(0.01)
+            else:
+                raise AssertionError("the lost connection went unnoticed")
+            outcomes = [await acknowledgements.next() for _ in range(sent)]
             await private_redis.start()
+            assert (await store.claim("c3", 1, b"fp", ttl=30)).status is Claim.FRESH
+            assert store.send_complete("c3", 1, b"fp", b"done", 30, acknowledgements)
+            assert await acknowledgements.next() is None
     finally:
         await store.aclose()
+    assert all(isinstance(error, StoreUnavailable) for error in outcomes)
+
+
+async def test_a_completion_the_connection_stopped_before_sending_is_reported_unavailable(
+    redis_replicas: Replicas, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = await redis_replicas()
+    acknowledgements = Acknowledgements()
+    async with serving(store):
+        assert (await store.claim("c1", 1, b"fp", ttl=30)).status is Claim.FRESH
+        monkeypatch.setattr(_redis_mux._Wire, "flush", lambda self: None)  # never written
+        assert store.send_complete("c1", 1, b"fp", b"done", 30, acknowledgements)
+    error = await acknowledgements.next()
     assert isinstance(error, StoreUnavailable)
-    assert "complete of call 'c1' round 1" in str(error) and "can be retried" in str(error)
+    assert "stopped before sending it" in str(error)
