@@ -263,15 +263,12 @@ class Ledger:
             self._unacknowledged -= 1
         return sent
 
-    def settle(self, hold: Hold, response: bytes) -> Awaitable[None]:
+    async def settle(self, hold: Hold, response: bytes) -> None:
         """Keep the round's response for duplicates, for the full TTL, before answering.
 
         The body has run by now, so the response is delivered even when the store is down;
         keeping it is then retried in the background while the process runs (for one TTL).
         """
-        return self._complete(hold, response)
-
-    async def _complete(self, hold: Hold, response: bytes) -> None:
         try:
             await self.store.complete(
                 hold.call_id, hold.round_no, hold.fingerprint, response, self.ttl
@@ -280,7 +277,7 @@ class Ledger:
             self._complete_later(hold, response, exc)
 
     def _kept(self, hold: Hold, response: bytes, error: BaseException | None) -> None:
-        """The store's acknowledgement of a response sent by :meth:`settle`."""
+        """The store's acknowledgement of a response sent by :meth:`send`."""
         self._unacknowledged -= 1
         if isinstance(error, StoreUnavailable):
             self._complete_later(hold, response, error)
