@@ -15,8 +15,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import anyio.lowlevel
-
 from engine.asking import Asker, ReplayAsker
 from engine.claims import Binding, Claims, StateRef, new_call_id, principal_tag
 from engine.context import CallScope, RequestScope
@@ -309,24 +307,16 @@ class RoundRunner:
         def finish(reply: RoundReply, response: bytes) -> Awaitable[None] | None:
             call_id = reply.call_id or ""
             event = journal_event(server, handler, request, reply, response, started)
-            if claimed is not None and not ledger.send(claimed, response):
-                return keep(ledger.settle(claimed, response), call_id, event)
-            # Nothing waits on the store: the journal writers take the event from here, and a
-            # response sent to the store reaches its connection within a turn of the event
-            # loop, which the answer lets pass first.
-            turn = None if claimed is None else anyio.lowlevel.checkpoint()
-            if ledger.enqueue(call_id, event):
-                return turn
-            return keep(turn, call_id, event)
+            if claimed is None and ledger.enqueue(call_id, event):
+                return None  # nothing waits on the store: the journal writers take it from here
+            return keep(call_id, event, response)
 
-        async def keep(
-            settling: Awaitable[None] | None, call_id: str, event: dict[str, Any]
-        ) -> None:
+        async def keep(call_id: str, event: dict[str, Any], response: bytes) -> None:
             # The body ran: keeping its response must not be cut short by a client hanging
             # up, or a retry would run it again. Store operations have their own timeout.
             with uncut():
-                if settling is not None:
-                    await settling
+                if claimed is not None:
+                    await ledger.settle(claimed, response)
                 await ledger.record(call_id, event)
 
         return finish

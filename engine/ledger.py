@@ -38,21 +38,12 @@ JOURNAL_BATCH = 200
 JOURNAL_QUEUE = 2048
 """Events waiting for a journal writer beyond which new ones are dropped (and counted)."""
 
-KEEP_UNACKNOWLEDGED = 1024
-"""Responses sent to the store but not yet acknowledged beyond which a round waits for its own
-(so a slow store slows the answers down instead of piling responses up in memory)."""
-
 DROP_WARNING_INTERVAL = 10.0
 """Seconds between warnings about journal events dropped under overload."""
 _NOT_HELD = contextlib.nullcontext()
 
 Deferred = tuple[Callable[[], Awaitable[None]], str, float]
 """A store write to retry: the write, what it is (for the log), until when (monotonic)."""
-
-SendComplete = Callable[
-    [str, int, bytes, bytes, float, Callable[[BaseException | None], None]], bool
-]
-"""A store's optional ``send_complete`` (see `stores.Store`)."""
 
 
 def store_error(exc: StoreUnavailable, metrics: Metrics | None = None) -> MCPError:
@@ -165,15 +156,10 @@ class Ledger:
         self._dropped = 0
         """Journal events dropped since the last warning about them."""
         self._warned_at = -DROP_WARNING_INTERVAL
-        self._send_complete: SendComplete | None = getattr(store, "send_complete", None)
-        self._sending = False
-        """Whether responses may be kept without waiting: while failed writes can be retried
-        (:meth:`run_deferred` runs) and until :meth:`flush`."""
-        self._unacknowledged = 0
         self._retrying = 0
         """Writes handed to :meth:`run_deferred` and not yet done or given up."""
-        self._settled: anyio.Event | None = None
-        """Set when nothing is unacknowledged or being retried, while :meth:`flush` waits."""
+        self._retried: anyio.Event | None = None
+        """Set when nothing is left to retry, while :meth:`flush` waits for that."""
 
     async def admit(self, call_id: str, round_no: int, fingerprint: bytes) -> Admission:
         """Claim a round for this attempt, with a short lease (see :meth:`keep_alive`)."""
@@ -234,72 +220,21 @@ class Ledger:
                     )
                     self._held.discard(hold)
 
-    def send(self, hold: Hold, response: bytes) -> bool:
-        """Send the round's response to the store without waiting for it to be kept, where the
-        store can (``send_complete``); ``False``: await :meth:`settle` instead.
-
-        A response sent is written to the store's connection within one turn of the event loop
-        (the answer lets that turn pass first) and acknowledged later. A duplicate arriving
-        meanwhile finds the round still claimed and waits for the response, as it would for a
-        round still running; one the store fails to keep is written again in the background.
-        """
-        send = self._send_complete
-        if send is None or not self._sending or self._unacknowledged >= KEEP_UNACKNOWLEDGED:
-            return False
-        self._unacknowledged += 1
-        try:
-            sent = send(
-                hold.call_id,
-                hold.round_no,
-                hold.fingerprint,
-                response,
-                self.ttl,
-                partial(self._kept, hold, response),
-            )
-        except BaseException:
-            self._unacknowledged -= 1
-            raise
-        if not sent:
-            self._unacknowledged -= 1
-        return sent
-
     async def settle(self, hold: Hold, response: bytes) -> None:
-        """Keep the round's response for duplicates, for the full TTL, before answering.
+        """Keep the round's response for duplicates, for the full TTL.
 
         The body has run by now, so the response is delivered even when the store is down;
         keeping it is then retried in the background while the process runs (for one TTL).
         """
+        complete = self.store.complete
         try:
-            await self.store.complete(
-                hold.call_id, hold.round_no, hold.fingerprint, response, self.ttl
-            )
+            await complete(hold.call_id, hold.round_no, hold.fingerprint, response, self.ttl)
         except StoreUnavailable as exc:
-            self._complete_later(hold, response, exc)
-
-    def _kept(self, hold: Hold, response: bytes, error: BaseException | None) -> None:
-        """The store's acknowledgement of a response sent by :meth:`send`."""
-        self._unacknowledged -= 1
-        if isinstance(error, StoreUnavailable):
-            self._complete_later(hold, response, error)
-        elif error is not None:
-            log.error(
-                "could not keep the response of round %s of call %s: %r",
-                hold.round_no,
-                hold.call_id,
-                error,
+            what = f"the response of round {hold.round_no} of call {hold.call_id}"
+            write = partial(
+                complete, hold.call_id, hold.round_no, hold.fingerprint, response, self.ttl
             )
-        self._check_settled()
-
-    def _check_settled(self) -> None:
-        if self._settled is not None and not self._unacknowledged and not self._retrying:
-            self._settled.set()
-
-    def _complete_later(self, hold: Hold, response: bytes, exc: StoreUnavailable) -> None:
-        what = f"the response of round {hold.round_no} of call {hold.call_id}"
-        write = partial(
-            self.store.complete, hold.call_id, hold.round_no, hold.fingerprint, response, self.ttl
-        )
-        self._retry_later(write, what, exc)
+            self._retry_later(write, what, exc)
 
     async def abandon(self, hold: Hold) -> None:
         """Give the round back after a failure that produced no response to keep."""
@@ -337,20 +272,14 @@ class Ledger:
 
     async def run_deferred(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
         """Retry the writes that failed while the store was down, oldest first."""
-        self._sending = True
         task_status.started()
-        try:
-            await self._retry_deferred()
-        finally:
-            self._sending = False
-
-    async def _retry_deferred(self) -> None:
         async for write, what, deadline in self._pending:
             try:
                 await self._retry(write, what, deadline)
             finally:
                 self._retrying -= 1
-                self._check_settled()
+                if not self._retrying and self._retried is not None:
+                    self._retried.set()
 
     async def _retry(
         self, write: Callable[[], Awaitable[None]], what: str, deadline: float
@@ -365,7 +294,7 @@ class Ledger:
                     return
                 await anyio.sleep(delay)
                 delay = min(delay * 2, 5.0)
-            except Exception:
+            except Exception:  # one write the store refuses must not end the others' retries
                 log.exception("gave up writing %s: the store refused it", what)
                 return
             else:
@@ -444,26 +373,23 @@ class Ledger:
             self._drained.set()
 
     async def flush(self, within: float = 2.0) -> None:
-        """At shutdown, within ``within`` seconds: the store acknowledges the responses sent
-        to it, the writes that failed are retried, the journal writers write what is queued."""
+        """At shutdown, within ``within`` seconds: the writes that failed while the store was
+        down are retried, and the journal writers write the events queued so far."""
         writers, self._writers = self._writers, []
-        self._sending = False
         for writer in writers:
             writer.close()
         with anyio.move_on_after(within):
-            if self._unacknowledged or self._retrying:
-                self._settled = anyio.Event()
-                await self._settled.wait()
+            if self._retrying:
+                self._retried = anyio.Event()
+                await self._retried.wait()
             if writers:
                 await self._drained.wait()
-        self._settled = None
-        if self._unacknowledged or self._retrying:
+        self._retried = None
+        if self._retrying:
             log.warning(
-                "shutting down with store writes not done: %d responses the store has not "
-                "acknowledged keeping, %d failed writes (responses kept for duplicate retries, "
-                "claims given back) still to retry; once the claims of those rounds lapse, a "
-                "retry runs the round again",
-                self._unacknowledged,
+                "shutting down with %d store writes that failed still to retry (responses kept "
+                "for duplicate retries, claims given back): once the claims of those rounds "
+                "lapse, a retry runs the round again",
                 self._retrying,
             )
 

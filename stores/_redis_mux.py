@@ -193,15 +193,6 @@ class ScriptMux:
         packed: bytes = hiredis.pack_command(command)
         return packed
 
-    @property
-    def connected(self) -> bool:
-        """Whether a script submitted now is written to Redis by a callback the event loop
-        already has (else it waits for a connection to be made)."""
-        wire = self._wire
-        if not self._serving or wire is None or wire.transport is None:
-            return False
-        return not wire.transport.is_closing()
-
     def submit(self, script: AsyncScript, keys: list[str], args: list[Any]) -> asyncio.Future[Any]:
         """The script's reply (or its error), within the operation timeout.
 

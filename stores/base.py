@@ -80,15 +80,6 @@ class Store(Protocol):
     shared connection; ``SQLiteStore`` checkpoints its log beside the writes). The server starts
     it in its task group and cancels it on the way out;
     it is not part of the contract, so a store without it is still a `Store`.
-
-    A store may also offer ``send_complete(call_id, round_no, fingerprint, response, ttl,
-    then) -> bool``: `complete` without waiting for the backend's acknowledgement, so a round's
-    answer does not wait a round trip for it. Returning ``True``, it has the completion written
-    to the backend's connection before a task that yields once now runs again, and later calls
-    ``then(None)`` once the store has kept it, or ``then(error)`` (`StoreUnavailable` when it
-    may not have reached the backend), never from inside ``send_complete``. It returns
-    ``False``, having sent nothing, when it cannot write that soon (the caller then awaits
-    `complete`). Like ``serve``, it is optional (``RedisStore`` offers it while serving).
     """
 
     # --- blobs: large call state kept by reference ---

@@ -386,53 +386,6 @@ class RedisStore:
         ):
             self._waiters.notify(key)
 
-    def send_complete(
-        self,
-        call_id: str,
-        round_no: int,
-        fingerprint: bytes,
-        response: bytes,
-        ttl: float,
-        then: Callable[[BaseException | None], None],
-    ) -> bool:
-        """`complete` queued on the shared connection, which writes it from a callback the
-        event loop runs next, so before any task that yields now runs again; its
-        acknowledgement is reported to ``then``. ``False`` when the connection is not up (not
-        serving, or reconnecting)."""
-        mux = self._mux
-        if mux is None or self._closed or not mux.connected:
-            return False
-        check_round_op(call_id, round_no, ttl)
-        key = self._round_key(call_id, round_no)
-        args = [bytes(fingerprint), bytes(response), _ms(ttl)]
-        try:
-            reply = mux.submit(self._complete, [key], args)
-        except MuxStopped:
-            return False
-        reply.add_done_callback(partial(self._completed, key, call_id, round_no, then))
-        return True
-
-    def _completed(
-        self,
-        key: str,
-        call_id: str,
-        round_no: int,
-        then: Callable[[BaseException | None], None],
-        reply: asyncio.Future[Any],
-    ) -> None:
-        error = MuxStopped() if reply.cancelled() else reply.exception()
-        if error is None:
-            if reply.result():
-                self._waiters.notify(key)
-            then(None)
-        elif isinstance(error, MuxStopped):
-            what = f"complete of call {call_id!r} round {round_no}"
-            then(unavailable("Redis", what, "the shared connection stopped before sending it"))
-        elif isinstance(error, (TimeoutError, *UNAVAILABLE)):
-            then(self._unavailable(f"complete of call {call_id!r} round {round_no}", error))
-        else:
-            then(error)
-
     async def release(
         self, call_id: str, round_no: int, fingerprint: bytes, *, owner: bytes | None = None
     ) -> None:

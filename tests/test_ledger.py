@@ -1,5 +1,6 @@
 """With a store: state by reference, single-use rounds, one body run per call, the journal."""
 
+import logging
 from typing import Annotated, Any
 
 import anyio
@@ -9,7 +10,7 @@ from engine import Context, MCPServer, Resolve, Sample
 from engine.testing import Client, ProtocolError
 from engine.types import CreateMessageResult, SamplingMessage, TextContent
 from examples.bookshop import build as bookshop
-from stores import MemoryStore, Store
+from stores import Claim, MemoryStore, Store
 from tests.conftest import KEY
 
 pytestmark = pytest.mark.anyio
@@ -276,6 +277,100 @@ async def test_a_response_that_could_not_be_kept_is_delivered_and_kept_later() -
     assert first["content"][0]["text"] == "Backordered 'Neuromancer'; it ships in 2-3 weeks."
     assert again == first
     assert counter == [1]
+
+
+class ScriptedStore(MemoryStore):
+    """A memory store whose completions fail as scripted: each entry of ``outcomes`` is the
+    exception the next completion raises (``None``: it succeeds); then they all succeed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.outcomes: list[Exception | None] = []
+
+    async def complete(self, *args: Any, **kwargs: Any) -> None:
+        outcome = self.outcomes.pop(0) if self.outcomes else None
+        if outcome is not None:
+            raise outcome
+        await super().complete(*args, **kwargs)
+
+
+def outage() -> Exception:
+    from stores import StoreUnavailable
+
+    return StoreUnavailable("memory store unavailable: complete failed (test)")
+
+
+async def test_shutting_down_waits_for_a_response_to_be_kept_once_the_store_is_back(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store = ScriptedStore()
+    mcp = order_server(store, [])
+    with caplog.at_level(logging.WARNING, logger="engine.ledger"), anyio.fail_after(1.5):
+        async with Client(mcp, elicitation=lambda p: YES) as client:
+            state = (await first_round(client))["requestState"]
+            store.outcomes = [outage(), outage()]  # kept at the second retry, 0.2 s later
+            final = await client.send("tools/call", retry(state))
+    assert final["resultType"] == "complete"
+    kept = await store.claim(*round_of(mcp, state), ttl=30)
+    assert kept.status is Claim.DUPLICATE
+    assert "still to retry" not in caplog.text
+
+
+async def test_shutting_down_says_which_writes_it_could_not_retry(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store = ScriptedStore()
+    mcp = order_server(store, [])
+    assert mcp.ledger is not None
+    async with Client(mcp, elicitation=lambda p: YES) as client:
+        state = (await first_round(client))["requestState"]
+        store.outcomes = [outage()] * 3
+        await client.send("tools/call", retry(state))
+        with caplog.at_level(logging.WARNING, logger="engine.ledger"):
+            await mcp.ledger.flush(within=0.1)
+        assert "shutting down with 1 store writes that failed still to retry" in caplog.text
+        store.outcomes = []  # back: the server's own shutdown then finds it kept
+
+
+async def test_a_write_the_store_refuses_on_retry_is_logged_and_later_ones_still_retried(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store = ScriptedStore()
+    mcp = order_server(store, [])
+    async with Client(mcp, elicitation=lambda p: YES) as client:
+        refused = (await first_round(client))["requestState"]
+        store.outcomes = [outage(), ValueError("WRONGTYPE the round key holds a string")]
+        with caplog.at_level(logging.ERROR, logger="engine.ledger"):
+            await client.send("tools/call", retry(refused))
+            await retried(mcp)
+        later = (await first_round(client))["requestState"]
+        store.outcomes = [outage()]
+        final = await client.send("tools/call", retry(later))
+        await retried(mcp)
+        kept = await store.claim(*round_of(mcp, later), ttl=30)
+    assert kept.status is Claim.DUPLICATE
+    assert "gave up writing the response of round 1 of call" in caplog.text
+    assert "the store refused it" in caplog.text and "WRONGTYPE" in caplog.text
+    assert final["resultType"] == "complete"
+
+
+async def retried(mcp: MCPServer) -> None:
+    """Until the server has no failed store write left to retry."""
+    assert mcp.ledger is not None
+    for _ in range(200):
+        if not mcp.ledger._retrying:
+            return
+        await anyio.sleep(0.01)
+    raise AssertionError("store writes still being retried after 2 s")
+
+
+def round_of(mcp: MCPServer, state: str) -> tuple[str, int, bytes]:
+    """The store's key of the round ``state`` was minted for, with the answers ``retry`` sends."""
+    from engine.claims import Claims
+    from engine.ledger import responses_fingerprint
+
+    claims = Claims.decode(mcp.keys.open(state, mcp.max_token_chars))
+    return claims.call_id.hex(), claims.round_no, responses_fingerprint({"confirm_backorder": YES})
 
 
 async def test_a_round_claimed_by_a_replica_that_died_runs_once_its_lease_lapses() -> None:
