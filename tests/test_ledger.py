@@ -383,12 +383,7 @@ async def test_a_round_claimed_by_a_replica_that_died_runs_once_its_lease_lapses
     async with Client(mcp, elicitation=lambda p: YES) as client:
         state = (await first_round(client))["requestState"]
         # A replica claimed round 1 of this call with the same answers, then died.
-        from engine.claims import Claims
-        from engine.ledger import responses_fingerprint
-
-        claims = Claims.decode(mcp.keys.open(state, mcp.max_token_chars))
-        fingerprint = responses_fingerprint({"confirm_backorder": YES})
-        await store.claim(claims.call_id.hex(), 1, fingerprint, 0.3, owner=b"dead-replica")
+        await store.claim(*round_of(mcp, state), 0.3, owner=b"dead-replica")
         waiting = await client.send("tools/call", retry(state))
         await anyio.sleep(0.35)
         done = await client.send("tools/call", retry(state))
