@@ -160,6 +160,8 @@ class Ledger:
         """Writes handed to :meth:`run_deferred` and not yet done or given up."""
         self._retried: anyio.Event | None = None
         """Set when nothing is left to retry, while :meth:`flush` waits for that."""
+        self._hurry = anyio.Event()
+        """Set by :meth:`flush`: a retry waiting out its backoff tries again at once."""
 
     async def admit(self, call_id: str, round_no: int, fingerprint: bytes) -> Admission:
         """Claim a round for this attempt, with a short lease (see :meth:`keep_alive`)."""
@@ -292,8 +294,10 @@ class Ledger:
                 if time.monotonic() + delay > deadline:
                     log.error("gave up writing %s: the store stayed unavailable", what)
                     return
-                await anyio.sleep(delay)
-                delay = min(delay * 2, 5.0)
+                hurry = self._hurry
+                with anyio.move_on_after(delay):
+                    await hurry.wait()
+                delay = 0.2 if hurry.is_set() else min(delay * 2, 5.0)
             except Exception:  # one write the store refuses must not end the others' retries
                 log.exception("gave up writing %s: the store refused it", what)
                 return
@@ -378,9 +382,12 @@ class Ledger:
         writers, self._writers = self._writers, []
         for writer in writers:
             writer.close()
-        with anyio.move_on_after(within):
+        # Shielded: a shutdown that comes as a cancellation (Ctrl-C on stdio) drains too.
+        with anyio.CancelScope(shield=True), anyio.move_on_after(within):
             if self._retrying:
                 self._retried = anyio.Event()
+                self._hurry.set()  # the store may be back: no retry waits out its backoff
+                self._hurry = anyio.Event()
                 await self._retried.wait()
             if writers:
                 await self._drained.wait()

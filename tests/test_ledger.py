@@ -332,6 +332,43 @@ async def test_shutting_down_says_which_writes_it_could_not_retry(
         store.outcomes = []  # back: the server's own shutdown then finds it kept
 
 
+async def test_shutting_down_retries_at_once_instead_of_waiting_out_the_backoff() -> None:
+    store = ScriptedStore()
+    mcp = order_server(store, [])
+    assert mcp.ledger is not None
+    async with Client(mcp, elicitation=lambda p: YES) as client:
+        state = (await first_round(client))["requestState"]
+        # Fails before answering, then retried at once, after 0.2 s and 0.6 s; next at 1.4 s.
+        store.outcomes = [outage()] * 4
+        await client.send("tools/call", retry(state))
+        for _ in range(200):
+            if not store.outcomes:
+                break
+            await anyio.sleep(0.01)
+        with anyio.fail_after(0.5):
+            await mcp.ledger.flush(within=0.4)  # the store is back: kept now, not at 1.4 s
+        kept = await store.claim(*round_of(mcp, state), ttl=30)
+    assert kept.status is Claim.DUPLICATE
+
+
+async def test_a_shutdown_that_comes_as_a_cancellation_still_retries(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store = ScriptedStore()
+    mcp = order_server(store, [])
+    assert mcp.ledger is not None
+    async with Client(mcp, elicitation=lambda p: YES) as client:
+        state = (await first_round(client))["requestState"]
+        store.outcomes = [outage(), outage()]
+        await client.send("tools/call", retry(state))
+        with anyio.CancelScope() as scope, caplog.at_level(logging.WARNING):
+            scope.cancel()
+            await mcp.ledger.flush(within=1.0)
+        kept = await store.claim(*round_of(mcp, state), ttl=30)
+    assert kept.status is Claim.DUPLICATE
+    assert "still to retry" not in caplog.text
+
+
 async def test_a_write_the_store_refuses_on_retry_is_logged_and_later_ones_still_retried(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
