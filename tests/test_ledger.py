@@ -1,6 +1,8 @@
 """With a store: state by reference, single-use rounds, one body run per call, the journal."""
 
 import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
 import anyio
@@ -300,32 +302,43 @@ def outage() -> Exception:
     return StoreUnavailable("memory store unavailable: complete failed (test)")
 
 
+@asynccontextmanager
+async def answered_while_the_store_fails(
+    *failures: Exception,
+) -> AsyncIterator[tuple[ScriptedStore, MCPServer, Client, str]]:
+    """A served ``order_book`` call whose final round was answered while the store's next
+    completions failed with ``failures``: the store, the server, its client and the token."""
+    store = ScriptedStore()
+    mcp = order_server(store, [])
+    async with Client(mcp, elicitation=lambda p: YES) as client:
+        state = (await first_round(client))["requestState"]
+        store.outcomes = list(failures)
+        final = await client.send("tools/call", retry(state))
+        assert final["resultType"] == "complete"
+        yield store, mcp, client, state
+
+
+async def kept(store: ScriptedStore, mcp: MCPServer, state: str) -> bool:
+    """Whether the store holds the response of the round ``state`` was minted for."""
+    return (await store.claim(*round_of(mcp, state), ttl=30)).status is Claim.DUPLICATE
+
+
 async def test_shutting_down_waits_for_a_response_to_be_kept_once_the_store_is_back(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    store = ScriptedStore()
-    mcp = order_server(store, [])
     with caplog.at_level(logging.WARNING, logger="engine.ledger"), anyio.fail_after(1.5):
-        async with Client(mcp, elicitation=lambda p: YES) as client:
-            state = (await first_round(client))["requestState"]
-            store.outcomes = [outage(), outage()]  # kept at the second retry, 0.2 s later
-            final = await client.send("tools/call", retry(state))
-    assert final["resultType"] == "complete"
-    kept = await store.claim(*round_of(mcp, state), ttl=30)
-    assert kept.status is Claim.DUPLICATE
+        # Kept at the second retry, 0.2 s after the first.
+        async with answered_while_the_store_fails(outage(), outage()) as (store, mcp, _, state):
+            pass
+    assert await kept(store, mcp, state)
     assert "still to retry" not in caplog.text
 
 
 async def test_shutting_down_says_which_writes_it_could_not_retry(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    store = ScriptedStore()
-    mcp = order_server(store, [])
-    assert mcp.ledger is not None
-    async with Client(mcp, elicitation=lambda p: YES) as client:
-        state = (await first_round(client))["requestState"]
-        store.outcomes = [outage()] * 3
-        await client.send("tools/call", retry(state))
+    async with answered_while_the_store_fails(*[outage()] * 3) as (store, mcp, _, _state):
+        assert mcp.ledger is not None
         with caplog.at_level(logging.WARNING, logger="engine.ledger"):
             await mcp.ledger.flush(within=0.1)
         assert "shutting down with 1 store writes that failed still to retry" in caplog.text
@@ -333,59 +346,42 @@ async def test_shutting_down_says_which_writes_it_could_not_retry(
 
 
 async def test_shutting_down_retries_at_once_instead_of_waiting_out_the_backoff() -> None:
-    store = ScriptedStore()
-    mcp = order_server(store, [])
-    assert mcp.ledger is not None
-    async with Client(mcp, elicitation=lambda p: YES) as client:
-        state = (await first_round(client))["requestState"]
-        # Fails before answering, then retried at once, after 0.2 s and 0.6 s; next at 1.4 s.
-        store.outcomes = [outage()] * 4
-        await client.send("tools/call", retry(state))
+    # Fails before answering, then retried at once, after 0.2 s and 0.6 s; next at 1.4 s.
+    async with answered_while_the_store_fails(*[outage()] * 4) as (store, mcp, _, state):
+        assert mcp.ledger is not None
         for _ in range(200):
             if not store.outcomes:
                 break
             await anyio.sleep(0.01)
         with anyio.fail_after(0.5):
             await mcp.ledger.flush(within=0.4)  # the store is back: kept now, not at 1.4 s
-        kept = await store.claim(*round_of(mcp, state), ttl=30)
-    assert kept.status is Claim.DUPLICATE
+        assert await kept(store, mcp, state)
 
 
 async def test_a_shutdown_that_comes_as_a_cancellation_still_retries(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    store = ScriptedStore()
-    mcp = order_server(store, [])
-    assert mcp.ledger is not None
-    async with Client(mcp, elicitation=lambda p: YES) as client:
-        state = (await first_round(client))["requestState"]
-        store.outcomes = [outage(), outage()]
-        await client.send("tools/call", retry(state))
+    async with answered_while_the_store_fails(outage(), outage()) as (store, mcp, _, state):
+        assert mcp.ledger is not None
         with anyio.CancelScope() as scope, caplog.at_level(logging.WARNING):
             scope.cancel()
             await mcp.ledger.flush(within=1.0)
-        kept = await store.claim(*round_of(mcp, state), ttl=30)
-    assert kept.status is Claim.DUPLICATE
+        assert await kept(store, mcp, state)
     assert "still to retry" not in caplog.text
 
 
 async def test_a_write_the_store_refuses_on_retry_is_logged_and_later_ones_still_retried(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    store = ScriptedStore()
-    mcp = order_server(store, [])
-    async with Client(mcp, elicitation=lambda p: YES) as client:
-        refused = (await first_round(client))["requestState"]
-        store.outcomes = [outage(), ValueError("WRONGTYPE the round key holds a string")]
-        with caplog.at_level(logging.ERROR, logger="engine.ledger"):
-            await client.send("tools/call", retry(refused))
+    refusal = ValueError("WRONGTYPE the round key holds a string")
+    with caplog.at_level(logging.ERROR, logger="engine.ledger"):
+        async with answered_while_the_store_fails(outage(), refusal) as (store, mcp, client, _):
             await retried(mcp)
-        later = (await first_round(client))["requestState"]
-        store.outcomes = [outage()]
-        final = await client.send("tools/call", retry(later))
-        await retried(mcp)
-        kept = await store.claim(*round_of(mcp, later), ttl=30)
-    assert kept.status is Claim.DUPLICATE
+            later = (await first_round(client))["requestState"]
+            store.outcomes = [outage()]
+            final = await client.send("tools/call", retry(later))
+            await retried(mcp)
+            assert await kept(store, mcp, later)
     assert "gave up writing the response of round 1 of call" in caplog.text
     assert "the store refused it" in caplog.text and "WRONGTYPE" in caplog.text
     assert final["resultType"] == "complete"
