@@ -306,18 +306,21 @@ class RoundRunner:
 
         def finish(reply: RoundReply, response: bytes) -> Awaitable[None] | None:
             call_id = reply.call_id or ""
-            event = journal_event(server, handler, request, reply, response, started)
-            if claimed is None and ledger.enqueue(call_id, event):
+            event = None
+            if ledger.journals(call_id):
+                event = journal_event(server, handler, request, reply, response, started)
+            if claimed is None and (event is None or ledger.enqueue(call_id, event)):
                 return None  # nothing waits on the store: the journal writers take it from here
             return keep(call_id, event, response)
 
-        async def keep(call_id: str, event: dict[str, Any], response: bytes) -> None:
+        async def keep(call_id: str, event: dict[str, Any] | None, response: bytes) -> None:
             # The body ran: keeping its response must not be cut short by a client hanging
             # up, or a retry would run it again. Store operations have their own timeout.
             with uncut():
                 if claimed is not None:
                     await ledger.settle(claimed, response)
-                await ledger.record(call_id, event)
+                if event is not None:
+                    await ledger.record(call_id, event)
 
         return finish
 

@@ -92,7 +92,8 @@ async def _recorded(store: Any, call_id: str) -> Any:
         raise ReplayError(f"{call_id!r} starts {len(matches)} call ids; give more of it")
     raise ReplayError(
         f"no call {call_id!r} in the store (journals expire after journal_ttl, 24 h by "
-        "default); list recorded calls with `python -m engine calls`"
+        "default, and a server with journal_sample below 1 journals only some calls); list "
+        "recorded calls with `python -m engine calls`"
     )
 
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+import math
 import time
+import zlib
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -51,6 +53,22 @@ def store_error(exc: StoreUnavailable, metrics: Metrics | None = None) -> MCPErr
     if metrics is not None:
         metrics.inc("engine_store_errors_total")
     return StoreOutage()
+
+
+def check_journal_sample(sample: float) -> float:
+    """The share of calls to journal, checked: a number from 0 (none) to 1 (every call)."""
+    if (
+        isinstance(sample, bool)
+        or not isinstance(sample, (int, float))
+        or not math.isfinite(sample)
+        or not 0 <= sample <= 1
+    ):
+        raise ValueError(
+            "journal_sample (ENGINE_JOURNAL_SAMPLE) must be a number from 0 (journal no call) "
+            f"to 1 (every call), got {sample!r}; 0.1 journals one call in ten, each with all its "
+            "rounds"
+        )
+    return float(sample)
 
 
 def responses_fingerprint(responses: Any) -> bytes:
@@ -142,12 +160,16 @@ class Ledger:
         journal_ttl: float,
         metrics: Metrics | None = None,
         lease: float = 30.0,
+        journal_sample: float = 1.0,
     ) -> None:
         self.store = store
         self.ttl = ttl
         self.lease = min(lease, ttl)
         self.wait_duplicates = wait_duplicates
         self.journal_ttl = journal_ttl
+        self.journal_sample = check_journal_sample(journal_sample)
+        self._journal_below = None if self.journal_sample == 1 else int(self.journal_sample * 2**32)
+        """Calls whose id hashes (CRC-32) below this are journaled; ``None``: every call."""
         self.metrics = metrics
         self._deferred, self._pending = anyio.create_memory_object_stream[Deferred](10_000)
         self._writers: list[_EventQueue] = []
@@ -325,6 +347,12 @@ class Ledger:
         if hashlib.sha256(blob).digest() != ref.sha256:
             raise InvalidRequestState("state blob does not match its digest")
         return blob
+
+    def journals(self, call_id: str) -> bool:
+        """Whether this call's rounds go to the journal: all of them or none, and the same
+        answer on every replica, since it follows from the call id alone."""
+        below = self._journal_below
+        return below is None or zlib.crc32(call_id.encode()) < below
 
     async def record(self, call_id: str, event: dict[str, Any]) -> None:
         """Journal a round, off the response's path when the writers run (see

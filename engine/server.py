@@ -28,7 +28,7 @@ from engine.handlers import (
     error_result,
     resource_contents,
 )
-from engine.ledger import Ledger
+from engine.ledger import Ledger, check_journal_sample
 from engine.metrics import Metrics
 from engine.notifications import Listener, Notifications
 from engine.overrides import DependencyOverrides
@@ -71,6 +71,7 @@ class MCPServer:
         spill_threshold: int = 4 * 1024,
         journal_arguments: bool | None = None,
         journal_ttl: float = 24 * 3600,
+        journal_sample: float | None = None,
         duplicate_wait: float = 2.0,
         claim_lease: float = 30.0,
         session_ttl: float = 3600,
@@ -106,6 +107,9 @@ class MCPServer:
         if journal_arguments is None:
             journal_arguments = env_flag("ENGINE_JOURNAL_ARGUMENTS", default=False)
         self.journal_arguments = journal_arguments
+        if journal_sample is None:
+            journal_sample = env_number("ENGINE_JOURNAL_SAMPLE", default=1.0)
+        check_journal_sample(journal_sample)
         self.ledger: Ledger | None = (
             Ledger(
                 self.store,
@@ -114,6 +118,7 @@ class MCPServer:
                 journal_ttl=journal_ttl,
                 metrics=self.metrics,
                 lease=claim_lease,
+                journal_sample=journal_sample,
             )
             if self.store is not None
             else None
@@ -517,6 +522,17 @@ def env_flag(name: str, *, default: bool) -> bool:
     if value in _OFF:
         return False
     return default
+
+
+def env_number(name: str, *, default: float) -> float:
+    """A number from the environment; ``default`` when unset or empty."""
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    try:
+        return float(value)
+    except ValueError:
+        raise ValueError(f"{name} must be a number, got {value!r}") from None
 
 
 async def _replied(reply: RoundReply) -> RoundReply:

@@ -189,6 +189,55 @@ async def test_every_round_is_journaled() -> None:
     assert result.text in events[1]["response"].decode()
 
 
+async def test_a_sampled_journal_keeps_whole_calls_and_every_replica_agrees() -> None:
+    store = MemoryStore()
+    a = bookshop(keys=[KEY], store=store, journal_sample=0.5)
+    b = bookshop(keys=[KEY], store=store, journal_sample=0.5)
+    async with Client(a, b, elicitation=lambda p: YES) as client:  # rounds alternate replicas
+        for _ in range(60):
+            await client.call_tool("order_book", {"title": "Neuromancer"})
+    listed = await store.calls(limit=100)
+    assert 15 <= len(listed) <= 45  # about half of the 60 calls
+    for call in listed:
+        assert a.ledger is not None and a.ledger.journals(call.call_id)
+        events = await store.events(call.call_id)
+        assert [e["kind"] for e in events] == ["input_required", "complete"]
+
+
+async def test_with_no_journal_rounds_stay_single_use() -> None:
+    counter: list[int] = []
+    store = MemoryStore()
+    mcp = bookshop(keys=[KEY], store=store, journal_sample=0)
+    original = mcp.tools["order_book"].signature.fn
+
+    async def counting(**kwargs: Any) -> str:
+        counter.append(1)
+        return await original(**kwargs)
+
+    mcp.tools["order_book"].signature.fn = counting
+    async with Client(mcp, elicitation=lambda p: YES) as client:
+        state = (await first_round(client))["requestState"]
+        first = await client.send("tools/call", retry(state))
+        again = await client.send("tools/call", retry(state))
+    assert first == again and counter == [1]
+    assert await store.calls() == []
+
+
+@pytest.mark.parametrize("sample", [-0.1, 1.5, float("nan"), True, "half"])
+def test_a_journal_sample_outside_0_to_1_is_refused(sample: Any) -> None:
+    with pytest.raises(ValueError, match=r"journal_sample .* from 0 .* to 1"):
+        MCPServer("Shop", keys=[KEY], store=MemoryStore(), journal_sample=sample)
+
+
+def test_the_journal_sample_can_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ENGINE_JOURNAL_SAMPLE", "0.25")
+    mcp = MCPServer("Shop", keys=[KEY], store=MemoryStore())
+    assert mcp.ledger is not None and mcp.ledger.journal_sample == 0.25
+    monkeypatch.setenv("ENGINE_JOURNAL_SAMPLE", "a quarter")
+    with pytest.raises(ValueError, match="ENGINE_JOURNAL_SAMPLE must be a number"):
+        MCPServer("Shop", keys=[KEY], store=MemoryStore())
+
+
 @pytest.mark.parametrize("backend", ["memory", "redis"])
 async def test_notifications_cross_replicas_through_the_store(backend: str, redis_url: str) -> None:
     shared = MemoryStore()
