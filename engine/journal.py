@@ -1,7 +1,8 @@
 """A recorded call as data: the journal events of one call, read from a store or a fixture.
 
 The engine journals every round it serves (its questions, the answers it accepted, the values
-``once`` steps recorded, its result, the code it ran). :class:`RecordedCall` holds one call's
+``once`` steps recorded, its result, the code it ran), of every call or of the share
+``journal_sample`` picks. :class:`RecordedCall` holds one call's
 events as JSON-compatible dicts and reads them as :class:`RecordedRound` s; it comes from a
 store (:func:`load_call`) or from an exported fixture (:func:`load_fixture`), and exports
 itself as that fixture. Replaying (:mod:`engine.replay`) and rendering (:mod:`engine.timeline`)
@@ -213,8 +214,9 @@ async def load_call(store: Store, call_id: str) -> RecordedCall:
     events = await store.events(call_id)
     if not events:
         raise ReplayError(
-            f"no call {call_id!r} in the store (its journal may have expired after journal_ttl); "
-            "list the recorded calls with `python -m engine calls`"
+            f"no call {call_id!r} in the store (its journal may have expired after journal_ttl, "
+            "or the server journals only some calls: journal_sample); list the recorded calls "
+            "with `python -m engine calls`"
         )
     return RecordedCall.from_events(call_id, events)
 

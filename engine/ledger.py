@@ -167,8 +167,9 @@ class Ledger:
         self.lease = min(lease, ttl)
         self.wait_duplicates = wait_duplicates
         self.journal_ttl = journal_ttl
-        self.journal_sample = check_journal_sample(journal_sample)
-        self._journal_below = None if self.journal_sample == 1 else int(self.journal_sample * 2**32)
+        self.journal_sample = journal_sample
+        """The share of calls journaled (checked by the server: `check_journal_sample`)."""
+        self._journal_below = None if journal_sample >= 1 else int(journal_sample * 2**32)
         """Calls whose id hashes (CRC-32) below this are journaled; ``None``: every call."""
         self.metrics = metrics
         self._deferred, self._pending = anyio.create_memory_object_stream[Deferred](10_000)

@@ -108,8 +108,8 @@ class MCPServer:
             journal_arguments = env_flag("ENGINE_JOURNAL_ARGUMENTS", default=False)
         self.journal_arguments = journal_arguments
         if journal_sample is None:
-            journal_sample = env_number("ENGINE_JOURNAL_SAMPLE", default=1.0)
-        check_journal_sample(journal_sample)
+            journal_sample = env_number("ENGINE_JOURNAL_SAMPLE", default=1.0, hint="from 0 to 1")
+        journal_sample = check_journal_sample(journal_sample)
         self.ledger: Ledger | None = (
             Ledger(
                 self.store,
@@ -524,15 +524,18 @@ def env_flag(name: str, *, default: bool) -> bool:
     return default
 
 
-def env_number(name: str, *, default: float) -> float:
-    """A number from the environment; ``default`` when unset or empty."""
+def env_number(name: str, *, default: float, hint: str) -> float:
+    """A number from the environment; ``default`` when unset or empty. ``hint`` says which
+    numbers the setting takes, for the error."""
     value = os.environ.get(name, "").strip()
     if not value:
         return default
     try:
         return float(value)
     except ValueError:
-        raise ValueError(f"{name} must be a number, got {value!r}") from None
+        raise ValueError(
+            f"{name} must be a number {hint}, got {value!r}; unset it for {default:g}"
+        ) from None
 
 
 async def _replied(reply: RoundReply) -> RoundReply:
