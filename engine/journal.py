@@ -2,11 +2,10 @@
 
 The engine journals every round it serves (its questions, the answers it accepted, the values
 ``once`` steps recorded, its result, the code it ran), of every call or of the share
-``journal_sample`` picks. :class:`RecordedCall` holds one call's
-events as JSON-compatible dicts and reads them as :class:`RecordedRound` s; it comes from a
-store (:func:`load_call`) or from an exported fixture (:func:`load_fixture`), and exports
-itself as that fixture. Replaying (:mod:`engine.replay`) and rendering (:mod:`engine.timeline`)
-both start here.
+``journal_sample`` picks. :class:`RecordedCall` holds one call's events as JSON-compatible
+dicts and reads them as :class:`RecordedRound` s; it comes from a store (:func:`load_call`) or
+from an exported fixture (:func:`load_fixture`), and exports itself as that fixture.
+Replaying (:mod:`engine.replay`) and rendering (:mod:`engine.timeline`) both start here.
 """
 
 from __future__ import annotations

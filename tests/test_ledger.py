@@ -89,10 +89,10 @@ async def test_without_a_store_a_large_state_is_refused_clearly() -> None:
     assert "Configure a store" in result.text
 
 
-def order_server(store: Store | str, counter: list[int]) -> MCPServer:
+def order_server(store: Store | str, counter: list[int], **options: Any) -> MCPServer:
     from examples.bookshop import build
 
-    mcp = build(keys=[KEY], store=store)
+    mcp = build(keys=[KEY], store=store, **options)
     original = mcp.tools["order_book"].signature.fn
 
     async def counting(**kwargs: Any) -> str:
@@ -216,14 +216,7 @@ async def test_a_sampled_journal_keeps_whole_calls_and_every_replica_agrees(
 async def test_with_no_journal_rounds_stay_single_use() -> None:
     counter: list[int] = []
     store = MemoryStore()
-    mcp = bookshop(keys=[KEY], store=store, journal_sample=0)
-    original = mcp.tools["order_book"].signature.fn
-
-    async def counting(**kwargs: Any) -> str:
-        counter.append(1)
-        return await original(**kwargs)
-
-    mcp.tools["order_book"].signature.fn = counting
+    mcp = order_server(store, counter, journal_sample=0)
     async with Client(mcp, elicitation=lambda p: YES) as client:
         state = (await first_round(client))["requestState"]
         first = await client.send("tools/call", retry(state))
