@@ -111,61 +111,6 @@ end
 )
 """Lists one call after ``#ts_list`` new events (``n`` in its journal now)."""
 
-_LISTINGS_FUNCTION = (
-    _SUMMARY_FUNCTION
-    + """
-local function variadic(command, key, args)
-  for i = 1, #args, 1000 do
-    redis.call(command, key, unpack(args, i, math.min(i + 999, #args)))
-  end
-end
-
-local function listings(keys, order, calls, expiry, target_prefix)
-  local continuing = {}
-  for i = 1, #order do
-    local call = calls[order[i]]
-    if call.n > #call.ts then continuing[#continuing + 1] = order[i] end
-  end
-  local old = {}
-  for i = 1, #continuing, 1000 do
-    local last = math.min(i + 999, #continuing)
-    local found = redis.call('HMGET', keys[2], unpack(continuing, i, last))
-    for j = i, last do
-      if found[j - i + 1] then old[continuing[j]] = found[j - i + 1] end
-    end
-  end
-  local summaries, by_ts, by_target = {}, {}, {}
-  local expires = tonumber(expiry)
-  for i = 1, #order do
-    local id = order[i]
-    local call = calls[id]
-    local first, last, kind, target = summary(old[id], call.ts, call.targets, call.kinds)
-    summaries[#summaries + 1] = id
-    summaries[#summaries + 1] = cmsgpack.pack({first, last, call.n, expires, kind, target})
-    by_ts[#by_ts + 1] = last
-    by_ts[#by_ts + 1] = id
-    if target ~= '' then
-      local members = by_target[target]
-      if not members then
-        members = {}
-        by_target[target] = members
-      end
-      members[#members + 1] = last
-      members[#members + 1] = id
-    end
-  end
-  variadic('HSET', keys[2], summaries)
-  variadic('ZADD', keys[1], by_ts)
-  for target, members in pairs(by_target) do
-    variadic('ZADD', target_prefix .. target, members)
-  end
-end
-"""
-)
-"""Lists every call of a batch with one command per index (and per target), not one per call:
-a command run from a script costs Redis far more than the members it adds. ``calls[id].n`` is
-the number of events in that call's journal now."""
-
 _PUSH_FUNCTION = """
 local function push(journal, events, ttl)
   local n = 0
@@ -193,39 +138,129 @@ call's target; it shares the index keys' hash tag, so it is on the node running 
 
 APPEND_MANY = (
     _PUSH_FUNCTION
-    + _LISTINGS_FUNCTION
     + """
-local entries = cmsgpack.unpack(ARGV[1])
-local calls, order = {}, {}
-for i = 1, #entries do
-  local e = entries[i]
-  local call = calls[e[6]]
-  if not call then
-    call = {journal = e[1], events = {}, ts = {}, targets = {}, kinds = {}}
-    calls[e[6]] = call
-    order[#order + 1] = e[6]
+local function variadic(command, key, args)
+  for i = 1, #args, 1000 do
+    redis.call(command, key, unpack(args, i, math.min(i + 999, #args)))
   end
-  local k = #call.events + 1
-  call.events[k], call.ts[k], call.targets[k], call.kinds[k] = e[2], e[3], e[4], e[5]
 end
+
+local batch, ttl, now, limit = ARGV[6], ARGV[3], tonumber(ARGV[7]), tonumber(ARGV[8])
+redis.call('SET', batch, ARGV[1], 'PX', ttl)
+local entries = cmsgpack.unpack(ARGV[2])
+local order, first_of, last_of, next_of, offsets, offset = {}, {}, {}, {}, {}, 0
+for i = 1, #entries do
+  local id = entries[i][1]
+  offsets[i] = offset
+  offset = offset + entries[i][6]
+  local previous = last_of[id]
+  if previous then
+    next_of[previous] = i
+  else
+    first_of[id] = i
+    order[#order + 1] = id
+  end
+  last_of[id] = i
+end
+local old = {}
+for i = 1, #order, 1000 do
+  local last = math.min(i + 999, #order)
+  local found = redis.call('HMGET', KEYS[2], unpack(order, i, last))
+  for j = i, last do old[j] = found[j - i + 1] end
+end
+local kept, held = {}, {}
 for i = 1, #order do
-  local call = calls[order[i]]
-  call.n = push(call.journal, call.events, ARGV[2])
+  local ok, s = false, nil
+  if old[i] then ok, s = pcall(cmsgpack.unpack, old[i]) end
+  if ok and type(s) == 'table' and tonumber(s[4]) and tonumber(s[4]) > now then
+    local list = entries[first_of[order[i]]][2]
+    if type(s[8]) ~= 'table' then
+      s[7], s[8] = s[3], {}
+    end
+    for j = 1, #s[8], 3 do held[s[8][j]] = false end
+    if s[3] > s[7] + #s[8] / 3 or s[7] > 0 then held[list] = false end
+    kept[i] = s
+  end
 end
-listings(KEYS, order, calls, ARGV[3], ARGV[4])
+held[batch] = nil
+for key, _ in pairs(held) do held[key] = redis.call('PEXPIRE', key, ttl) == 1 end
+local summaries, by_ts, by_target = {}, {}, {}
+local expires = tonumber(ARGV[4])
+for i = 1, #order do
+  local id = order[i]
+  local e = first_of[id]
+  local list = entries[e][2]
+  local first, last, n, kind, target, head, pointers = nil, nil, 0, '', '', 0, {}
+  local s = kept[i]
+  if s then
+    local alive = held[list] or false
+    for j = 1, #s[8], 3 do alive = alive or held[s[8][j]] end
+    if alive then
+      first, last, n, kind, target, head, pointers = s[1], s[2], s[3], s[5], s[6], s[7], s[8]
+    end
+  end
+  local tail = nil
+  while e do
+    local entry = entries[e]
+    local ts = tonumber(entry[3])
+    if not first or ts < first then first = ts end
+    if not last or ts > last then last = ts end
+    if target == '' then target = entry[4] end
+    if entry[5] ~= '' then kind = entry[5] end
+    if #pointers < 3 * limit and n == head + #pointers / 3 then
+      pointers[#pointers + 1] = batch
+      pointers[#pointers + 1] = offsets[e]
+      pointers[#pointers + 1] = entry[6]
+    else
+      tail = tail or {}
+      tail[#tail + 1] = string.sub(ARGV[1], offsets[e] + 1, offsets[e] + entry[6])
+    end
+    n = n + 1
+    e = next_of[e]
+  end
+  if tail then push(list, tail, ttl) end
+  summaries[#summaries + 1] = id
+  summaries[#summaries + 1] = cmsgpack.pack({first, last, n, expires, kind, target, head, pointers})
+  by_ts[#by_ts + 1] = last
+  by_ts[#by_ts + 1] = id
+  if target ~= '' then
+    local members = by_target[target]
+    if not members then
+      members = {}
+      by_target[target] = members
+    end
+    members[#members + 1] = last
+    members[#members + 1] = id
+  end
+end
+variadic('HSET', KEYS[2], summaries)
+variadic('ZADD', KEYS[1], by_ts)
+for target, members in pairs(by_target) do
+  variadic('ZADD', ARGV[5] .. target, members)
+end
 return #entries
 """
 )
-"""`APPEND` then `INDEX` for many events in one script, on a single Redis only; each call's
-events are pushed together, and the calls are listed together (after every push: a script that
-fails halfway, on a key of another type say, leaves the batch's events pushed but not listed).
+"""Journal events on a single Redis, in one script per batch, which is kept whole as one string.
 
-KEYS: by-time zset, calls hash. ARGV: a msgpack array of entries, ttl ms, expiry (epoch s), the
-prefix of target zset keys. An entry is [journal list, event, ts (a float, so no
-digit is lost), target or '', kind or '', call id].
-The journal keys travel inside the array, undeclared: valid on one Redis, where every key is on
-the node running the script, and the reason a batch costs the client one argument instead of
-several per event.
+A call's summary in the calls hash is a msgpack array ``[first ts, last ts, events, expiry,
+last kind or '', target or '', head, pointers]``: its events are the first ``head`` of its own
+list, then those the pointers locate (``[batch key, offset, length]`` each, in order), then the
+rest of its list. So a new call costs no key of its own: its events are read from the batches
+they came in, and each batch a continuing call points into lives as long as the call does.
+Past ``limit`` pointers a call's further events go to its list, so a long call's summary stays
+small. A summary of an older layout (six elements: every event in the list) is continued with
+``head`` set to its events. One that has expired, or none of whose batches and list is left,
+starts the call afresh (an id used again).
+
+The calls are listed together, with one command per index (and per target), not one per call:
+a command run from a script costs Redis far more than the members it adds.
+
+KEYS: by-time zset, calls hash. ARGV: the batch (its events, concatenated), a msgpack array of
+entries ``[call id, the call's list key, ts (a float, so no digit is lost), target or '', kind
+or '', length]`` in batch order, ttl ms, expiry (epoch s), the prefix of target zset keys, the
+batch key, now (epoch s), the pointer limit. The batch key, the list keys and the target zsets
+are undeclared: valid on one Redis, where every key is on the node running the script.
 """
 
 PRUNE = """

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -79,7 +80,10 @@ def _tag(call_id: str) -> str:
 CLUSTER_JOURNAL_CONCURRENCY = 16
 """Calls whose journal events a cluster store writes at once."""
 JOURNAL_BLOB_BYTES = 1024 * 1024
-"""Events per journal script on a single Redis, by size: Lua unpacks each batch in memory."""
+"""Events per journal script on a single Redis, by size: each script's events are one batch key."""
+JOURNAL_POINTERS = 64
+"""Events of a call read from the batches they came in; later ones go to the call's own list,
+so that its summary, rewritten at each of its events, stays small."""
 
 
 _CLAIMS = {claim.value.encode(): claim for claim in Claim}
@@ -476,9 +480,23 @@ class RedisStore:
         expiry = repr(time.time() + ttl)
         index_keys = self._index_keys
         if isinstance(self._client, Redis):
+            now = repr(time.time())
             calls: list[ScriptCall] = [
-                (self._append_many, index_keys, [blob, _ms(ttl), expiry, self._target_prefix])
-                for blob in self._journal_blobs(encode_batch(items))
+                (
+                    self._append_many,
+                    index_keys,
+                    [
+                        batch,
+                        entries,
+                        _ms(ttl),
+                        expiry,
+                        self._target_prefix,
+                        f"{self.prefix}:journal:{{{self.prefix}}}:{os.urandom(9).hex()}",
+                        now,
+                        JOURNAL_POINTERS,
+                    ],
+                )
+                for batch, entries in self._journal_batches(encode_batch(items))
             ]
 
             async def run_single() -> None:
@@ -512,36 +530,59 @@ class RedisStore:
             raise failures[0]
         await self._maybe_prune()
 
-    def _journal_blobs(self, encoded: list[EncodedEvent]) -> list[bytes]:
-        """The entries of `lua.APPEND_MANY`, msgpack-packed, about ``JOURNAL_BLOB_BYTES`` each
-        (an event larger than that travels alone)."""
-        blobs: list[bytes] = []
-        entries: list[tuple[str | bytes | float, ...]] = []
+    def _journal_batches(self, encoded: list[EncodedEvent]) -> list[tuple[bytes, bytes]]:
+        """The events of `lua.APPEND_MANY` scripts, about ``JOURNAL_BLOB_BYTES`` a script (an
+        event larger than that travels alone): each script's events concatenated, and their
+        entries, msgpack-packed."""
+        batches: list[tuple[bytes, bytes]] = []
+        events: list[bytes] = []
+        entries: list[tuple[str | float | int, ...]] = []
         size = 0
         for call_id, data, fields in encoded:
             if entries and size + len(data) > JOURNAL_BLOB_BYTES:
-                blobs.append(msgpack.packb(entries, use_bin_type=False))
-                entries, size = [], 0
+                batches.append((b"".join(events), msgpack.packb(entries, use_bin_type=False)))
+                events, entries, size = [], [], 0
+            events.append(data)
             entries.append(
                 (
+                    call_id,
                     f"{self._call_keys(call_id)}:journal",
-                    data,
                     fields.ts,
                     fields.target or "",
                     fields.kind or "",
-                    call_id,
+                    len(data),
                 )
             )
             size += len(data)
-        blobs.append(msgpack.packb(entries, use_bin_type=False))
-        return blobs
+        batches.append((b"".join(events), msgpack.packb(entries, use_bin_type=False)))
+        return batches
 
     async def events(self, call_id: str) -> list[dict[str, Any]]:
+        """The first ``head`` events of the call's list, then those its summary points to in
+        the batches they came in, then the rest of its list (see `lua.APPEND_MANY`)."""
         key = self._key(call_id, "journal")
-        items = await self._call(
-            f"reading the journal of call {call_id!r}", lambda: self._client.lrange(key, 0, -1)
-        )
-        return [decode_event(as_bytes(item, "a journal event")) for item in items]
+        what = f"reading the journal of call {call_id!r}"
+        packed, items = await self._call(what, partial(self._journal_parts, call_id, key))
+        head, pointers = _journal_layout(packed, len(items))
+        found: list[Any] = []
+        if pointers:
+
+            async def read_batches() -> list[Any]:
+                async with self._client.pipeline(transaction=False) as pipe:
+                    for batch, offset, length in pointers:
+                        pipe.getrange(batch, offset, offset + length - 1)
+                    parts: list[Any] = await pipe.execute()
+                    return parts
+
+            found = [part for part in await self._call(what, read_batches) if part]
+        ordered = [*items[:head], *found, *items[head:]]
+        return [decode_event(as_bytes(item, "a journal event")) for item in ordered]
+
+    async def _journal_parts(self, call_id: str, key: str) -> tuple[Any, list[Any]]:
+        """The call's summary and its list (on a cluster they are on different nodes)."""
+        packed = await self._client.hget(self._index_key("calls"), call_id)
+        items = await self._client.lrange(key, 0, -1)
+        return packed, items
 
     async def calls(
         self, *, limit: int = 50, since: float | None = None, target: str | None = None
@@ -605,6 +646,25 @@ class RedisStore:
                 await self._client.aclose()
 
 
+def _journal_layout(packed: Any, listed: int) -> tuple[int, list[tuple[bytes, int, int]]]:
+    """Where a call's events are, from its summary: how many of its list come first, and the
+    ``(batch key, offset, length)`` of those in batches. A summary of an older layout, or none,
+    puts every event in the list; one the store cannot read, likewise."""
+    if packed is None:
+        return listed, []
+    try:
+        summary = msgpack.unpackb(as_bytes(packed, "a call summary"), raw=True)
+        if len(summary) < 8:
+            return listed, []
+        head, flat = int(summary[6]), summary[7]
+        pointers = [
+            (bytes(flat[i]), int(flat[i + 1]), int(flat[i + 2])) for i in range(0, len(flat), 3)
+        ]
+    except (ValueError, TypeError, IndexError, msgpack.UnpackException):
+        return listed, []
+    return min(head, listed), pointers
+
+
 class _Listed(NamedTuple):
     """A call's entry in the calls hash, as the listing script packs it."""
 
@@ -623,7 +683,7 @@ class _Listed(NamedTuple):
             return None
         data = as_bytes(packed, "a call summary")
         try:
-            first, last, events, expiry, kind, target = msgpack.unpackb(data, raw=True)
+            first, last, events, expiry, kind, target = msgpack.unpackb(data, raw=True)[:6]
             return cls(
                 float(first),
                 float(last),

@@ -21,6 +21,7 @@ from redis.credentials import CredentialProvider
 
 from stores import Claim, ClaimResult, RedisStore, StoreUnavailable, _redis_mux, open_store
 from stores import redis as redis_store
+from stores._journal import encode_event, index_fields
 from stores._redis_mux import can_multiplex
 from tests.private_redis import REDIS_SERVER, PrivateRedis, free_ports
 
@@ -56,10 +57,12 @@ async def test_every_key_of_a_call_shares_one_cluster_slot(
     await store.claim(call, 3, b"fp", ttl=30)
     await store.append(call, {"ts": 1.0, "target": "tool"}, ttl=30)
     keys = [k.decode() async for k in redis_client.scan_iter(match=f"{store.prefix}:*")]
-    call_keys = [k for k in keys if ":index:" not in k]
-    assert len(call_keys) == 3  # blob, round, journal
+    shared = (f"{store.prefix}:index:", f"{store.prefix}:journal:")
+    call_keys = [k for k in keys if not k.startswith(shared)]
+    assert len(call_keys) == 2  # blob, round (its journal event is in a batch of the journal)
     assert {key_slot(k.encode()) for k in call_keys} == {key_slot(call.encode())}
-    index_keys = [k for k in keys if ":index:" in k]
+    index_keys = [k for k in keys if k.startswith(shared)]
+    assert len(index_keys) == 4  # by time, calls, by target, one batch
     assert len({key_slot(k.encode()) for k in index_keys}) == 1
 
 
@@ -248,8 +251,13 @@ async def test_a_summary_that_outlived_its_journal_starts_over(
     redis_replicas: Replicas, redis_client: Redis
 ) -> None:
     store = await redis_replicas()
+
+    async def lose_the_journal() -> None:  # the summary stays behind
+        batches = [k async for k in redis_client.scan_iter(match=f"{store.prefix}:journal:*")]
+        await redis_client.delete(f"{store.prefix}:{{c1}}:journal", *batches)
+
     await store.append("c1", {"ts": 1.0, "target": "old", "kind": "done"}, ttl=30)
-    await redis_client.delete(f"{store.prefix}:{{c1}}:journal")  # the summary stays behind
+    await lose_the_journal()
     for append in (store.append, lambda c, e, ttl: store.append_many([(c, e)], ttl)):
         await append("c1", {"ts": 5.0}, ttl=30)
         [summary] = await store.calls()
@@ -263,7 +271,58 @@ async def test_a_summary_that_outlived_its_journal_starts_over(
         [summary] = await store.calls()
         assert (summary.target, summary.events, summary.last_kind) == ("new", 2, "next")
         assert await store.calls(target="old") == []
-        await redis_client.delete(f"{store.prefix}:{{c1}}:journal")
+        assert [e["ts"] for e in await store.events("c1")] == [5.0, 6.0]
+        await lose_the_journal()
+
+
+async def test_a_call_reads_its_events_from_the_batches_they_came_in(
+    redis_replicas: Replicas, redis_client: Redis
+) -> None:
+    a, b = await redis_replicas(), await redis_replicas()
+    await a.append_many([("c1", {"ts": 1.0, "n": 1}), ("c2", {"ts": 1.5, "n": 1})], ttl=30)
+    await b.append_many([("c2", {"ts": 2.0, "n": 2}), ("c1", {"ts": 2.5, "n": 2})], ttl=30)
+    await a.append("c1", {"ts": 3.0, "n": 3}, ttl=30)
+
+    assert [e["n"] for e in await b.events("c1")] == [1, 2, 3]
+    assert [e["n"] for e in await a.events("c2")] == [1, 2]
+    assert await redis_client.exists(f"{a.prefix}:{{c1}}:journal") == 0  # no key of its own
+
+
+async def test_a_continued_call_keeps_its_earlier_batches_alive(
+    redis_replicas: Replicas, redis_client: Redis
+) -> None:
+    store = await redis_replicas()
+    await store.append("c1", {"ts": 1.0}, ttl=30)
+    [first] = [k async for k in redis_client.scan_iter(match=f"{store.prefix}:journal:*")]
+    await store.append("c1", {"ts": 2.0}, ttl=300)
+    assert await redis_client.pttl(first) > 30_000
+
+
+async def test_a_long_call_goes_on_in_its_own_list(
+    redis_replicas: Replicas, redis_client: Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(redis_store, "JOURNAL_POINTERS", 2)
+    store = await redis_replicas()
+    await store.append_many([("c1", {"ts": 1.0, "n": n}) for n in (1, 2, 3)], ttl=30)
+    await store.append("c1", {"ts": 2.0, "n": 4}, ttl=30)
+    await store.append_many([("c1", {"ts": 3.0, "n": 5}), ("c2", {"ts": 3.0, "n": 1})], ttl=30)
+
+    assert [e["n"] for e in await store.events("c1")] == [1, 2, 3, 4, 5]
+    assert await redis_client.llen(f"{store.prefix}:{{c1}}:journal") == 3
+    [summary] = [s for s in await store.calls() if s.call_id == "c1"]
+    assert summary.events == 5
+
+
+async def test_a_call_begun_in_a_list_goes_on_in_batches(redis_replicas: Replicas) -> None:
+    store = await redis_replicas()
+    older = {"ts": 1.0, "target": "tool", "n": 1}  # as a version that kept every event in a list
+    await store._append_one("c1", encode_event(older), index_fields(older), ttl=30)
+    await store.append_many([("c1", {"ts": 2.0, "n": 2})], ttl=30)
+    await store.append("c1", {"ts": 3.0, "kind": "done", "n": 3}, ttl=30)
+
+    assert [e["n"] for e in await store.events("c1")] == [1, 2, 3]
+    [summary] = await store.calls(target="tool")
+    assert (summary.events, summary.first_ts, summary.last_kind) == (3, 1.0, "done")
 
 
 async def test_a_client_passed_in_stays_open(redis_replicas: Replicas, redis_test_url: str) -> None:
