@@ -145,8 +145,8 @@ local function variadic(command, key, args)
   end
 end
 
-local batch, ttl, now, limit = ARGV[6], ARGV[3], tonumber(ARGV[7]), tonumber(ARGV[8])
-redis.call('SET', batch, ARGV[1], 'PX', ttl)
+local batch, events, ttl = ARGV[6], ARGV[1], tonumber(ARGV[3])
+local now, limit, expires = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[4])
 local entries = cmsgpack.unpack(ARGV[2])
 local order, first_of, last_of, next_of, offsets, offset = {}, {}, {}, {}, {}, 0
 for i = 1, #entries do
@@ -168,24 +168,58 @@ for i = 1, #order, 1000 do
   local found = redis.call('HMGET', KEYS[2], unpack(order, i, last))
   for j = i, last do old[j] = found[j - i + 1] end
 end
-local kept, held = {}, {}
+
+local function number(v) return type(v) == 'number' end
+local function readable(s)
+  if type(s) ~= 'table' or not (number(s[1]) and number(s[2]) and number(s[3])
+      and number(s[4]) and type(s[5]) == 'string' and type(s[6]) == 'string') then
+    return false
+  end
+  if s[7] == nil then return true end
+  if not number(s[7]) or type(s[8]) ~= 'table' or #s[8] % 3 ~= 0 then return false end
+  for j = 1, #s[8], 3 do
+    if type(s[8][j]) ~= 'string' or not number(s[8][j + 1]) or not number(s[8][j + 2]) then
+      return false
+    end
+  end
+  return true
+end
+
+local kept, alive = {}, {}
 for i = 1, #order do
   local ok, s = false, nil
   if old[i] then ok, s = pcall(cmsgpack.unpack, old[i]) end
-  if ok and type(s) == 'table' and tonumber(s[4]) and tonumber(s[4]) > now then
-    local list = entries[first_of[order[i]]][2]
-    if type(s[8]) ~= 'table' then
-      s[7], s[8] = s[3], {}
-    end
-    for j = 1, #s[8], 3 do held[s[8][j]] = false end
-    if s[3] > s[7] + #s[8] / 3 or s[7] > 0 then held[list] = false end
+  if ok and readable(s) and s[4] > now then
+    if s[7] == nil then s[7], s[8] = s[3], {} end
+    if s[7] > 0 then alive[entries[first_of[order[i]]][2]] = false end
+    for j = 1, #s[8], 3 do alive[s[8][j]] = false end
     kept[i] = s
   end
 end
-held[batch] = nil
-for key, _ in pairs(held) do held[key] = redis.call('PEXPIRE', key, ttl) == 1 end
+for key, _ in pairs(alive) do
+  local left = redis.call('PTTL', key)
+  alive[key] = left ~= -2
+  if left >= 0 and left < ttl then redis.call('PEXPIRE', key, ttl) end
+end
+
+local function move(list, head, pointers)
+  if head > 0 then redis.call('LTRIM', list, 0, head - 1) else redis.call('DEL', list) end
+  local moved = {}
+  for j = 1, #pointers, 3 do
+    local from, length = pointers[j + 1], pointers[j + 2]
+    local event
+    if pointers[j] == batch then
+      event = string.sub(events, from + 1, from + length)
+    else
+      event = redis.call('GETRANGE', pointers[j], from, from + length - 1)
+    end
+    if event ~= '' then moved[#moved + 1] = event end
+  end
+  if #moved > 0 then push(list, moved, ttl) end
+  return head + #moved
+end
+
 local summaries, by_ts, by_target = {}, {}, {}
-local expires = tonumber(ARGV[4])
 for i = 1, #order do
   local id = order[i]
   local e = first_of[id]
@@ -193,13 +227,18 @@ for i = 1, #order do
   local first, last, n, kind, target, head, pointers = nil, nil, 0, '', '', 0, {}
   local s = kept[i]
   if s then
-    local alive = held[list] or false
-    for j = 1, #s[8], 3 do alive = alive or held[s[8][j]] end
-    if alive then
-      first, last, n, kind, target, head, pointers = s[1], s[2], s[3], s[5], s[6], s[7], s[8]
+    head = s[7]
+    if head > 0 and not alive[list] then head = 0 end
+    for j = 1, #s[8], 3 do
+      if alive[s[8][j]] then
+        pointers[#pointers + 1] = s[8][j]
+        pointers[#pointers + 1] = s[8][j + 1]
+        pointers[#pointers + 1] = s[8][j + 2]
+      end
     end
+    n = head + #pointers / 3
+    if n > 0 then first, last, kind, target = s[1], s[2], s[5], s[6] else head = 0 end
   end
-  local tail = nil
   while e do
     local entry = entries[e]
     local ts = tonumber(entry[3])
@@ -207,18 +246,16 @@ for i = 1, #order do
     if not last or ts > last then last = ts end
     if target == '' then target = entry[4] end
     if entry[5] ~= '' then kind = entry[5] end
-    if #pointers < 3 * limit and n == head + #pointers / 3 then
-      pointers[#pointers + 1] = batch
-      pointers[#pointers + 1] = offsets[e]
-      pointers[#pointers + 1] = entry[6]
-    else
-      tail = tail or {}
-      tail[#tail + 1] = string.sub(ARGV[1], offsets[e] + 1, offsets[e] + entry[6])
+    if #pointers >= 3 * limit then
+      head = move(list, head, pointers)
+      pointers = {}
     end
-    n = n + 1
+    pointers[#pointers + 1] = batch
+    pointers[#pointers + 1] = offsets[e]
+    pointers[#pointers + 1] = entry[6]
     e = next_of[e]
   end
-  if tail then push(list, tail, ttl) end
+  n = head + #pointers / 3
   summaries[#summaries + 1] = id
   summaries[#summaries + 1] = cmsgpack.pack({first, last, n, expires, kind, target, head, pointers})
   by_ts[#by_ts + 1] = last
@@ -233,6 +270,7 @@ for i = 1, #order do
     members[#members + 1] = id
   end
 end
+redis.call('SET', batch, events, 'PX', ttl)
 variadic('HSET', KEYS[2], summaries)
 variadic('ZADD', KEYS[1], by_ts)
 for target, members in pairs(by_target) do
@@ -244,14 +282,17 @@ return #entries
 """Journal events on a single Redis, in one script per batch, which is kept whole as one string.
 
 A call's summary in the calls hash is a msgpack array ``[first ts, last ts, events, expiry,
-last kind or '', target or '', head, pointers]``: its events are the first ``head`` of its own
-list, then those the pointers locate (``[batch key, offset, length]`` each, in order), then the
-rest of its list. So a new call costs no key of its own: its events are read from the batches
-they came in, and each batch a continuing call points into lives as long as the call does.
-Past ``limit`` pointers a call's further events go to its list, so a long call's summary stays
-small. A summary of an older layout (six elements: every event in the list) is continued with
-``head`` set to its events. One that has expired, or none of whose batches and list is left,
-starts the call afresh (an id used again).
+last kind or '', target or '', head, pointers]``: its events are the ``head`` events of its own
+list, then those the pointers locate (``[batch key, offset, length]`` each, in order). So a call
+of a few rounds costs no key of its own: its events are read from the batches they came in.
+Each later event of a call extends the batches it points into and its list (never shortening
+them: a batch is shared with other calls), so they live as long as its journal. An event past
+``limit`` pointers first moves the pointed events to the end of the call's list, so that its
+summary, rewritten at each event, stays small and a long call keeps few batches alive. A
+summary of an older layout (six elements: every event in the list) goes on with ``head`` set
+to its events; one that has expired, or that the store cannot read, or none of whose keys is
+left, starts the call afresh (an id used again). Events whose key is gone are dropped from the
+count. The batch is written last, so a script that fails halfway leaves none behind.
 
 The calls are listed together, with one command per index (and per target), not one per call:
 a command run from a script costs Redis far more than the members it adds.

@@ -81,9 +81,10 @@ CLUSTER_JOURNAL_CONCURRENCY = 16
 """Calls whose journal events a cluster store writes at once."""
 JOURNAL_BLOB_BYTES = 1024 * 1024
 """Events per journal script on a single Redis, by size: each script's events are one batch key."""
-JOURNAL_POINTERS = 64
-"""Events of a call read from the batches they came in; later ones go to the call's own list,
-so that its summary, rewritten at each of its events, stays small."""
+JOURNAL_POINTERS = 4
+"""Events of a call read from the batches they came in before they move to its own list: a call
+of up to this many rounds costs no key of its own, and a longer one's summary, rewritten at each
+of its events, stays small (each event extends at most this many batches)."""
 
 
 _CLAIMS = {claim.value.encode(): claim for claim in Claim}
@@ -558,11 +559,19 @@ class RedisStore:
         return batches
 
     async def events(self, call_id: str) -> list[dict[str, Any]]:
-        """The first ``head`` events of the call's list, then those its summary points to in
-        the batches they came in, then the rest of its list (see `lua.APPEND_MANY`)."""
+        """The call's events: those at the start of its list, then those its summary points to
+        in the batches they came in (see `lua.APPEND_MANY`); on a cluster, its list."""
         key = self._key(call_id, "journal")
         what = f"reading the journal of call {call_id!r}"
-        packed, items = await self._call(what, partial(self._journal_parts, call_id, key))
+
+        async def summary_and_list() -> list[Any]:
+            async with self._client.pipeline(transaction=False) as pipe:
+                pipe.hget(self._index_key("calls"), call_id)
+                pipe.lrange(key, 0, -1)
+                replies: list[Any] = await pipe.execute()
+            return replies
+
+        packed, items = await self._call(what, summary_and_list)
         head, pointers = _journal_layout(packed, len(items))
         found: list[Any] = []
         if pointers:
@@ -572,17 +581,11 @@ class RedisStore:
                     for batch, offset, length in pointers:
                         pipe.getrange(batch, offset, offset + length - 1)
                     parts: list[Any] = await pipe.execute()
-                    return parts
+                return parts
 
             found = [part for part in await self._call(what, read_batches) if part]
-        ordered = [*items[:head], *found, *items[head:]]
+        ordered = [*items[:head], *found]
         return [decode_event(as_bytes(item, "a journal event")) for item in ordered]
-
-    async def _journal_parts(self, call_id: str, key: str) -> tuple[Any, list[Any]]:
-        """The call's summary and its list (on a cluster they are on different nodes)."""
-        packed = await self._client.hget(self._index_key("calls"), call_id)
-        items = await self._client.lrange(key, 0, -1)
-        return packed, items
 
     async def calls(
         self, *, limit: int = 50, since: float | None = None, target: str | None = None
@@ -647,9 +650,10 @@ class RedisStore:
 
 
 def _journal_layout(packed: Any, listed: int) -> tuple[int, list[tuple[bytes, int, int]]]:
-    """Where a call's events are, from its summary: how many of its list come first, and the
-    ``(batch key, offset, length)`` of those in batches. A summary of an older layout, or none,
-    puts every event in the list; one the store cannot read, likewise."""
+    """Where a call's events are, from its summary: how many of its list are its own (the
+    list may hold the end of an earlier life of its id), and the ``(batch key, offset,
+    length)`` of those in batches. A summary of an older layout, or none, or one the store
+    cannot read, puts every event in the list."""
     if packed is None:
         return listed, []
     try:

@@ -13,6 +13,7 @@ from typing import Any
 
 import anyio
 import anyio.abc
+import msgpack
 import pytest
 from redis.asyncio import Redis
 from redis.asyncio.sentinel import Sentinel
@@ -292,13 +293,19 @@ async def test_a_continued_call_keeps_its_earlier_batches_alive(
     redis_replicas: Replicas, redis_client: Redis
 ) -> None:
     store = await redis_replicas()
-    await store.append("c1", {"ts": 1.0}, ttl=30)
-    [first] = [k async for k in redis_client.scan_iter(match=f"{store.prefix}:journal:*")]
-    await store.append("c1", {"ts": 2.0}, ttl=300)
-    assert await redis_client.pttl(first) > 30_000
+    await store.append_many([("c1", {"ts": 1.0}), ("c2", {"ts": 1.0})], ttl=300)
+    [batch] = await journal_keys(store, redis_client)
+    await store.append("c1", {"ts": 2.0}, ttl=600)
+    assert await redis_client.pttl(batch) > 300_000
+    await store.append("c2", {"ts": 2.0}, ttl=1)  # c1's events are in that batch too
+    assert await redis_client.pttl(batch) > 300_000
 
 
-async def test_a_long_call_goes_on_in_its_own_list(
+async def journal_keys(store: RedisStore, redis_client: Redis) -> list[bytes]:
+    return [k async for k in redis_client.scan_iter(match=f"{store.prefix}:journal:*")]
+
+
+async def test_a_long_call_moves_its_events_to_its_own_list(
     redis_replicas: Replicas, redis_client: Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(redis_store, "JOURNAL_POINTERS", 2)
@@ -308,9 +315,52 @@ async def test_a_long_call_goes_on_in_its_own_list(
     await store.append_many([("c1", {"ts": 3.0, "n": 5}), ("c2", {"ts": 3.0, "n": 1})], ttl=30)
 
     assert [e["n"] for e in await store.events("c1")] == [1, 2, 3, 4, 5]
-    assert await redis_client.llen(f"{store.prefix}:{{c1}}:journal") == 3
+    assert await redis_client.llen(f"{store.prefix}:{{c1}}:journal") == 4
     [summary] = [s for s in await store.calls() if s.call_id == "c1"]
     assert summary.events == 5
+    assert len(await journal_keys(store, redis_client)) == 3  # kept until they expire
+
+
+async def test_an_id_used_again_does_not_read_its_earlier_life(
+    redis_replicas: Replicas, redis_client: Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(redis_store, "JOURNAL_POINTERS", 1)
+    store = await redis_replicas()
+    await store.append_many([("c1", {"ts": 1.0, "n": n}) for n in (1, 2, 3)], ttl=30)
+    await redis_client.hdel(f"{store.prefix}:index:{{{store.prefix}}}:calls", "c1")  # pruned
+    await store.append("c1", {"ts": 5.0, "n": 100}, ttl=30)
+    assert [e["n"] for e in await store.events("c1")] == [100]
+    monkeypatch.setattr(redis_store, "JOURNAL_POINTERS", 4)
+    await store.append("c1", {"ts": 6.0, "n": 101}, ttl=30)
+    assert [e["n"] for e in await store.events("c1")] == [100, 101]
+
+
+async def test_events_whose_key_is_gone_leave_the_rest_in_order(
+    redis_replicas: Replicas, redis_client: Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = await redis_replicas()
+    older = {"ts": 1.0, "n": 1}  # as a version that kept every event in a list
+    await store._append_one("c1", encode_event(older), index_fields(older), ttl=30)
+    await store.append("c1", {"ts": 2.0, "n": 2}, ttl=30)
+    await redis_client.delete(f"{store.prefix}:{{c1}}:journal")  # evicted, say
+    monkeypatch.setattr(redis_store, "JOURNAL_POINTERS", 2)
+    await store.append_many([("c1", {"ts": 3.0, "n": 3}), ("c1", {"ts": 4.0, "n": 4})], ttl=30)
+    await store.append("c1", {"ts": 5.0, "n": 5}, ttl=30)
+
+    assert [e["n"] for e in await store.events("c1")] == [2, 3, 4, 5]
+    [summary] = await store.calls()
+    assert summary.events == 4
+
+
+async def test_a_summary_the_store_cannot_read_starts_its_call_afresh(
+    redis_replicas: Replicas, redis_client: Redis
+) -> None:
+    store = await redis_replicas()
+    odd = msgpack.packb([1.0, 2.0, "x", time.time() + 60, "", ""])
+    await redis_client.hset(f"{store.prefix}:index:{{{store.prefix}}}:calls", "c1", odd)
+    await store.append_many([("c1", {"ts": 5.0, "n": 1}), ("c2", {"ts": 5.0, "n": 1})], ttl=30)
+    assert [e["n"] for e in await store.events("c1")] == [1]
+    assert sorted((s.call_id, s.events) for s in await store.calls()) == [("c1", 1), ("c2", 1)]
 
 
 async def test_a_call_begun_in_a_list_goes_on_in_batches(redis_replicas: Replicas) -> None:
