@@ -169,16 +169,20 @@ for i = 1, #order, 1000 do
   for j = i, last do old[j] = found[j - i + 1] end
 end
 
+local batches = string.match(batch, '^(.*:)')
 local function number(v) return type(v) == 'number' end
+local function count(v) return type(v) == 'number' and v >= 0 and v == math.floor(v) end
 local function readable(s)
-  if type(s) ~= 'table' or not (number(s[1]) and number(s[2]) and number(s[3])
+  if type(s) ~= 'table' or not (number(s[1]) and number(s[2]) and count(s[3])
       and number(s[4]) and type(s[5]) == 'string' and type(s[6]) == 'string') then
     return false
   end
   if s[7] == nil then return true end
-  if not number(s[7]) or type(s[8]) ~= 'table' or #s[8] % 3 ~= 0 then return false end
+  if not count(s[7]) or type(s[8]) ~= 'table' or #s[8] % 3 ~= 0 then return false end
   for j = 1, #s[8], 3 do
-    if type(s[8][j]) ~= 'string' or not number(s[8][j + 1]) or not number(s[8][j + 2]) then
+    local key = s[8][j]
+    if type(key) ~= 'string' or string.sub(key, 1, #batches) ~= batches
+        or not count(s[8][j + 1]) or not count(s[8][j + 2]) then
       return false
     end
   end
@@ -285,12 +289,13 @@ A call's summary in the calls hash is a msgpack array ``[first ts, last ts, even
 last kind or '', target or '', head, pointers]``: its events are the ``head`` events of its own
 list, then those the pointers locate (``[batch key, offset, length]`` each, in order). So a call
 of a few rounds costs no key of its own: its events are read from the batches they came in.
-Each later event of a call extends the batches it points into and its list (never shortening
-them: a batch is shared with other calls), so they live as long as its journal. An event past
+Each later event of a call extends its list and the batches it points into (never shortening
+a batch: it is shared with other calls), so they live as long as its journal. An event past
 ``limit`` pointers first moves the pointed events to the end of the call's list, so that its
 summary, rewritten at each event, stays small and a long call keeps few batches alive. A
 summary of an older layout (six elements: every event in the list) goes on with ``head`` set
-to its events; one that has expired, or that the store cannot read, or none of whose keys is
+to its events; one that has expired, or that the store cannot read (a count that is not a whole
+number, a pointer outside the journal's batches), or none of whose keys is
 left, starts the call afresh (an id used again). Events whose key is gone are dropped from the
 count. The batch is written last, so a script that fails halfway leaves none behind.
 

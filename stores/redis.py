@@ -565,7 +565,8 @@ class RedisStore:
         what = f"reading the journal of call {call_id!r}"
 
         async def summary_and_list() -> list[Any]:
-            async with self._client.pipeline(transaction=False) as pipe:
+            # One transaction on a single Redis: an id used again cannot come between the two.
+            async with self._client.pipeline(transaction=isinstance(self._client, Redis)) as pipe:
                 pipe.hget(self._index_key("calls"), call_id)
                 pipe.lrange(key, 0, -1)
                 replies: list[Any] = await pipe.execute()

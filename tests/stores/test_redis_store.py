@@ -352,12 +352,31 @@ async def test_events_whose_key_is_gone_leave_the_rest_in_order(
     assert summary.events == 4
 
 
+@pytest.mark.parametrize(
+    "odd",
+    [
+        [1.0, 2.0, "x", 60, "", ""],
+        [1.0, 2.0, 1, 60, "", "", 1.5, ["journal", 0, 10]],
+        [1.0, 2.0, 1, 60, "", "", 0, ["calls", 0, 10]],
+        [1.0, 2.0, 1, 60, "", "", 0, ["journal", -1, 10]],
+    ],
+)
 async def test_a_summary_the_store_cannot_read_starts_its_call_afresh(
-    redis_replicas: Replicas, redis_client: Redis
+    redis_replicas: Replicas,
+    redis_client: Redis,
+    monkeypatch: pytest.MonkeyPatch,
+    odd: list[Any],
 ) -> None:
+    monkeypatch.setattr(redis_store, "JOURNAL_POINTERS", 1)  # c1's event moves what it points to
     store = await redis_replicas()
-    odd = msgpack.packb([1.0, 2.0, "x", time.time() + 60, "", ""])
-    await redis_client.hset(f"{store.prefix}:index:{{{store.prefix}}}:calls", "c1", odd)
+    index = f"{store.prefix}:index:{{{store.prefix}}}"
+    await redis_client.rpush(f"{store.prefix}:{{c1}}:journal", b"?")
+    batch = f"{store.prefix}:journal:{{{store.prefix}}}:x"
+    await redis_client.set(batch, b"?" * 20)
+    odd[3] += time.time()  # not expired
+    if len(odd) > 6 and odd[7]:
+        odd[7][0] = f"{index}:{odd[7][0]}" if odd[7][0] == "calls" else batch
+    await redis_client.hset(f"{index}:calls", "c1", msgpack.packb(odd))
     await store.append_many([("c1", {"ts": 5.0, "n": 1}), ("c2", {"ts": 5.0, "n": 1})], ttl=30)
     assert [e["n"] for e in await store.events("c1")] == [1]
     assert sorted((s.call_id, s.events) for s in await store.calls()) == [("c1", 1), ("c2", 1)]
