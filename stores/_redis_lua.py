@@ -241,7 +241,7 @@ for i = 1, #order do
       end
     end
     n = head + #pointers / 3
-    if n > 0 then first, last, kind, target = s[1], s[2], s[5], s[6] else head = 0 end
+    if n > 0 then first, last, kind, target = s[1], s[2], s[5], s[6] end
   end
   while e do
     local entry = entries[e]
@@ -295,9 +295,9 @@ a batch: it is shared with other calls), so they live as long as its journal. An
 summary, rewritten at each event, stays small and a long call keeps few batches alive. A
 summary of an older layout (six elements: every event in the list) goes on with ``head`` set
 to its events; one that has expired, or that the store cannot read (a count that is not a whole
-number, a pointer outside the journal's batches), or none of whose keys is
-left, starts the call afresh (an id used again). Events whose key is gone are dropped from the
-count. The batch is written last, so a script that fails halfway leaves none behind.
+number, a pointer outside the journal's batches), or none of whose keys is left, starts the
+call afresh (an id used again). Events whose key is gone are dropped from the count. The batch
+is written last, so a script that fails halfway leaves none behind.
 
 The calls are listed together, with one command per index (and per target), not one per call:
 a command run from a script costs Redis far more than the members it adds.
