@@ -22,7 +22,7 @@ lint: $(STAMP)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy engine $(wildcard stores)
-	$(BIN)/mypy bench/run.py bench/loadgen.py bench/micro.py bench/servers/floor.py bench/servers/official.py
+	$(BIN)/mypy bench/run.py bench/ab.py bench/loadgen.py bench/micro.py bench/servers/floor.py bench/servers/official.py
 
 pytest: $(STAMP)
 	$(BIN)/python tests/redis_server.py -- $(BIN)/pytest $(PYTEST_ARGS)

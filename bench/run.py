@@ -50,15 +50,17 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH))
 
 import loadgen  # noqa: E402
+
+T = TypeVar("T")
 
 OFFICIAL_VENV = BENCH / ".venv-official"
 OFFICIAL_PINS = ["mcp==2.3.0", "uvicorn[standard]"]
@@ -206,15 +208,17 @@ class ServerSpec:
     workloads: list[str]
     side: str
     """``ours``, ``official``, ``official-sse`` or ``floor``."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Environment settings of this server's own (``bench/ab.py`` variants)."""
 
 
 @contextlib.contextmanager
 def serving(spec: ServerSpec, logs: Path) -> Iterator[tuple[int, int]]:
     """Start one server; yield ``(port, pid)``; stop it."""
     port = free_port()
-    env = dict(os.environ, BENCH_KEY=KEY, PYTHONDONTWRITEBYTECODE="1")
-    env.pop("ENGINE_STORE", None)
-    env.pop("ENGINE_KEYS", None)
+    # The servers run with the defaults: no engine setting of the caller's shell reaches them.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ENGINE_")}
+    env.update(BENCH_KEY=KEY, PYTHONDONTWRITEBYTECODE="1", **spec.env)
     log_file = open(logs / f"server-{spec.key}.log", "ab")  # noqa: SIM115
     proc = subprocess.Popen(
         [spec.python, *spec.argv, "--port", str(port)],
@@ -354,29 +358,18 @@ def measure_repeat(
                 spec.key: journal_events_dropped(running[spec.key][0]) for spec in stores
             }
             for n in range(args.slices):
-                turn = n % len(group)
-                order = group[turn:] + group[:turn]
-                if n % 2:
-                    order.reverse()
-                for spec in order:
+                for spec in turn_order(group, n):
                     port, pid = running[spec.key]
-                    loop = loadgen.new_event_loop()
-                    try:
-                        result = loop.run_until_complete(
-                            loadgen.run_load(
-                                HOST,
-                                port,
-                                workload,
-                                server=spec.key,
-                                server_pid=pid,
-                                connections=args.connections,
-                                warmup=warmups[spec.key],
-                                duration=slice_seconds,
-                                store_pid=args.redis_pid,
-                            )
-                        )
-                    finally:
-                        loop.close()
+                    result = run_turn(
+                        port,
+                        pid,
+                        workload,
+                        server=spec.key,
+                        connections=args.connections,
+                        warmup=warmups[spec.key],
+                        duration=slice_seconds,
+                        store_pid=args.redis_pid,
+                    )
                     parts[spec.key].append(result)
                     # Later slices start on new connections, all at once: warm up long enough
                     # for each to have finished calls (2 of this server's slowest), so the
@@ -390,13 +383,10 @@ def measure_repeat(
                     after = journal_events_dropped(running[spec.key][0])
                     lost = None if before is None or after is None else after - before
                     summary["journal_events_dropped"] = lost
-                    if lost != 0:  # the store did less than it should: figures would flatter it
+                    error = dropped_error(before, after)
+                    if error is not None:
                         summary["valid"] = False
-                        summary["errors"].append(
-                            f"{lost} journal events dropped by the server"
-                            if lost
-                            else "could not read the server's dropped journal events from /metrics"
-                        )
+                        summary["errors"].append(error)
                 summary["loadavg_before"] = load_before
                 summary["side"] = spec.side
                 summary["slices"] = args.slices
@@ -421,6 +411,63 @@ def measure_repeat(
 
 _LOCAL = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 """Straight to the loopback server, whatever proxy the environment names."""
+
+
+def turn_order(items: list[T], n: int) -> list[T]:
+    """The order of turn ``n``: rotated by one every turn and reversed every other one, so that
+    no server always follows the same one."""
+    turn = n % len(items)
+    order = items[turn:] + items[:turn]
+    if n % 2:
+        order.reverse()
+    return order
+
+
+def run_turn(
+    port: int,
+    pid: int,
+    workload: loadgen.Workload,
+    *,
+    server: str,
+    connections: int,
+    warmup: float,
+    duration: float,
+    store_pid: int | None,
+) -> loadgen.RunResult:
+    """One measured window of one server, on an event loop of its own."""
+    loop = loadgen.new_event_loop()
+    try:
+        return loop.run_until_complete(
+            loadgen.run_load(
+                HOST,
+                port,
+                workload,
+                server=server,
+                server_pid=pid,
+                connections=connections,
+                warmup=warmup,
+                duration=duration,
+                store_pid=store_pid,
+            )
+        )
+    finally:
+        loop.close()
+
+
+def with_prefix(url: str, prefix: str) -> str:
+    """A store URL with its key prefix."""
+    return f"{url}{'&' if '?' in url else '?'}prefix={prefix}"
+
+
+def dropped_error(before: int | None, after: int | None) -> str | None:
+    """What makes a store server's run invalid, from its dropped journal events before and
+    after: some were dropped (the store did less than it should: figures would flatter it), or
+    the count could not be read."""
+    if before is None or after is None:
+        return "could not read the server's dropped journal events from /metrics"
+    if after != before:
+        return f"{after - before} journal events dropped by the server"
+    return None
 
 
 def journal_events_dropped(port: int) -> int | None:
@@ -1003,7 +1050,10 @@ def render_doc(
         "`pip install matplotlib py-spy pyinstrument`, a Redis: the machine's on "
         "127.0.0.1:6379 or a private `redis-server`), or `.venv/bin/python bench/run.py` "
         "`[--quick] [--repeat N] [--slices N] [--profile] [--duration S] [--workloads a,b]`. "
-        "The bench extra is for the bench only, never a runtime dependency.",
+        "The bench extra is for the bench only, never a runtime dependency. A change worth a "
+        "few percent is below what this machine drifts between slices: compare builds or "
+        "settings with `bench/ab.py` (for instance `.venv/bin/python bench/ab.py inline=. "
+        "redis=.,redis`), whose variants take many short turns.",
         "",
         "## Results",
         "",
@@ -1223,13 +1273,12 @@ def main() -> int:
     args.redis_pid = redis_pid(redis_url) if redis_url else None
     prefix = f"bench-{secrets.token_hex(6)}"
     if redis_url:
-        sep = "&" if "?" in redis_url else "?"
         specs.append(
             ServerSpec(
                 "ours-redis",
                 SERVER_LABEL["ours-redis"],
                 sys.executable,
-                ["bench/servers/ours.py", "--store", f"{redis_url}{sep}prefix={prefix}"],
+                ["bench/servers/ours.py", "--store", with_prefix(redis_url, prefix)],
                 workloads,
                 "ours",
             )

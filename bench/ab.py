@@ -1,0 +1,214 @@
+"""Interleaved runs of our bench server in several variants: ``bench/ab.py``.
+
+A change to the Redis path moves calls/s by a few percent, less than this machine drifts in a
+minute, so `make bench` (every server once per slice, 20 minutes) cannot show it. Here two or
+more variants take many short turns instead, the order rotated every round and reversed every
+other one, so a drift moves them alike. A variant is ``bench/servers/ours.py`` of a checkout,
+inline or with a store, with environment settings of its own:
+
+    .venv/bin/python bench/ab.py inline=. redis=.,redis sampled=.,redis,ENGINE_JOURNAL_SAMPLE=0.1
+    .venv/bin/python bench/ab.py --workload chain --rounds 10 before=../old,redis after=.,redis
+
+Each variant is ``NAME=CHECKOUT[,redis|,sqlite][,VAR=VALUE...]``. As in `bench/run.py`, no
+``ENGINE_*`` setting of the calling shell reaches a server: only a variant's own do. The Redis is
+the bench's (``--redis-url``, as for `bench/run.py`); each variant gets a key prefix of its own,
+deleted once the servers have stopped. Prints each variant's medians over the rounds (calls/s,
+server CPU per round, Redis's own CPU) and its calls/s over the first variant's: the median of
+the rounds' ratios, with their range. A turn with a failed call or none completed, or a journal
+event a server dropped, makes the run invalid (exit status 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import secrets
+import statistics
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import loadgen
+import run
+
+
+@dataclass
+class Variant:
+    name: str
+    checkout: Path
+    store: str | None
+    """``redis``, ``sqlite`` or ``None`` (inline)."""
+    env: dict[str, str]
+    calls_per_s: list[float] = field(default_factory=list)
+    cpu_per_round: list[float] = field(default_factory=list)
+    store_cores: list[float] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+
+
+def parse_variant(text: str) -> Variant:
+    """``NAME=CHECKOUT[,redis|,sqlite][,VAR=VALUE...]``, with a clear error for anything else."""
+    name, sep, rest = text.partition("=")
+    if not sep or not name or not rest:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give NAME=CHECKOUT[,redis|,sqlite][,VAR=VALUE...], e.g. redis=.,redis"
+        )
+    if not name.replace("-", "").replace("_", "").replace(".", "").isalnum():
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: a variant's name is letters, digits, '-', '_' and '.' (it names its "
+            "Redis key prefix and its log)"
+        )
+    directory, *options = rest.split(",")
+    if not directory:
+        raise argparse.ArgumentTypeError(f"{text!r}: name a checkout, e.g. {name}=.")
+    checkout = Path(directory).resolve()
+    if not (checkout / "bench" / "servers" / "ours.py").is_file():
+        raise argparse.ArgumentTypeError(f"{text!r}: {checkout} has no bench/servers/ours.py")
+    store: str | None = None
+    env: dict[str, str] = {}
+    for option in options:
+        if option in ("redis", "sqlite"):
+            if store is not None:
+                raise argparse.ArgumentTypeError(f"{text!r}: one store per variant")
+            store = option
+        elif "=" in option and option.partition("=")[0]:
+            key, _, value = option.partition("=")
+            env[key] = value
+        else:
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: {option!r} is neither redis, sqlite nor VAR=VALUE"
+            )
+    return Variant(name, checkout, store, env)
+
+
+def server_spec(variant: Variant, store_url: str | None) -> run.ServerSpec:
+    argv = [str(variant.checkout / "bench" / "servers" / "ours.py")]
+    if store_url is not None:
+        argv += ["--store", store_url]
+    return run.ServerSpec(
+        f"ab-{variant.name}", variant.name, sys.executable, argv, [], "ours", env=variant.env
+    )
+
+
+def measure(variants: list[Variant], args: argparse.Namespace, logs: Path) -> None:
+    """Start every variant, then run ``args.rounds`` rounds in which each takes one turn; the
+    stores' keys and files are deleted once the servers have stopped."""
+    redis_url = None
+    if any(v.store == "redis" for v in variants):
+        redis_url = run.redis_url_from(args)
+        if redis_url is None:
+            raise SystemExit("no Redis answered: start one, or give --redis-url")
+    store_pid = run.redis_pid(redis_url) if redis_url else None
+    workload = loadgen.WORKLOADS[args.workload]
+    prefixes: list[str] = []
+    sqlite_files: list[Path] = []
+    try:
+        with contextlib.ExitStack() as stack:
+            running: dict[str, tuple[int, int]] = {}
+            for variant in variants:
+                url = None
+                if variant.store == "redis":
+                    assert redis_url is not None
+                    prefixes.append(f"ab-{secrets.token_hex(4)}-{variant.name}")
+                    url = run.with_prefix(redis_url, prefixes[-1])
+                elif variant.store == "sqlite":
+                    sqlite_files.append(logs / f"ab-{secrets.token_hex(4)}.sqlite3")
+                    url = f"sqlite:///{sqlite_files[-1].resolve()}"
+                running[variant.name] = stack.enter_context(
+                    run.serving(server_spec(variant, url), logs)
+                )
+            dropped = {
+                v.name: run.journal_events_dropped(running[v.name][0]) for v in variants if v.store
+            }
+            for n in range(args.rounds):
+                for variant in run.turn_order(variants, n):
+                    port, pid = running[variant.name]
+                    result = run.run_turn(
+                        port,
+                        pid,
+                        workload,
+                        server=variant.name,
+                        connections=args.connections,
+                        warmup=args.warmup,
+                        duration=args.seconds,
+                        store_pid=store_pid if variant.store == "redis" else None,
+                    )
+                    if not result.valid and len(variant.failures) < 3:
+                        variant.failures.append(
+                            "; ".join(result.first_errors[:2])
+                            or f"{result.calls} calls, {result.failures} failed"
+                        )
+                    variant.calls_per_s.append(result.calls / args.seconds)
+                    if result.rounds:
+                        variant.cpu_per_round.append(result.server_cpu / result.rounds * 1e6)
+                    variant.store_cores.append(result.store_cpu / args.seconds)
+                run.log(
+                    f"round {n + 1} of {args.rounds}: "
+                    + ", ".join(f"{v.name} {v.calls_per_s[-1]:,.0f}" for v in variants)
+                )
+            for variant in variants:
+                if variant.store:
+                    after = run.journal_events_dropped(running[variant.name][0])
+                    error = run.dropped_error(dropped[variant.name], after)
+                    if error is not None:
+                        variant.failures.append(error)
+    finally:
+        for prefix in prefixes:
+            assert redis_url is not None
+            run.clean_redis(redis_url, prefix)
+        for path in sqlite_files:
+            run.remove_sqlite(path)
+
+
+def report(variants: list[Variant]) -> list[str]:
+    """The table of medians, each variant's calls/s against the first's."""
+    first = variants[0]
+    lines = [
+        f"{'variant':16s} {'calls/s':>9s} {'CPU µs/round':>13s} {'Redis cores':>12s}  "
+        f"÷ {first.name} (range)"
+    ]
+    for variant in variants:
+        ratios = [a / b for a, b in zip(variant.calls_per_s, first.calls_per_s, strict=True) if b]
+        versus = (
+            f"{statistics.median(ratios):.3f} ({min(ratios):.3f}-{max(ratios):.3f})"
+            if ratios
+            else "-"
+        )
+        lines.append(
+            f"{variant.name:16s} {statistics.median(variant.calls_per_s):9,.0f} "
+            f"{statistics.median(variant.cpu_per_round or [float('nan')]):13.1f} "
+            f"{statistics.median(variant.store_cores):12.2f}  {versus}"
+        )
+    return lines
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("variants", nargs="+", type=parse_variant, metavar="NAME=CHECKOUT,...")
+    parser.add_argument("--workload", default="two_round", choices=sorted(loadgen.WORKLOADS))
+    parser.add_argument("--rounds", type=int, default=8, help="turns each variant takes")
+    parser.add_argument("--seconds", type=float, default=2.0, help="measured per turn")
+    parser.add_argument("--warmup", type=float, default=0.7, help="before each turn")
+    parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--redis-url", default=None, help="default: as bench/run.py")
+    args = parser.parse_args()
+    variants: list[Variant] = args.variants
+    names = [v.name for v in variants]
+    if len(set(names)) != len(names):
+        parser.error(f"variant names must differ: {', '.join(names)}")
+    if args.rounds < 1 or args.connections < 1 or args.seconds <= 0 or args.warmup < 0:
+        parser.error(
+            "--rounds and --connections must be at least 1, --seconds above 0, --warmup 0 or more"
+        )
+    run.ensure_server_stack()
+    logs = run.RESULTS / "ab"
+    logs.mkdir(parents=True, exist_ok=True)
+    measure(variants, args, logs)
+    run.log("\n" + "\n".join(report(variants)))
+    invalid = [v for v in variants if v.failures]
+    for variant in invalid:
+        run.log(f"INVALID {variant.name}: " + "; ".join(variant.failures))
+    return 1 if invalid else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
