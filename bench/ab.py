@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import re
 import secrets
 import statistics
 import sys
@@ -52,7 +53,7 @@ def parse_variant(text: str) -> Variant:
         raise argparse.ArgumentTypeError(
             f"{text!r}: give NAME=CHECKOUT[,redis|,sqlite][,VAR=VALUE...], e.g. redis=.,redis"
         )
-    if not name.replace("-", "").replace("_", "").replace(".", "").isalnum():
+    if not re.fullmatch(r"[\w.-]+", name):
         raise argparse.ArgumentTypeError(
             f"{text!r}: a variant's name is letters, digits, '-', '_' and '.' (it names its "
             "Redis key prefix and its log)"
