@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint typecheck pytest conformance clean fleet e2e bench
+.PHONY: install demo test lint typecheck imports pytest conformance clean fleet e2e bench
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -23,6 +23,9 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy engine $(wildcard stores)
 	$(BIN)/mypy bench/run.py bench/ab.py bench/loadgen.py bench/micro.py bench/servers/floor.py bench/servers/official.py
+
+imports: $(STAMP)
+	$(BIN)/python tests/import_graph.py
 
 pytest: $(STAMP)
 	$(BIN)/python tests/redis_server.py -- $(BIN)/pytest $(PYTEST_ARGS)
