@@ -1082,7 +1082,7 @@ def render_doc(
         "`bench/micro.py`: whole two-round `order_book(Neuromancer)` calls, timing only the "
         "engine call (the ASGI row is everything our server does per request but uvicorn's "
         "parsing and the socket: compare it with the server CPU per round above); seal and "
-        "open with `engine.seal.KeyRing` on random plaintexts. Timed in "
+        "open with `engine.state.seal.KeyRing` on random plaintexts. Timed in "
         "batches; the best batch is the figure (the least disturbed by other work on the "
         "machine), the mean of all batches is shown beside it.",
         "",

@@ -1,10 +1,11 @@
 """Write MCP servers whose tool calls run as resumable rounds that any replica can resume."""
 
+from engine.app import MCPServer
 from engine.context import Context
+from engine.di.signature import Resolve
 from engine.errors import InvalidSignature, MCPError, ResourceError, ToolError
-from engine.graph import Resolve
 from engine.handlers import ReadResourceContents
-from engine.questions import (
+from engine.questions.kinds import (
     AcceptedElicitation,
     CancelledElicitation,
     DeclinedElicitation,
@@ -14,7 +15,6 @@ from engine.questions import (
     ListRoots,
     Sample,
 )
-from engine.server import MCPServer
 
 __all__ = [
     "AcceptedElicitation",

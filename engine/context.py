@@ -16,16 +16,11 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import anyio.to_thread
 from pydantic import BaseModel, TypeAdapter
 
-from engine.asking import PENDING, Asker
-from engine.questions import (
-    Elicit,
-    ElicitURL,
-    ListRoots,
-    Question,
-    Rendered,
-    Sample,
-)
-from engine.state import CallState
+from engine._internal.notify import Notify
+from engine.questions.answers import PENDING, Asker
+from engine.questions.kinds import Elicit, ElicitURL, ListRoots, Question, Sample
+from engine.questions.rendering import Rendered
+from engine.state.call import CallState
 from engine.types import (
     CreateMessageResult,
     ListRootsResult,
@@ -36,15 +31,13 @@ from engine.types import (
 )
 
 if TYPE_CHECKING:
-    from engine.server import MCPServer
+    from engine.app import MCPServer
 
-log = logging.getLogger("engine.rounds")
+log = logging.getLogger("engine.calls.walk")
 
 LifespanT = TypeVar("LifespanT")
 ModelT = TypeVar("ModelT", bound=BaseModel)
 R = TypeVar("R")
-
-Notify = Callable[[str, dict[str, Any]], Awaitable[None]]
 
 
 class Session:
@@ -355,7 +348,7 @@ class Context(Generic[LifespanT]):
 
 @functools.lru_cache(maxsize=256)
 def _return_adapter(fn: Callable[..., Any]) -> TypeAdapter[Any] | None:
-    from engine.graph import type_hints
+    from engine._internal.introspect import type_hints
 
     returns = type_hints(fn).get("return")
     if returns is None:

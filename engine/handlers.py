@@ -1,7 +1,7 @@
 """Registered handlers: tools, prompts, resources and resource templates.
 
-Each wraps a user function analysed once at registration (:mod:`engine.graph`) and knows how to
-turn what the function returned into the wire result of its method. Everything that can be
+Each wraps a user function analysed once at registration (:mod:`engine.di.signature`) and knows
+how to turn what the function returned into the wire result of its method. Everything that can be
 computed before a request arrives (schemas, listings, output adapters) is computed here, once.
 """
 
@@ -20,8 +20,9 @@ from typing import Any, get_args, get_origin
 from pydantic import BaseModel, TypeAdapter, create_model
 from pydantic_core import to_jsonable_python
 
-from engine.graph import Signature, analyze, callable_name
-from engine.instances import instance_test
+from engine._internal.introspect import callable_name
+from engine._internal.typecache import instance_test
+from engine.di.signature import Signature, analyze
 from engine.types import (
     AudioContent,
     BlobResourceContents,

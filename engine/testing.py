@@ -18,12 +18,12 @@ from typing import Any
 
 import anyio
 
-from engine.journal import load_fixture
+from engine.app import MCPServer
+from engine.debug.journal import ReplayError, load_fixture
+from engine.debug.replay import ReplayReport, replay_call
 from engine.protocol.dispatch import dispatch
 from engine.protocol.jsonrpc import dumps, loads
 from engine.protocol.modern import META_CAPABILITIES, META_VERSION, MODERN, Exchange
-from engine.replay import ReplayReport, replay_call
-from engine.server import MCPServer
 
 Callback = Callable[[dict[str, Any]], Any] | Callable[[dict[str, Any]], Awaitable[Any]]
 
@@ -237,7 +237,7 @@ def replay(
     A fixture made with ``python -m engine export CALL_ID`` becomes a regression test of
     in-flight compatibility: a change that would make waiting calls ask again, or end
     differently, fails here before it is deployed. Synchronous, for plain pytest tests; in an
-    async test, ``await engine.replay.replay_call(app, engine.replay.load_fixture(path))``.
+    async test, ``await replay_call(app, load_fixture(path))`` (both from this module).
     """
     try:
         asyncio.get_running_loop()
@@ -246,10 +246,24 @@ def replay(
     else:
         raise RuntimeError(
             "engine.testing.replay() runs its own event loop; in an async test use "
-            "`await engine.replay.replay_call(app, engine.replay.load_fixture(path))`"
+            "`await engine.testing.replay_call(app, engine.testing.load_fixture(path))`"
         )
     call = load_fixture(fixture)
     report = anyio.run(lambda: replay_call(app, call, arguments=arguments))
     if not report.ok:
         raise AssertionError(f"{fixture}:\n{report.render()}")
     return report
+
+
+__all__ = [
+    "CallResult",
+    "Client",
+    "ProtocolError",
+    "ReplayError",
+    "ReplayReport",
+    "RoundLimitExceeded",
+    "connect",
+    "load_fixture",
+    "replay",
+    "replay_call",
+]

@@ -21,7 +21,7 @@ import httpx
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from engine.transports.writes import coalescing
+from engine.transports._writes import coalescing
 
 PROTOCOL = "2026-07-28"
 META_VERSION = "io.modelcontextprotocol/protocolVersion"

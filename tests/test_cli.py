@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from engine.cli import main
+from engine.cli.main import main
 from tests.conftest import KEY, OTHER_KEY
 from tests.fleet_helpers import ROOT, free_port
 

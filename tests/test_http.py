@@ -1017,7 +1017,7 @@ async def test_hanging_up_on_a_json_call_cancels_it() -> None:
 
 
 def test_request_headers_join_repeated_names_and_lowercase_them() -> None:
-    from engine.transports.asgi import request_headers
+    from engine.transports._asgi import request_headers
 
     raw = [(b"Accept", b"application/json"), (b"x-trace", b"a"), (b"X-Trace", b"b")]
     assert request_headers({"headers": raw}) == {
@@ -1037,7 +1037,7 @@ def test_request_headers_join_repeated_names_and_lowercase_them() -> None:
 
 
 def test_request_headers_are_a_fresh_dict_for_every_request() -> None:
-    from engine.transports.asgi import request_headers
+    from engine.transports._asgi import request_headers
 
     raw = [(b"host", b"127.0.0.1"), (b"mcp-method", b"tools/call")]
     first = request_headers({"headers": list(raw)})
@@ -1050,7 +1050,7 @@ def test_request_headers_are_a_fresh_dict_for_every_request() -> None:
 
 
 async def test_requests_in_flight_get_a_hang_up_watcher_only_once_they_run_long() -> None:
-    from engine.transports.asgi import until_disconnect
+    from engine.transports._asgi import until_disconnect
 
     hung_up = anyio.Event()
     listened = 0
@@ -1088,7 +1088,7 @@ async def test_requests_in_flight_get_a_hang_up_watcher_only_once_they_run_long(
 
 
 async def test_a_hang_up_before_the_watcher_starts_is_seen_when_it_does() -> None:
-    from engine.transports.asgi import until_disconnect
+    from engine.transports._asgi import until_disconnect
 
     async def receive() -> dict[str, Any]:
         return {"type": "http.disconnect"}  # the client is already gone

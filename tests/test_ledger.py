@@ -379,7 +379,10 @@ async def kept(store: ScriptedStore, mcp: MCPServer, state: str) -> bool:
 async def test_shutting_down_waits_for_a_response_to_be_kept_once_the_store_is_back(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    with caplog.at_level(logging.WARNING, logger="engine.ledger"), anyio.fail_after(1.5):
+    with (
+        caplog.at_level(logging.WARNING, logger="engine.store_services.ledger"),
+        anyio.fail_after(1.5),
+    ):
         # Kept at the second retry, 0.2 s after the first.
         async with answered_while_the_store_fails(outage(), outage()) as (store, mcp, _, state):
             pass
@@ -392,7 +395,7 @@ async def test_shutting_down_says_which_writes_it_could_not_retry(
 ) -> None:
     async with answered_while_the_store_fails(*[outage()] * 3) as (store, mcp, _, _state):
         assert mcp.ledger is not None
-        with caplog.at_level(logging.WARNING, logger="engine.ledger"):
+        with caplog.at_level(logging.WARNING, logger="engine.store_services.ledger"):
             await mcp.ledger.flush(within=0.1)
         assert "shutting down with 1 store writes that failed still to retry" in caplog.text
         store.outcomes = []  # back: the server's own shutdown then finds it kept
@@ -427,7 +430,7 @@ async def test_a_write_the_store_refuses_on_retry_is_logged_and_later_ones_still
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     refusal = ValueError("WRONGTYPE the round key holds a string")
-    with caplog.at_level(logging.ERROR, logger="engine.ledger"):
+    with caplog.at_level(logging.ERROR, logger="engine.store_services.ledger"):
         async with answered_while_the_store_fails(outage(), refusal) as (store, mcp, client, _):
             await retried(mcp)
             later = (await first_round(client))["requestState"]
@@ -452,8 +455,8 @@ async def retried(mcp: MCPServer) -> None:
 
 def round_of(mcp: MCPServer, state: str) -> tuple[str, int, bytes]:
     """The store's key of the round ``state`` was minted for, with the answers ``retry`` sends."""
-    from engine.claims import Claims
-    from engine.ledger import responses_fingerprint
+    from engine.state.claims import Claims
+    from engine.store_services.ledger import responses_fingerprint
 
     claims = Claims.decode(mcp.keys.open(state, mcp.max_token_chars))
     return claims.call_id.hex(), claims.round_no, responses_fingerprint({"confirm_backorder": YES})
@@ -533,7 +536,7 @@ async def test_journal_events_dropped_under_overload_are_counted_and_warned_abou
 async def test_a_journal_writer_with_whole_batches_waiting_writes_them_without_lingering(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from engine import ledger
+    from engine.store_services import ledger
 
     monkeypatch.setattr(ledger, "JOURNAL_LINGER", 3600.0)  # a lone event would wait an hour
     written: list[int] = []
@@ -640,7 +643,7 @@ async def test_a_client_hanging_up_while_its_response_is_kept_does_not_cut_the_k
 def test_the_answers_fingerprint_ignores_key_order_and_never_changes() -> None:
     """Replicas of different versions compare fingerprints during a rolling deploy: the value
     for the same answers is fixed, whatever order the keys arrive in."""
-    from engine.ledger import responses_fingerprint
+    from engine.store_services.ledger import responses_fingerprint
 
     answers = {"k": {"b": 1, "a": {"z": [{"y": 1, "x": 2}, 3], "c": "d"}}, "j": 2}
     reordered = {"j": 2, "k": {"a": {"c": "d", "z": [{"x": 2, "y": 1}, 3]}, "b": 1}}

@@ -434,7 +434,7 @@ async def test_only_the_session_asked_can_answer() -> None:
 async def test_a_session_refreshed_while_it_is_deleted_stays_deleted(
     backend: str, redis_url: str
 ) -> None:
-    from engine.sessions import LegacySession, SessionRegistry, new_session_id
+    from engine.fleet.sessions import LegacySession, SessionRegistry, new_session_id
     from stores import open_store
 
     store = {"process": None, "memory": MemoryStore(), "redis": None}[backend]
@@ -454,7 +454,7 @@ async def test_a_session_refreshed_while_it_is_deleted_stays_deleted(
 
 
 async def test_sessions_deleted_in_process_are_forgotten_once_expired() -> None:
-    from engine.sessions import LegacySession, SessionRegistry, new_session_id
+    from engine.fleet.sessions import LegacySession, SessionRegistry, new_session_id
 
     sessions = SessionRegistry(None, ttl=0.001)
     for _ in range(3000):

@@ -10,10 +10,9 @@ import pytest
 from pydantic import BaseModel
 
 from engine import Context, Elicit, MCPServer, Resolve, ToolError
-from engine.journal import RecordedCall, load_call
-from engine.replay import ReplayError, replay_call
-from engine.testing import Client, replay
-from engine.timeline import timeline
+from engine.debug.journal import RecordedCall, load_call
+from engine.debug.timeline import timeline
+from engine.testing import Client, ReplayError, replay, replay_call
 from examples import bookshop
 from examples.bookshop import build
 from stores import MemoryStore, Store
@@ -326,7 +325,7 @@ def test_the_helper_refuses_to_run_inside_an_event_loop() -> None:
     async def inside() -> None:
         replay(build(keys=[KEY]), GOOD)
 
-    with pytest.raises(RuntimeError, match=r"await engine\.replay\.replay_call"):
+    with pytest.raises(RuntimeError, match=r"await engine\.testing\.replay_call"):
         anyio.run(inside)
 
 

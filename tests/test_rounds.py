@@ -394,7 +394,7 @@ async def test_invalid_arguments_give_a_readable_error_result() -> None:
 
 def _through_the_model(signature: Any, raw: Any) -> dict[str, Any] | str:
     """What the arguments model alone makes of ``raw``: the values, or the error text."""
-    from engine.rounds import InvalidArguments, validate_arguments
+    from engine.calls.arguments import InvalidArguments, validate_arguments
 
     try:
         return validate_arguments(replace(signature, plain_arguments=None), raw)
@@ -403,7 +403,7 @@ def _through_the_model(signature: Any, raw: Any) -> dict[str, Any] | str:
 
 
 def _validated(signature: Any, raw: Any) -> dict[str, Any] | str:
-    from engine.rounds import InvalidArguments, validate_arguments
+    from engine.calls.arguments import InvalidArguments, validate_arguments
 
     try:
         return validate_arguments(signature, raw)
@@ -412,7 +412,7 @@ def _validated(signature: Any, raw: Any) -> dict[str, Any] | str:
 
 
 def test_plain_arguments_validate_exactly_as_the_model_does() -> None:
-    from engine.graph import analyze
+    from engine.di.signature import analyze
 
     def book(
         title: str,
@@ -449,7 +449,7 @@ def test_plain_arguments_validate_exactly_as_the_model_does() -> None:
 
 
 def test_arguments_with_constraints_or_aliases_always_go_through_the_model() -> None:
-    from engine.graph import analyze
+    from engine.di.signature import analyze
 
     def short(title: Annotated[str, Field(max_length=3)]) -> str:
         return title
@@ -565,7 +565,8 @@ async def test_a_changed_question_is_asked_again() -> None:
 
 
 def test_a_question_asked_again_keeps_the_fingerprint_of_its_rendering() -> None:
-    from engine.questions import ElicitURL, Rendered, fingerprint
+    from engine.questions.kinds import ElicitURL
+    from engine.questions.rendering import Rendered, fingerprint
 
     class Urgent(Elicit[Backorder]):
         """A subclass that renders more than its message and form: never remembered."""
@@ -592,8 +593,8 @@ def test_a_question_asked_again_keeps_the_fingerprint_of_its_rendering() -> None
 
 
 def test_instance_tests_answer_as_isinstance_for_every_type_they_meet() -> None:
-    from engine import instances
-    from engine.instances import instance_test
+    from engine._internal import typecache as instances
+    from engine._internal.typecache import instance_test
 
     is_outcome = instance_test(AcceptedElicitation, DeclinedElicitation)
     accepted = AcceptedElicitation[int](data=1)

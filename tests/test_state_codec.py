@@ -16,10 +16,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import engine.state
-from engine.claims import CLAIMS_VERSION, Claims, StateRef
+import engine.state.call
 from engine.errors import InvalidRequestState
-from engine.state import STATE_VERSION, CallState
+from engine.state.call import STATE_VERSION, CallState
+from engine.state.claims import CLAIMS_VERSION, Claims, StateRef
 
 examples = settings(max_examples=200, deadline=None)
 
@@ -325,7 +325,7 @@ def test_a_state_over_the_size_limit_is_rejected_before_decoding(
 ) -> None:
     data = CallState(checkpoints={"blob": "x" * 2000}).encode()
     assert CallState.decode(data).checkpoints["blob"] == "x" * 2000
-    monkeypatch.setattr(engine.state, "MAX_STATE_BYTES", len(data) - 1)
+    monkeypatch.setattr(engine.state.call, "MAX_STATE_BYTES", len(data) - 1)
     with pytest.raises(InvalidRequestState) as caught:
         CallState.decode(data)
     assert caught.value.reason == "state too large"

@@ -17,13 +17,13 @@ from typing import Annotated, Any
 import pytest
 from pydantic import BaseModel
 
-import engine.calls
-import engine.claims
-import engine.seal
+import engine.calls.runner
+import engine.state.claims
+import engine.state.seal
 from engine import Elicit, MCPServer, Resolve
 from engine.context import RequestScope
 from engine.errors import InvalidRequestState
-from engine.seal import KeyRing, KeySpec
+from engine.state.seal import KeyRing, KeySpec
 from engine.testing import Client, ProtocolError
 from examples.bookshop import build
 from tests.conftest import KEY, OTHER_KEY
@@ -149,8 +149,8 @@ class Clock:
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     clock = Clock(1_800_000_000.0)
-    monkeypatch.setattr(engine.calls, "time", clock)
-    monkeypatch.setattr(engine.claims, "time", clock)
+    monkeypatch.setattr(engine.calls.runner, "time", clock)
+    monkeypatch.setattr(engine.state.claims, "time", clock)
     return clock
 
 
@@ -318,7 +318,7 @@ def test_exactly_the_canonical_spellings_decode() -> None:
         for _ in range(rng.randrange(0, 3)):
             at = rng.randrange(len(text) + 1)
             text = text[:at] + rng.choice(alphabet) + text[at + 1 :]
-        decoded = engine.seal._b64decode(text)
+        decoded = engine.state.seal._b64decode(text)
         try:
             canonical = (
                 base64.urlsafe_b64encode(
@@ -655,7 +655,7 @@ def test_call_ids_and_nonces_are_unique_across_pool_refills_threads_and_forks() 
     drawn: list[bytes] = []
 
     def draw() -> None:
-        drawn.extend(engine.claims.new_call_id() for _ in range(1000))
+        drawn.extend(engine.state.claims.new_call_id() for _ in range(1000))
 
     threads = [threading.Thread(target=draw) for _ in range(4)]
     for thread in threads:
@@ -664,20 +664,20 @@ def test_call_ids_and_nonces_are_unique_across_pool_refills_threads_and_forks() 
         thread.join()
     assert len(drawn) == 4000  # many pool refills, from four threads at once
     assert len(set(drawn)) == 4000
-    assert {len(call_id) for call_id in drawn} == {engine.claims.CALL_ID_BYTES}
+    assert {len(call_id) for call_id in drawn} == {engine.state.claims.CALL_ID_BYTES}
 
     ring = KeyRing([KEY])
     tokens = {ring.seal(b"the same plaintext") for _ in range(2000)}
     assert len(tokens) == 2000  # a fresh nonce every time
 
-    engine.claims.new_call_id()  # the pool holds unused bytes when the process forks
+    engine.state.claims.new_call_id()  # the pool holds unused bytes when the process forks
     read_end, write_end = os.pipe()
     child = os.fork()
     if child == 0:  # pragma: no cover - the child process
-        os.write(write_end, engine.claims.new_call_id())
+        os.write(write_end, engine.state.claims.new_call_id())
         os._exit(0)
     os.close(write_end)
     from_child = os.read(read_end, 64)
     os.close(read_end)
     os.waitpid(child, 0)
-    assert from_child != engine.claims.new_call_id()
+    assert from_child != engine.state.claims.new_call_id()

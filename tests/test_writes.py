@@ -20,7 +20,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
 from engine.transports import serving
-from engine.transports.writes import LARGE_WRITE, CoalescingTransport, coalescing
+from engine.transports._writes import LARGE_WRITE, CoalescingTransport, coalescing
 from examples.bookshop import build
 from tests import http_helpers
 from tests.conftest import KEY

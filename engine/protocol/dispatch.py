@@ -6,6 +6,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from engine._internal.metrics import Metrics, reason_label
 from engine.errors import (
     HEADER_MISMATCH,
     INTERNAL_ERROR,
@@ -19,15 +20,14 @@ from engine.errors import (
     MCPError,
     StoreOutage,
 )
-from engine.ledger import store_error
-from engine.metrics import Metrics, reason_label
 from engine.protocol import modern
 from engine.protocol.jsonrpc import error_bytes, parse, request_id_of, result_bytes
 from engine.protocol.modern import Exchange
+from engine.store_services.ledger import store_error
 from stores import StoreUnavailable
 
 if TYPE_CHECKING:
-    from engine.server import MCPServer
+    from engine.app import MCPServer
 
 log = logging.getLogger("engine.protocol")
 

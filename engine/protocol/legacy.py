@@ -2,8 +2,8 @@
 
 The same registries, resolvers and round machine as the 2026-07-28 era; only the delivery of
 questions differs: a question becomes a server→client request on the call's stream and the round
-waits for the answer in place (:class:`~engine.backchannel.BackChannelAsker`). Results have the
-2025-11-25 shapes: no ``resultType``, no caching hints.
+waits for the answer in place (:class:`~engine.fleet.backchannel.BackChannelAsker`). Results have
+the 2025-11-25 shapes: no ``resultType``, no caching hints.
 """
 
 from __future__ import annotations
@@ -12,17 +12,18 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from engine.backchannel import BackChannelAsker, Outbox
-from engine.calls import CallRequest, RoundReply
-from engine.context import Notify, RequestScope, Session
+from engine._internal.logbridge import LEVELS, forwarding_logs
+from engine._internal.notify import Notify
+from engine.calls.runner import CallRequest, RoundReply
+from engine.context import RequestScope, Session
 from engine.errors import INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, MCPError
+from engine.fleet.backchannel import BackChannelAsker, Outbox
+from engine.fleet.sessions import LegacySession, new_session_id
 from engine.handlers import error_result
-from engine.logbridge import LEVELS, forwarding_logs
 from engine.protocol.jsonrpc import Message, dumps
-from engine.sessions import LegacySession, new_session_id
 
 if TYPE_CHECKING:
-    from engine.server import MCPServer
+    from engine.app import MCPServer
 
 LATEST = "2025-11-25"
 LEGACY_VERSIONS = ["2025-11-25", "2025-06-18", "2025-03-26"]

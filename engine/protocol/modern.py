@@ -10,8 +10,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from engine.calls import CallRequest, RoundReply
-from engine.context import Notify, RequestScope
+from engine._internal.notify import Notify
+from engine.calls.runner import CallRequest, RoundReply
+from engine.context import RequestScope
 from engine.errors import (
     INVALID_PARAMS,
     METHOD_NOT_FOUND,
@@ -22,7 +23,7 @@ from engine.handlers import error_result
 from engine.protocol.jsonrpc import Message, dumps
 
 if TYPE_CHECKING:
-    from engine.server import MCPServer
+    from engine.app import MCPServer
 
 MODERN = "2026-07-28"
 SUPPORTED_VERSIONS = [MODERN]

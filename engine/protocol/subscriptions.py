@@ -18,7 +18,7 @@ from engine.protocol.jsonrpc import notification_bytes, parse
 from engine.protocol.modern import Exchange, check_version, read_meta
 
 if TYPE_CHECKING:
-    from engine.server import MCPServer
+    from engine.app import MCPServer
 
 SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 _LIST_FLAGS = {

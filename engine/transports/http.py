@@ -19,13 +19,13 @@ import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
 from engine.errors import INVALID_REQUEST, PARSE_ERROR, MCPError
-from engine.ledger import store_error
 from engine.protocol.dispatch import dispatch, error_response, status_of
 from engine.protocol.jsonrpc import dumps, error_bytes, loads, notification_bytes
 from engine.protocol.modern import META_VERSION, Exchange
-from engine.transports import headers as header_rules
+from engine.store_services.ledger import store_error
+from engine.transports import _headers as header_rules
 from engine.transports import legacy_http
-from engine.transports.asgi import (
+from engine.transports._asgi import (
     Receive,
     Scope,
     Send,
@@ -37,7 +37,7 @@ from engine.transports.asgi import (
 from stores import StoreUnavailable
 
 if TYPE_CHECKING:
-    from engine.server import MCPServer
+    from engine.app import MCPServer
 
 log = logging.getLogger("engine.http")
 

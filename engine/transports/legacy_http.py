@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from engine.errors import INTERNAL_ERROR, INVALID_REQUEST, MCPError
-from engine.ledger import store_error
+from engine.fleet.sessions import LegacySession
 from engine.protocol import legacy
 from engine.protocol.dispatch import error_of, error_response, status_of
 from engine.protocol.jsonrpc import (
@@ -31,12 +31,12 @@ from engine.protocol.jsonrpc import (
     parse,
     result_bytes,
 )
-from engine.sessions import LegacySession
-from engine.transports.asgi import Receive, Send, send_json
+from engine.store_services.ledger import store_error
+from engine.transports._asgi import Receive, Send, send_json
 from stores import StoreUnavailable
 
 if TYPE_CHECKING:
-    from engine.server import MCPServer
+    from engine.app import MCPServer
 
 log = logging.getLogger("engine.http.legacy")
 

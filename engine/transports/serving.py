@@ -9,7 +9,7 @@ its response closes the connection, and one that stays idle ends by its keep-ali
 which a proxy must outlast anyway (it gives idle connections up first, as in steady state).
 
 uvicorn's own HTTP/1.1 protocols (httptools or h11, by name or ``auto``) are served writing
-through `engine.transports.writes`, one socket write per response; a protocol class passed in
+through `engine.transports._writes`, one socket write per response; a protocol class passed in
 ``uvicorn_options`` is served as it is.
 """
 
@@ -28,7 +28,7 @@ import uvicorn
 from uvicorn.config import HTTP_PROTOCOLS, STARTUP_FAILURE
 from uvicorn.importer import import_from_string
 
-from engine.transports.writes import coalescing
+from engine.transports._writes import coalescing
 
 if TYPE_CHECKING:
     from engine.transports.http import StreamableHTTPApp

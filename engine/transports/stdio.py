@@ -28,8 +28,8 @@ from engine.protocol.jsonrpc import (
 from engine.protocol.modern import Exchange
 
 if TYPE_CHECKING:
-    from engine.server import MCPServer
-    from engine.sessions import LegacySession
+    from engine.app import MCPServer
+    from engine.fleet.sessions import LegacySession
 
 log = logging.getLogger("engine.stdio")
 

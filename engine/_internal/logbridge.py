@@ -1,0 +1,118 @@
+"""Python ``logging`` records to ``notifications/message`` for the client that asked for them.
+
+A handler writes to Python's logging like any program. When the request opted in (2026-07-28:
+``_meta["io.modelcontextprotocol/logLevel"]``; 2025-11-25: the session's ``logging/setLevel``),
+records emitted while serving it, at or above that level, also go to the client on the request's
+stream. Nothing is sent to a client that did not ask, and nothing the application's logging
+configuration filters out (set your loggers' levels as for any program).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import logging
+import threading
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import anyio.from_thread
+from anyio.streams.memory import MemoryObjectSendStream
+
+from engine._internal.notify import Notify
+
+LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "notice": 25,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+    "critical": logging.CRITICAL,
+    "alert": 60,
+    "emergency": 70,
+}
+
+
+def mcp_level(levelno: int) -> str:
+    name = "debug"
+    for candidate, number in LEVELS.items():
+        if levelno >= number:
+            name = candidate
+    return name
+
+
+@dataclass(slots=True)
+class _Forwarding:
+    threshold: int
+    sender: MemoryObjectSendStream[dict[str, Any]]
+    loop_thread: int
+
+
+_current: contextvars.ContextVar[_Forwarding | None] = contextvars.ContextVar(
+    "engine_log_forwarding", default=None
+)
+
+
+class _Bridge(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        forwarding = _current.get()
+        if forwarding is None or record.levelno < forwarding.threshold:
+            return
+        if record.name.startswith("engine.") or record.name.startswith("uvicorn"):
+            return
+        params = {
+            "level": mcp_level(record.levelno),
+            "logger": record.name,
+            "data": record.getMessage(),
+        }
+        try:
+            if threading.get_ident() == forwarding.loop_thread:
+                forwarding.sender.send_nowait(params)
+            else:
+                anyio.from_thread.run_sync(forwarding.sender.send_nowait, params)
+        except (
+            anyio.WouldBlock,
+            anyio.BrokenResourceError,
+            anyio.ClosedResourceError,
+            RuntimeError,
+        ):
+            pass  # a client that cannot keep up, or a request that ended, loses log lines
+
+
+_installed = False
+
+
+def _install() -> None:
+    global _installed
+    if not _installed:
+        logging.getLogger().addHandler(_Bridge())
+        _installed = True
+
+
+@contextlib.asynccontextmanager
+async def forwarding_logs(level: str | None, notify: Notify | None) -> AsyncIterator[None]:
+    """Forward log records emitted inside the block to ``notify`` when a level was asked for."""
+    threshold = LEVELS.get(level or "")
+    if threshold is None or notify is None:
+        yield
+        return
+    _install()
+    sender, receiver = anyio.create_memory_object_stream[dict[str, Any]](256)
+    token = _current.set(_Forwarding(threshold, sender, threading.get_ident()))
+
+    async def pump() -> None:
+        async with receiver:
+            async for params in receiver:
+                await notify("notifications/message", params)
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(pump)
+            try:
+                yield
+            finally:
+                sender.close()
+    finally:
+        _current.reset(token)

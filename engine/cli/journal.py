@@ -1,0 +1,312 @@
+"""The journal commands of ``python -m engine``: calls, show, export, replay and inspect.
+
+They read what a server left behind, from another process: the journal in the store ``serve``
+writes (the same URL by default; a store that lives inside the server process is refused with
+what to pass instead), and the requestState tokens it sealed. :mod:`engine.cli.main` builds the
+parser and dispatches to the functions here. Like the rest of the command line, they import
+the engine modules they need when they run, not when the parser is built.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import hashlib
+import json
+import os
+import secrets
+import sys
+import time
+import traceback
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+
+from engine.cli.shared import DEFAULT_STORE, CLIError, json_object, load_server
+
+T = TypeVar("T")
+
+
+# --- reading the journal ---------------------------------------------------------------------
+
+
+def reading_url(given: str | None) -> str:
+    """The store the journal commands read; refuses what cannot hold another process's journal."""
+    url = (given or os.environ.get("ENGINE_STORE") or DEFAULT_STORE).strip()
+    source = "--store" if given else "ENGINE_STORE" if os.environ.get("ENGINE_STORE") else None
+    if url.lower() == "none":
+        raise CLIError(
+            "there is no journal without a store: pass --store URL of the server's store"
+        )
+    if url.lower().startswith("memory://"):
+        raise CLIError(
+            "memory:// lives inside the server process, so no other process can read its "
+            "journal; serve with a SQLite file or Redis and pass that URL as --store"
+        )
+    if url.startswith("sqlite:///"):
+        path = Path(url[len("sqlite:///") :])
+        if not path.is_file():
+            where = f"{source} says {url}" if source else f"the default store is {url}"
+            raise CLIError(
+                f"no journal at {path} ({where}): run this where the server runs, or pass the "
+                "server's store as --store URL (or ENGINE_STORE)"
+            )
+    return url
+
+
+def _with_store(given: str | None, work: Callable[[Any], Awaitable[T]]) -> T:
+    from stores import StoreUnavailable, open_store
+
+    url = reading_url(given)
+
+    async def run() -> T:
+        try:
+            store = open_store(url)
+        except ValueError as exc:
+            raise CLIError(str(exc)) from None
+        try:
+            return await work(store)
+        finally:
+            await store.aclose()
+
+    try:
+        return anyio.run(run)
+    except StoreUnavailable as exc:
+        raise CLIError(str(exc)) from None
+
+
+async def _recorded(store: Any, call_id: str) -> Any:
+    """The call with this id, or with this unique id prefix."""
+    from engine.debug.journal import RecordedCall, ReplayError
+
+    events = await store.events(call_id)
+    if events:
+        return RecordedCall.from_events(call_id, events)
+    matches = [c.call_id for c in await store.calls(limit=1000) if c.call_id.startswith(call_id)]
+    if len(matches) == 1:
+        return RecordedCall.from_events(matches[0], await store.events(matches[0]))
+    if len(matches) > 1:
+        raise ReplayError(f"{call_id!r} starts {len(matches)} call ids; give more of it")
+    raise ReplayError(
+        f"no call {call_id!r} in the store (journals expire after journal_ttl, 24 h by "
+        "default, and a server with journal_sample below 1 journals only some calls); list "
+        "recorded calls with `python -m engine calls`"
+    )
+
+
+def parse_since(text: str, now: float | None = None) -> float:
+    """``--since``: an ISO time (UTC unless it has an offset), or an age: 90, 15m, 2h, 1d."""
+    now = time.time() if now is None else now
+    value = text.strip()
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    number, unit = (value[:-1], units[value[-1]]) if value[-1:] in units else (value, 1)
+    try:
+        return now - float(number) * unit
+    except ValueError:
+        pass
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise CLIError(
+            f"--since {text!r}: give a time like 2026-05-01T10:00 (UTC unless it has an offset) "
+            "or an age like 90 (seconds), 15m, 2h or 1d"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
+
+
+def calls(args: argparse.Namespace) -> int:
+    since = parse_since(args.since) if args.since else None
+    if args.limit < 1:
+        raise CLIError("--limit must be at least 1")
+
+    async def work(store: Any) -> list[Any]:
+        found: list[Any] = await store.calls(limit=args.limit, since=since, target=args.tool)
+        return found
+
+    found = _with_store(args.store, work)
+    if args.json:
+        rows = [
+            {
+                "call_id": c.call_id,
+                "target": c.target,
+                "rounds": c.events,
+                "last_kind": c.last_kind,
+                "first_ts": c.first_ts,
+                "last_ts": c.last_ts,
+            }
+            for c in found
+        ]
+        print(json.dumps(rows, indent=2))
+        return 0
+    if not found:
+        print("No recorded calls" + (" matching the filters." if args.tool or since else "."))
+        return 0
+    now = time.time()
+    header = f"{'CALL ID':<26}{'TOOL':<22}{'ROUNDS':>6}  {'LAST':<16}{'STARTED (UTC)':<21}ACTIVE"
+    print(header)
+    for c in found:
+        started = datetime.fromtimestamp(c.first_ts, UTC).strftime("%Y-%m-%d %H:%M:%S")
+        print(
+            f"{c.call_id:<26}{(c.target or '?'):<22}{c.events:>6}  {(c.last_kind or '?'):<16}"
+            f"{started:<21}{_ago(now - c.last_ts)}"
+        )
+    return 0
+
+
+def _ago(seconds: float) -> str:
+    seconds = max(seconds, 0)
+    for size, unit in ((86400, "d"), (3600, "h"), (60, "min")):
+        if seconds >= size:
+            return f"{seconds / size:.0f} {unit} ago"
+    return f"{seconds:.0f} s ago"
+
+
+def show(args: argparse.Namespace) -> int:
+    from engine.debug.timeline import timeline
+
+    call = _with_store(args.store, lambda store: _recorded(store, args.call_id))
+    print(call.dumps() if args.json else timeline(call), end="" if args.json else "\n")
+    return 0
+
+
+def export(args: argparse.Namespace) -> int:
+    call = _with_store(args.store, lambda store: _recorded(store, args.call_id))
+    sys.stdout.write(call.dumps())
+    return 0
+
+
+# --- replay ------------------------------------------------------------------------------------
+
+
+def replay(args: argparse.Namespace) -> int:
+    from engine.debug.journal import RecordedCall
+    from engine.debug.replay import replay_call
+
+    if (args.call_id is None) == (args.file is None):
+        raise CLIError("give the call to replay: a CALL_ID from the store, or --file fixture.json")
+    arguments = None
+    if args.args is not None:
+        arguments = json_object(args.args, "--args")
+    if args.file is not None:
+        call = RecordedCall.load(args.file)
+    else:
+        call = _with_store(args.store, lambda store: _recorded(store, args.call_id))
+    # The app must not open the store the journal came from, and never seals a token here.
+    os.environ.pop("ENGINE_STORE", None)
+    os.environ.setdefault("ENGINE_KEYS", secrets.token_hex(32))
+    try:
+        app = load_server(args.app)
+    except SystemExit as exc:
+        raise CLIError(str(exc.code).removeprefix("error: ")) from None
+    except Exception:
+        traceback.print_exc()
+        raise CLIError(f"importing {args.app} failed (traceback above)") from None
+    report = anyio.run(lambda: replay_call(app, call, arguments=arguments))
+    print(report.render())
+    return 0 if report.ok else 1
+
+
+# --- inspect -----------------------------------------------------------------------------------
+
+
+def inspect(args: argparse.Namespace) -> int:
+    from engine.errors import InvalidRequestState
+    from engine.state.claims import Claims, StateRef
+    from engine.state.seal import PREFIX, KeyRing
+
+    token = (sys.stdin.read() if args.token == "-" else args.token).strip()
+    keys = args.keys or os.environ.get("ENGINE_KEYS")
+    if not keys:
+        raise CLIError("give the server's keys: --keys SECRET[,SECRET2] (or ENGINE_KEYS)")
+    try:
+        ring = KeyRing.from_env(keys)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
+    try:
+        claims = Claims.decode(ring.open(token, max_chars=len(token) + 1))
+    except InvalidRequestState as exc:
+        raise CLIError(_refusal(exc.reason, token, ring.labels, PREFIX), code=1) from None
+    now = time.time()
+    shown: dict[str, Any] = {
+        "claims": {
+            "call_id": claims.call_id.hex(),
+            "round": claims.round_no,
+            "issued_at": _iso(claims.issued_at),
+            "expires_at": _iso(claims.issued_at + claims.ttl),
+            "ttl": claims.ttl,
+            "expired": now >= claims.issued_at + claims.ttl,
+            "binding": claims.binding.hex(),
+            "binding_tags": claims.tags.hex(),
+            "principal": claims.principal.hex() if claims.principal is not None else None,
+        }
+    }
+    if isinstance(claims.state, StateRef):
+        ref = {"blob_id": claims.state.blob_id, "sha256": claims.state.sha256.hex()}
+        shown["state_ref"] = ref
+        if args.store is None:
+            shown["state"] = "kept in the store by reference: pass --store URL to read it"
+            state_bytes = None
+        else:
+            state_bytes = _with_store(
+                args.store, lambda store: store.get_blob(claims.call_id.hex(), ref["blob_id"])
+            )
+            if state_bytes is None:
+                shown["state"] = "the blob is gone from the store (expired or never written)"
+            elif hashlib.sha256(state_bytes).digest() != claims.state.sha256:
+                shown["state"] = "the blob in the store does not match the token's digest"
+                state_bytes = None
+    else:
+        state_bytes = claims.state
+    if state_bytes is not None:
+        shown["state"] = _state(state_bytes)
+    print(json.dumps(shown, indent=2, ensure_ascii=False))
+    return 0
+
+
+def _refusal(reason: str, token: str, labels: list[str], prefix: str) -> str:
+    if reason == "unknown key":
+        raw = base64.urlsafe_b64decode(token[len(prefix) :] + "=" * (-len(token) % 4))
+        return (
+            f"this requestState was sealed with key id {raw[:4].hex()}, which is not among the "
+            f"keys given (ids {', '.join(labels)}); pass the server's keys with --keys or "
+            "ENGINE_KEYS"
+        )
+    if reason == "seal":
+        return (
+            "this requestState does not open with the given key: it was altered, or sealed with "
+            "another secret; pass the server's exact keys with --keys or ENGINE_KEYS"
+        )
+    return (
+        f"this is not a requestState ({reason}); tokens start with {prefix} followed by base64url"
+    )
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).isoformat().replace("+00:00", "Z")
+
+
+def _state(data: bytes) -> dict[str, Any]:
+    from engine.debug.journal import jsonable
+    from engine.errors import InvalidRequestState
+    from engine.state.call import CallState
+
+    try:
+        state = CallState.decode(data)
+    except InvalidRequestState as exc:
+        return {"undecodable": exc.reason}
+    return {
+        "answers": {
+            key: {"question_fingerprint": fp.hex(), "answer": jsonable(answer)}
+            for key, (fp, answer) in state.answers.items()
+        },
+        "asked": {key: fp.hex() for key, fp in state.asked.items()},
+        "checkpoints": jsonable(state.checkpoints),
+    }
+
+
+__all__ = ["calls", "export", "inspect", "parse_since", "reading_url", "replay", "show"]

@@ -1,0 +1,241 @@
+"""``python -m engine``: serve a server file, try its tools, and debug its calls from the journal.
+
+What an operator does around a server should be one command away, with no MCP host, notebook or
+database client to set up: ``serve`` it, ``call`` a tool and answer its questions at prompts,
+list the recorded ``calls``, ``show`` one as a timeline, ``replay`` it against the current code,
+``export`` it as a test fixture, ``inspect`` a requestState, ``keygen`` a secret. One entry point
+(also the ``engine`` console script); the journal commands read the store ``serve`` writes, so
+they default to the same URL.
+
+This module is the parser, ``main``, and the commands around running a server (``serve``,
+``call``, ``keygen``); the journal commands are in :mod:`engine.cli.journal`, the terminal client
+behind ``call`` in :mod:`engine.cli.terminal`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import secrets
+import sys
+from typing import Any
+
+from engine.cli import journal as cli_journal
+from engine.cli.shared import DEFAULT_STORE, CLIError, json_object, load_server, store_url
+
+
+def _serve(args: argparse.Namespace) -> int:
+    if args.keys:
+        os.environ["ENGINE_KEYS"] = args.keys
+    if args.replica:
+        os.environ["ENGINE_REPLICA_ID"] = args.replica
+    store = store_url(args.store)
+    if store is None:
+        os.environ.pop("ENGINE_STORE", None)
+    else:
+        os.environ["ENGINE_STORE"] = store
+    server = load_server(args.target)
+    if args.stdio:
+        server.run("stdio")
+    else:
+        server.run("streamable-http", host=args.host, port=args.port)
+    return 0
+
+
+def _keygen(args: argparse.Namespace) -> int:
+    print(secrets.token_hex(32))
+    return 0
+
+
+# --- call --------------------------------------------------------------------------------------
+
+
+def _call(args: argparse.Namespace) -> int:
+    from engine.cli.terminal import CallOptions, parse_answer, run_call
+
+    arguments = json_object(args.json, "--json") if args.json is not None else {}
+    answers: dict[str, Any] = {}
+    for pair in args.answer:
+        try:
+            key, value = parse_answer(pair)
+        except ValueError as exc:
+            raise CLIError(str(exc)) from None
+        answers[key] = value
+    options = CallOptions(
+        url=args.url,
+        tool=args.tool,
+        arguments=arguments,
+        raw_arguments=list(args.arg),
+        answers=answers,
+        max_rounds=args.max_rounds,
+        timeout=args.timeout,
+    )
+    return run_call(options)
+
+
+# --- the parser ----------------------------------------------------------------------------------
+
+
+DESCRIPTION = """\
+Serve an MCP server file, try its tools from the terminal, and debug its calls from the journal.
+
+The journal commands (calls, show, replay, export) read the store that serve writes: --store,
+else ENGINE_STORE, else sqlite:///.engine/calls.sqlite3. Every command takes --help; see
+docs/replay.md for a walk-through."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m engine",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    store_help = (
+        f"the server's store URL (default: ENGINE_STORE, else {DEFAULT_STORE}); SQLite or Redis"
+    )
+
+    def command(name: str, summary: str, epilog: str | None = None) -> argparse.ArgumentParser:
+        return commands.add_parser(
+            name,
+            help=summary,
+            description=summary,
+            epilog=epilog,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+
+    serve = command("serve", "serve FILE.py[:ATTR] over HTTP or stdio")
+    serve.add_argument("target", help="the server file, optionally :ATTR naming the MCPServer")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--stdio", action="store_true", help="serve on stdin/stdout instead")
+    serve.add_argument("--keys", help="comma-separated requestState secrets (or ENGINE_KEYS)")
+    serve.add_argument("--replica", help="this replica's id, shown in responses")
+    serve.add_argument(
+        "--store",
+        help=f"store URL (or ENGINE_STORE; default {DEFAULT_STORE}; 'none' for no store)",
+    )
+    serve.set_defaults(func=_serve)
+
+    call = command(
+        "call",
+        "call a tool from the terminal, answering its questions at prompts",
+        "exit status: 0 result, 1 error result, 2 protocol error\n\nexamples:\n"
+        "  python -m engine call http://127.0.0.1:8000/mcp order_book --arg title=Dune\n"
+        '  python -m engine call URL order_book --json \'{"title": "Neuromancer"}\' \\\n'
+        '      --answer \'confirm_backorder={"action": "accept", "content": '
+        '{"confirm": true}}\'',
+    )
+    call.add_argument(
+        "url", metavar="URL", help="the server's MCP endpoint, e.g. http://127.0.0.1:8000/mcp"
+    )
+    call.add_argument("tool", metavar="TOOL", help="the tool's name")
+    call.add_argument(
+        "--arg",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an argument; VALUE is text for string parameters, JSON otherwise (repeatable)",
+    )
+    call.add_argument("--json", metavar="ARGS", help="all arguments as one JSON object")
+    call.add_argument(
+        "--answer",
+        action="append",
+        default=[],
+        metavar="KEY=JSON",
+        help="answer the question with this key without prompting (repeatable)",
+    )
+    call.add_argument(
+        "--max-rounds", type=int, default=20, metavar="N", help="give up after N rounds (20)"
+    )
+    call.add_argument(
+        "--timeout", type=float, default=60.0, metavar="SECONDS", help="per request (60)"
+    )
+    call.set_defaults(func=_call)
+
+    calls = command("calls", "list recorded calls, most recently active first")
+    calls.add_argument("--store", help=store_help)
+    calls.add_argument("--tool", help="only calls of this tool (or prompt, or resource)")
+    calls.add_argument(
+        "--since",
+        metavar="WHEN",
+        help="only calls active since WHEN: an ISO time (UTC unless it has an offset) or an age "
+        "like 90 (seconds), 15m, 2h, 1d",
+    )
+    calls.add_argument("--limit", type=int, default=20, help="at most N calls (default 20)")
+    calls.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    calls.set_defaults(func=cli_journal.calls)
+
+    show = command("show", "show a recorded call as a timeline of its rounds")
+    show.add_argument("call_id", metavar="CALL_ID", help="the call id (or a unique prefix)")
+    show.add_argument("--store", help=store_help)
+    show.add_argument("--json", action="store_true", help="print the recorded events as JSON")
+    show.set_defaults(func=cli_journal.show)
+
+    replay = command(
+        "replay",
+        "re-run a recorded call against the current code; report the first divergence",
+        "Nothing is written to any store, and once-steps are served from the record, so no\n"
+        "side effect runs again.\n\n"
+        "exit status: 0 every round matches, 1 divergence, 2 cannot replay\n\n"
+        "examples:\n"
+        "  python -m engine replay 6f0c2a... --app server.py\n"
+        "  python -m engine replay --file tests/fixtures/order.json --app server.py:mcp",
+    )
+    replay.add_argument("call_id", metavar="CALL_ID", nargs="?", help="a call id from the store")
+    replay.add_argument("--file", help="replay an exported call (fixture JSON) instead")
+    replay.add_argument("--app", required=True, help="FILE.py[:ATTR]: the server code to run")
+    replay.add_argument("--store", help=store_help)
+    replay.add_argument(
+        "--args",
+        metavar="JSON",
+        help="the call's arguments, when the server did not record them",
+    )
+    replay.set_defaults(func=cli_journal.replay)
+
+    export = command(
+        "export",
+        "print a recorded call as JSON, to keep as a test fixture",
+        "example:\n  python -m engine export 6f0c2a... > tests/fixtures/order.json",
+    )
+    export.add_argument("call_id", metavar="CALL_ID", help="the call id (or a unique prefix)")
+    export.add_argument("--store", help=store_help)
+    export.set_defaults(func=cli_journal.export)
+
+    inspect = command(
+        "inspect",
+        "decode a requestState: its claims and the call's state, as JSON",
+        "exit status: 0 decoded, 1 the keys do not open it, 2 usage error",
+    )
+    inspect.add_argument("token", metavar="TOKEN", help="the requestState ('-' reads stdin)")
+    inspect.add_argument("--keys", help="the server's secrets, comma-separated (or ENGINE_KEYS)")
+    inspect.add_argument("--store", help="read state kept by reference from this store")
+    inspect.set_defaults(func=cli_journal.inspect)
+
+    keygen = command("keygen", "print a new requestState secret")
+    keygen.set_defaults(func=_keygen)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.command == "serve" else logging.WARNING,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    from engine.debug.journal import ReplayError
+
+    try:
+        result: int = args.func(args)
+    except (CLIError, ReplayError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.code if isinstance(exc, CLIError) else 2
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # `... | head` stopped reading: not an error worth a traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    return result
