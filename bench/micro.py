@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from loadgen import META, new_event_loop  # noqa: E402
 from servers.ours import KEY, build  # noqa: E402
 
-from engine.calls.runner import CallRequest  # noqa: E402
+from engine.calls.reply import CallRequest  # noqa: E402
 from engine.context import RequestScope  # noqa: E402
 from engine.protocol.dispatch import dispatch  # noqa: E402
 from engine.protocol.jsonrpc import loads  # noqa: E402

@@ -1,7 +1,8 @@
 """Write MCP servers whose tool calls run as resumable rounds that any replica can resume."""
 
 from engine.app import MCPServer
-from engine.context import Context
+from engine.calls.runner import Principal
+from engine.context import Context, RequestScope
 from engine.di.signature import Resolve
 from engine.errors import InvalidSignature, MCPError, ResourceError, ToolError
 from engine.handlers import ReadResourceContents
@@ -16,6 +17,8 @@ from engine.questions.kinds import (
     Sample,
 )
 
+__version__ = "0.1.0"
+
 __all__ = [
     "AcceptedElicitation",
     "CancelledElicitation",
@@ -28,7 +31,9 @@ __all__ = [
     "ListRoots",
     "MCPError",
     "MCPServer",
+    "Principal",
     "ReadResourceContents",
+    "RequestScope",
     "Resolve",
     "ResourceError",
     "Sample",

@@ -1,55 +1,82 @@
-"""``MCPServer``: registries, decorators, configuration, and the operations behind each method."""
+"""``MCPServer``: what a user declares (tools, prompts, resources), and how to run it.
+
+A thin facade: the registries live in :class:`~engine.registry.Registry`, what a running server
+owns in :class:`~engine.runtime.Runtime`, its configuration in :class:`~engine.settings.Settings`.
+"""
 
 from __future__ import annotations
 
 import contextlib
-import logging
-import os
-import signal
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 import anyio
 
 from engine._internal.metrics import Metrics
-from engine.calls.runner import CallRequest, Principal, RoundReply, RoundRunner
+from engine.calls.reply import CallRequest, RoundReply
+from engine.calls.runner import Principal
 from engine.context import RequestScope
 from engine.di.overrides import DependencyOverrides
-from engine.errors import INVALID_PARAMS, MCPError, ResourceError
 from engine.fleet.backchannel import BackChannel
 from engine.fleet.bus import Bus
 from engine.fleet.notifications import Listener, Notifications
 from engine.fleet.sessions import SessionRegistry
 from engine.handlers import (
-    Handler,
     Prompt,
     ReadResourceContents,
     Resource,
     Tool,
-    contents_for_server,
-    error_result,
-    resource_contents,
 )
-from engine.questions.answers import Asker
-from engine.settings import env_flag, env_number
-from engine.state.seal import KeyRing, KeySpec, ring_from
-from engine.store_services.ledger import Ledger, check_journal_sample
+from engine.operations import Operations
+from engine.questions.answers import AnswerSource
+from engine.registry import Registry
+from engine.runtime import Runtime
+from engine.settings import Settings
+from engine.state.seal import KeyRing, KeySpec
 from engine.types import Icon, ToolAnnotations
-from stores import Store, StoreUnavailable, open_store
-
-log = logging.getLogger("engine.app")
+from stores.base import Store
 
 F = TypeVar("F", bound=Callable[..., Any])
 Lifespan = Callable[["MCPServer"], contextlib.AbstractAsyncContextManager[Any]]
 
 
 class MCPServer:
-    """An MCP server whose tool calls run as resumable rounds.
+    """An MCP server whose tool calls run as resumable rounds that any replica can resume.
 
-    ``keys`` (or ``ENGINE_KEYS``) are the secrets every replica shares so any of them can resume
-    a call; without them a per-process key is generated and a warning logged. ``audience``
-    defaults to ``name``: replicas of one service must use the same one.
+    ``name``, ``instructions`` and ``version`` are what clients are told about the server.
+
+    Tokens (see docs/state.md):
+
+    - ``keys``: the requestState secrets every replica shares (``ENGINE_KEYS``); without any, a
+      per-process key is made and a warning logged.
+    - ``audience``: what tokens are bound to, ``name`` by default; one per service.
+    - ``principal``: ``principal(request) -> str | None`` names who makes a request (it gets a
+      :class:`~engine.context.RequestScope`); a token then opens only for that principal.
+    - ``state_ttl``: seconds a requestState stays valid (and rounds are kept in the store).
+    - ``max_token_chars``: longer requestStates are refused unopened.
+    - ``max_inline_state``: without a store, the largest state carried in a token (bytes).
+    - ``trust_unsolicited_answers``: take answers to questions that were not asked in that
+      form (off: such answers are ignored and the question asked again).
+
+    Store (see docs/stores.md):
+
+    - ``store``: a URL (``sqlite:///calls.db``, ``redis://...``, ``memory://``) or a
+      :class:`~stores.Store` (``ENGINE_STORE``); none by default.
+    - ``spill_threshold``: state larger than this (bytes) goes to the store by reference.
+    - ``duplicate_wait``: seconds a concurrent duplicate of a round waits for the first one.
+    - ``claim_lease``: seconds a round's claim lives unless renewed by the replica running it.
+    - ``journal_arguments``: journal each call's arguments (``ENGINE_JOURNAL_ARGUMENTS``).
+    - ``journal_ttl``: seconds the journal keeps a call.
+    - ``journal_sample``: the share of calls journaled, 0 to 1 (``ENGINE_JOURNAL_SAMPLE``).
+
+    Clients of 2025-11-25 (see docs/legacy.md):
+
+    - ``session_ttl``: seconds an idle session lives.
+    - ``legacy_answer_timeout``: seconds a question asked on the back-channel waits.
+
+    And: ``lifespan(server)``, an async context manager whose value handlers read as
+    ``ctx.request_context.lifespan_context``; ``list_ttl_ms``, the caching hint of listings;
+    ``replica_id``, this process's name in results and logs (``ENGINE_REPLICA_ID``).
     """
 
     def __init__(
@@ -78,64 +105,79 @@ class MCPServer:
         session_ttl: float = 3600,
         legacy_answer_timeout: float = 300,
     ) -> None:
-        if int(state_ttl) < 1:
-            raise ValueError("state_ttl must be a whole number of seconds, at least 1")
         self.name = name
         self.instructions = instructions
         self.version = version
-        self.keys = ring_from(keys)
-        self.audience = audience or name
-        self.principal = principal
-        self.state_ttl = int(state_ttl)
-        self.max_token_chars = max_token_chars
-        # A sealed token is about 4/3 of the state plus ~100 characters of claims: the default
-        # keeps every token this server mints under the cap it enforces on the way in.
-        self.max_inline_state = (
-            max_inline_state if max_inline_state is not None else max_token_chars * 3 // 4 - 256
+        self.settings = Settings.build(
+            name=name,
+            keys=keys,
+            audience=audience,
+            state_ttl=state_ttl,
+            max_token_chars=max_token_chars,
+            max_inline_state=max_inline_state,
+            trust_unsolicited_answers=trust_unsolicited_answers,
+            list_ttl_ms=list_ttl_ms,
+            replica_id=replica_id,
+            store=store,
+            spill_threshold=spill_threshold,
+            journal_arguments=journal_arguments,
+            journal_ttl=journal_ttl,
+            journal_sample=journal_sample,
+            duplicate_wait=duplicate_wait,
+            claim_lease=claim_lease,
+            session_ttl=session_ttl,
+            legacy_answer_timeout=legacy_answer_timeout,
         )
-        self.trust_unsolicited_answers = trust_unsolicited_answers
         self.lifespan = lifespan
         self.lifespan_context: Any = {}
-        self.list_ttl_ms = list_ttl_ms
-        self.replica_id = replica_id or os.environ.get("ENGINE_REPLICA_ID") or f"pid-{os.getpid()}"
         self.dependency_overrides = DependencyOverrides()
-        self.metrics = Metrics()
-        store = store if store is not None else os.environ.get("ENGINE_STORE") or None
-        self.store: Store | None = open_store(store) if store is not None else None
-        self._owns_store = isinstance(store, str)
-        """A store opened from a URL is closed with the server; a store object is the caller's."""
-        self.spill_threshold = spill_threshold
-        if journal_arguments is None:
-            journal_arguments = env_flag("ENGINE_JOURNAL_ARGUMENTS", default=False)
-        self.journal_arguments = journal_arguments
-        if journal_sample is None:
-            journal_sample = env_number("ENGINE_JOURNAL_SAMPLE", default=1.0, hint="from 0 to 1")
-        journal_sample = check_journal_sample(journal_sample)
-        self.ledger: Ledger | None = (
-            Ledger(
-                self.store,
-                ttl=self.state_ttl,
-                wait_duplicates=duplicate_wait,
-                journal_ttl=journal_ttl,
-                metrics=self.metrics,
-                lease=claim_lease,
-                journal_sample=journal_sample,
-            )
-            if self.store is not None
-            else None
+        self.registry = Registry()
+        self.runtime = Runtime(
+            self.settings, principal=principal, hooks=self, overrides=self.dependency_overrides
         )
-        self.bus = Bus(self.store, f"engine:{self.audience}")
-        self.backchannel = BackChannel(forward=self._forward_response)
-        self.bus.on("response", self._accept_response)
-        self.notifications = Notifications(self.bus)
-        self.sessions = SessionRegistry(self.store, session_ttl)
-        self.legacy_answer_timeout = legacy_answer_timeout
-        self._tools: dict[str, Tool] = {}
-        self._completer: Callable[..., Any] | None = None
-        self._prompts: dict[str, Prompt] = {}
-        self._resources: dict[str, Resource] = {}
-        self._templates: dict[str, Resource] = {}
-        self.rounds = RoundRunner(self)
+        self.operations = Operations(self.registry, self.runtime.runner)
+
+    # --- what the runtime holds, for the protocol layer, transports and tests ----------------
+
+    @property
+    def keys(self) -> KeyRing:
+        return self.runtime.keys
+
+    @property
+    def store(self) -> Store | None:
+        return self.runtime.store
+
+    @property
+    def metrics(self) -> Metrics:
+        return self.runtime.metrics
+
+    @property
+    def replica_id(self) -> str:
+        return self.settings.replica_id
+
+    @property
+    def list_ttl_ms(self) -> int:
+        return self.settings.list_ttl_ms
+
+    @property
+    def bus(self) -> Bus:
+        return self.runtime.bus
+
+    @property
+    def backchannel(self) -> BackChannel:
+        return self.runtime.backchannel
+
+    @property
+    def notifications(self) -> Notifications:
+        return self.runtime.notifications
+
+    @property
+    def sessions(self) -> SessionRegistry:
+        return self.runtime.sessions
+
+    @property
+    def legacy_answer_timeout(self) -> float:
+        return self.settings.legacy.answer_timeout
 
     # --- registration ---------------------------------------------------------------------------
 
@@ -177,13 +219,10 @@ class MCPServer:
 
     def add_tool(self, fn: Callable[..., Any], **options: Any) -> Tool:
         """Register a plain function as a tool, exactly as ``@mcp.tool()`` would."""
-        tool = Tool(fn, **options)
-        self._tools[tool.name] = tool
-        return tool
+        return self.registry.add_tool(Tool(fn, **options))
 
     def remove_tool(self, name: str) -> None:
-        if self._tools.pop(name, None) is None:
-            raise KeyError(f"Unknown tool: {name}")
+        self.registry.remove_tool(name)
 
     def prompt(
         self,
@@ -203,9 +242,7 @@ class MCPServer:
         return decorator
 
     def add_prompt(self, fn: Callable[..., Any], **options: Any) -> Prompt:
-        prompt = Prompt(fn, **options)
-        self._prompts[prompt.name] = prompt
-        return prompt
+        return self.registry.add_prompt(Prompt(fn, **options))
 
     def resource(
         self,
@@ -232,32 +269,27 @@ class MCPServer:
         return decorator
 
     def add_resource(self, fn: Callable[..., Any], uri: str, **options: Any) -> Resource:
-        resource = Resource(fn, uri, **options)
-        if resource.is_template:
-            self._templates[uri] = resource
-        else:
-            self._resources[uri] = resource
-        return resource
+        return self.registry.add_resource(Resource(fn, uri, **options))
 
     # --- listings -------------------------------------------------------------------------------
 
     @property
     def tools(self) -> dict[str, Tool]:
-        return self._tools
+        return self.registry.tools
 
     @property
     def prompts(self) -> dict[str, Prompt]:
-        return self._prompts
+        return self.registry.prompts
 
     @property
     def resources(self) -> dict[str, Resource]:
         """Resources at fixed URIs, by URI."""
-        return self._resources
+        return self.registry.resources
 
     @property
     def resource_templates(self) -> dict[str, Resource]:
         """Resource templates, by URI template."""
-        return self._templates
+        return self.registry.templates
 
     def capabilities(self) -> dict[str, Any]:
         return {
@@ -269,73 +301,42 @@ class MCPServer:
         }
 
     def list_tools(self) -> list[dict[str, Any]]:
-        return [tool.listing for tool in self._tools.values()]
+        return self.registry.list_tools()
 
     def list_prompts(self) -> list[dict[str, Any]]:
-        return [prompt.listing for prompt in self._prompts.values()]
+        return self.registry.list_prompts()
 
     def list_resources(self) -> list[dict[str, Any]]:
-        return [resource.listing for resource in self._resources.values()]
+        return self.registry.list_resources()
 
     def list_resource_templates(self) -> list[dict[str, Any]]:
-        return [template.listing for template in self._templates.values()]
+        return self.registry.list_resource_templates()
 
-    # --- operations -----------------------------------------------------------------------------
+    # --- operations (one round of a call each; see engine.operations) -------------------
 
-    def call_tool(self, request: CallRequest, asker: Asker | None = None) -> Awaitable[RoundReply]:
-        """One round of a tool call (awaitable; a plain function so that a round is one
-        coroutine less deep)."""
-        tool = self._tools.get(request.target)
-        if tool is None:
-            return _replied(RoundReply("error", error=f"Unknown tool: {request.target}"))
-        return self.rounds.run(tool, request, asker=asker, convert=tool.result)
+    def call_tool(
+        self, request: CallRequest, in_place: AnswerSource | None = None
+    ) -> Awaitable[RoundReply]:
+        return self.operations.call_tool(request, in_place)
 
-    async def get_prompt(self, request: CallRequest, asker: Asker | None = None) -> RoundReply:
-        prompt = self._prompts.get(request.target)
-        if prompt is None:
-            raise MCPError(
-                INVALID_PARAMS, f"Unknown prompt: {request.target}", {"name": request.target}
-            )
-        return await self.rounds.run(prompt, request, asker=asker, convert=prompt.result)
+    async def get_prompt(
+        self, request: CallRequest, in_place: AnswerSource | None = None
+    ) -> RoundReply:
+        return await self.operations.get_prompt(request, in_place)
+
+    async def read_resource(
+        self, request: CallRequest, in_place: AnswerSource | None = None
+    ) -> RoundReply:
+        return await self.operations.read_resource(request, in_place)
 
     def find_resource(self, uri: str) -> tuple[Resource, dict[str, str]] | None:
-        resource = self._resources.get(uri)
-        if resource is not None:
-            return resource, {}
-        for template in self._templates.values():
-            params = template.match(uri)
-            if params is not None:
-                return template, params
-        return None
-
-    async def read_resource(self, request: CallRequest, asker: Asker | None = None) -> RoundReply:
-        uri = request.target
-        found = self.find_resource(uri)
-        if found is None:
-            raise MCPError(INVALID_PARAMS, f"Unknown resource: {uri}", {"uri": uri})
-        resource, params = found
-        request.arguments = params
-
-        def convert(value: Any) -> dict[str, Any]:
-            return {"contents": resource_contents(uri, value, resource.mime_type)}
-
-        return await self.rounds.run(resource, request, asker=asker, convert=convert)
+        return self.registry.find_resource(uri)
 
     async def read_resource_contents(
         self, uri: str, scope: RequestScope
     ) -> list[ReadResourceContents]:
         """``ctx.read_resource``: the same registry as ``resources/read``, from inside a handler."""
-        request = CallRequest("resources/read", uri, None, None, None, scope)
-        try:
-            reply = await self.read_resource(request)
-        except MCPError as exc:
-            raise ResourceError(exc.message) from None
-        if reply.kind != "complete":
-            raise ResourceError(
-                f"Resource {uri!r} asks the client a question, so it can only be read by a "
-                "client, not from inside a handler"
-            )
-        return contents_for_server(reply.value["contents"])
+        return await self.operations.read_resource_contents(uri, scope)
 
     # --- completion -----------------------------------------------------------------------------
 
@@ -346,7 +347,7 @@ class MCPServer:
         """
 
         def decorator(fn: F) -> F:
-            self._completer = fn
+            self.registry.completer = fn
             return fn
 
         return decorator
@@ -354,7 +355,7 @@ class MCPServer:
     async def complete(
         self, ref: dict[str, Any], argument: dict[str, Any], context: Any
     ) -> list[str]:
-        completer = self._completer
+        completer = self.registry.completer
         if completer is None:
             return []
         values = completer(ref, argument, context)
@@ -387,23 +388,15 @@ class MCPServer:
     def remove_session_stream(self, session_id: str, listener: Listener) -> None:
         self.notifications.remove_session_stream(session_id, listener)
 
-    async def _forward_response(
-        self, instance: str, message: dict[str, Any], session_id: str | None
-    ) -> None:
-        await self.bus.publish("response", instance, message, session_id)
-
-    async def _accept_response(
-        self, instance: str, message: dict[str, Any], session_id: str | None
-    ) -> None:
-        self.backchannel.accept_forwarded(instance, message, session_id)
-
     # --- running ------------------------------------------------------------------------------
 
     def streamable_http_app(self, **options: Any) -> Any:
         """A plain ASGI application serving this server on ``/mcp`` (see ``docs/running.md``)."""
         from engine.transports.http import StreamableHTTPApp
 
-        return StreamableHTTPApp(self, **options)
+        return StreamableHTTPApp(
+            self, extra_allowed_hosts=self.settings.serve.extra_allowed_hosts, **options
+        )
 
     def run(
         self,
@@ -433,57 +426,27 @@ class MCPServer:
             return
         if transport not in ("streamable-http", "http"):
             raise ValueError(f"Unknown transport {transport!r}: use 'stdio' or 'streamable-http'")
-        from engine.transports.serving import serve
+        from engine.transports.serving import checked_uvicorn_options, serve_app
 
-        given = dict(uvicorn_options or {})
-        clashing = sorted({"app", "app_dir", "host", "port", "uds", "fd", "lifespan"} & set(given))
-        if clashing:
-            raise ValueError(
-                f"uvicorn_options cannot set {', '.join(clashing)}: run() serves this server's "
-                "app on the host and port passed to it, and always runs its lifespan, since it "
-                "starts the server's store"
-            )
-        if given.get("reload") or (given.get("workers") or 1) > 1:
-            raise ValueError(
-                "uvicorn_options cannot ask for reload or several workers: uvicorn needs an "
-                "import string for those. Run `uvicorn module:app --workers N` on "
-                "mcp.streamable_http_app(), or start one process per replica"
-            )
+        serve = self.settings.serve
+        given = checked_uvicorn_options(uvicorn_options)
         allowed = list(options.pop("allowed_hosts", [])) or None
         if allowed is None and host not in ("127.0.0.1", "localhost", "::1"):
             allowed = ["127.0.0.1", "localhost", "::1", host]
-        options.setdefault("freeze_after_startup", env_flag("ENGINE_GC_FREEZE", default=True))
+        options.setdefault("freeze_after_startup", serve.gc_freeze)
         app = self.streamable_http_app(allowed_hosts=allowed, **options)
-        if drain_timeout is None:
-            drain_timeout = float(os.environ.get("ENGINE_DRAIN_TIMEOUT", "25"))
-        # uvicorn drains on SIGTERM, then re-raises it with the handler it found: make that one
-        # a clean exit, so a drained replica ends with status 0 rather than 143.
-        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-        settings: dict[str, Any] = {
-            "log_level": "info",
-            # A line per request through logging costs about a third of a replica's
-            # throughput; the proxy in front logs each request already.
-            "access_log": env_flag("ENGINE_ACCESS_LOG", default=False),
-            "timeout_graceful_shutdown": max(1, round(drain_timeout)),
-            **given,
-        }
-        serve(app, host=host, port=port, settings=settings)
+        serve_app(
+            app,
+            host=host,
+            port=port,
+            drain_timeout=serve.drain_timeout if drain_timeout is None else drain_timeout,
+            access_log=serve.access_log,
+            uvicorn_options=given,
+        )
 
     async def health(self) -> tuple[bool, dict[str, Any]]:
         """``(healthy, details)``: the process answers and its store (if any) does too."""
-        details: dict[str, Any] = {"replica": self.replica_id, "store": None}
-        if self.store is None:
-            return True, details
-        try:
-            with anyio.fail_after(2):
-                await self.store.ping()
-        except (StoreUnavailable, TimeoutError) as exc:
-            details["store"] = f"unavailable: {exc}"
-            return False, details
-        details["store"] = "ok"
-        return True, details
-
-    # --- lifecycle ------------------------------------------------------------------------------
+        return await self.runtime.health()
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[MCPServer]:
@@ -493,25 +456,8 @@ class MCPServer:
                 value = await stack.enter_async_context(self.lifespan(self))
                 self.lifespan_context = value if value is not None else {}
                 stack.callback(setattr, self, "lifespan_context", {})
-            if self.store is not None:
-                if self._owns_store:
-                    stack.push_async_callback(self.store.aclose)
-                tg = await stack.enter_async_context(anyio.create_task_group())
-                stack.callback(tg.cancel_scope.cancel)
-                await tg.start(self.bus.relay)
-                serve = getattr(self.store, "serve", None)  # optional: see stores.base.Store
-                if serve is not None:
-                    await tg.start(serve)
-                if self.ledger is not None:
-                    await tg.start(self.ledger.run_deferred)
-                    await tg.start(self.ledger.run_journal)
-                    await tg.start(self.ledger.run_renewer)
-                    stack.push_async_callback(self.ledger.flush)
+            await stack.enter_async_context(self.runtime.running())
             yield self
 
 
-async def _replied(reply: RoundReply) -> RoundReply:
-    return reply
-
-
-__all__ = ["DependencyOverrides", "Handler", "MCPServer", "error_result"]
+__all__ = ["MCPServer"]

@@ -11,13 +11,13 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, cast
 
 import anyio.to_thread
 from pydantic import BaseModel, TypeAdapter
 
 from engine._internal.notify import Notify
-from engine.questions.answers import PENDING, Asker
+from engine.questions.answers import PENDING, AnswerSource
 from engine.questions.kinds import Elicit, ElicitURL, ListRoots, Question, Sample
 from engine.questions.rendering import Rendered
 from engine.state.call import CallState
@@ -31,13 +31,28 @@ from engine.types import (
 )
 
 if TYPE_CHECKING:
+    # For the type of ``ctx.mcp_server`` only: at run time a Context sees its server through
+    # the narrow ServerHooks below.
     from engine.app import MCPServer
 
-log = logging.getLogger("engine.calls.walk")
+log = logging.getLogger("engine.rounds")
 
 LifespanT = TypeVar("LifespanT")
 ModelT = TypeVar("ModelT", bound=BaseModel)
 R = TypeVar("R")
+
+
+class ServerHooks(Protocol):
+    """What a handler's Context reaches of its server (the MCPServer provides it)."""
+
+    @property
+    def lifespan_context(self) -> Any: ...
+
+    async def read_resource_contents(self, uri: str, scope: RequestScope) -> list[Any]: ...
+
+    async def notify_list_changed(self, kind: str) -> None: ...
+
+    async def notify_resource_updated(self, uri: str) -> None: ...
 
 
 class Session:
@@ -118,7 +133,7 @@ class CallScope:
     def __init__(
         self,
         target: str,
-        asker: Asker,
+        asker: AnswerSource,
         state: CallState,
         next_state: CallState,
         round_no: int,
@@ -152,7 +167,7 @@ class Context(Generic[LifespanT]):
 
     def __init__(
         self,
-        server: MCPServer,
+        server: ServerHooks,
         scope: RequestScope,
         call: CallScope | None = None,
     ) -> None:
@@ -168,7 +183,7 @@ class Context(Generic[LifespanT]):
 
     @property
     def mcp_server(self) -> MCPServer:
-        return self._server
+        return cast("MCPServer", self._server)
 
     @property
     def request_id(self) -> str:

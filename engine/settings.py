@@ -1,17 +1,199 @@
-"""Settings read from the environment, once, at the edge."""
+"""Typed, grouped settings: what ``MCPServer(...)`` is given, completed from the environment.
+
+The environment (``ENGINE_*``) is read here, once, when a server is made: the rest of the engine
+receives these frozen values and never looks at ``os.environ``. An argument given in code wins
+over the environment, which wins over the default.
+"""
 
 from __future__ import annotations
 
+import math
 import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from engine.state.seal import KeyRing, KeySpec
+
+if TYPE_CHECKING:
+    from stores.base import Store
+
+Environ = Mapping[str, str]
 
 _ON = ("1", "true", "yes", "on")
 _OFF = ("0", "false", "no", "off")
 
 
-def env_flag(name: str, *, default: bool) -> bool:
-    """A yes/no setting from the environment: ``1/true/yes/on`` or ``0/false/no/off`` (any
-    case); ``default`` when unset or spelled otherwise."""
-    value = os.environ.get(name, "").strip().lower()
+@dataclass(frozen=True, slots=True)
+class TokenSettings:
+    """How a requestState is bound, how long it lives and how large it may be."""
+
+    audience: str
+    state_ttl: int
+    max_token_chars: int
+    max_inline_state: int
+    trust_unsolicited_answers: bool
+
+
+@dataclass(frozen=True, slots=True)
+class StoreSettings:
+    """Which store holds what outlives a round, and how rounds use it."""
+
+    store: str | Store | None
+    spill_threshold: int
+    duplicate_wait: float
+    claim_lease: float
+
+
+@dataclass(frozen=True, slots=True)
+class JournalSettings:
+    """What the journal keeps of each round, for how long, and of which share of calls."""
+
+    arguments: bool
+    ttl: float
+    sample: float
+
+
+@dataclass(frozen=True, slots=True)
+class LegacySettings:
+    """2025-11-25 sessions and questions asked over the back-channel."""
+
+    session_ttl: float
+    answer_timeout: float
+
+
+@dataclass(frozen=True, slots=True)
+class ServeSettings:
+    """How ``mcp.run()`` serves over HTTP; from the environment only."""
+
+    drain_timeout: float
+    gc_freeze: bool
+    access_log: bool
+    extra_allowed_hosts: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Everything a server is configured with, grouped by the part of the engine that reads it."""
+
+    keys: KeyRing | None
+    """``None`` when no key was given anywhere: the runtime makes an ephemeral one, and warns."""
+    replica_id: str
+    list_ttl_ms: int
+    tokens: TokenSettings
+    store: StoreSettings
+    journal: JournalSettings
+    legacy: LegacySettings
+    serve: ServeSettings
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        name: str,
+        keys: Iterable[KeySpec] | KeyRing | None = None,
+        audience: str | None = None,
+        state_ttl: int = 600,
+        max_token_chars: int = 64 * 1024,
+        max_inline_state: int | None = None,
+        trust_unsolicited_answers: bool = False,
+        list_ttl_ms: int = 0,
+        replica_id: str | None = None,
+        store: str | Store | None = None,
+        spill_threshold: int = 4 * 1024,
+        journal_arguments: bool | None = None,
+        journal_ttl: float = 24 * 3600,
+        journal_sample: float | None = None,
+        duplicate_wait: float = 2.0,
+        claim_lease: float = 30.0,
+        session_ttl: float = 3600,
+        legacy_answer_timeout: float = 300,
+        environ: Environ | None = None,
+    ) -> Settings:
+        """The settings of a server named ``name``: each ``None`` is taken from ``environ``
+        (default: ``os.environ``), else from its default. See ``MCPServer`` for each one."""
+        env = os.environ if environ is None else environ
+        if int(state_ttl) < 1:
+            raise ValueError("state_ttl must be a whole number of seconds, at least 1")
+        if journal_arguments is None:
+            journal_arguments = env_flag(env, "ENGINE_JOURNAL_ARGUMENTS", default=False)
+        if journal_sample is None:
+            journal_sample = env_number(
+                env, "ENGINE_JOURNAL_SAMPLE", default=1.0, hint="from 0 to 1"
+            )
+        return cls(
+            keys=_key_ring(keys, env),
+            replica_id=replica_id or env.get("ENGINE_REPLICA_ID") or f"pid-{os.getpid()}",
+            list_ttl_ms=list_ttl_ms,
+            tokens=TokenSettings(
+                audience=audience or name,
+                state_ttl=int(state_ttl),
+                max_token_chars=max_token_chars,
+                # A sealed token is about 4/3 of the state plus ~100 characters of claims: the
+                # default keeps every token this server mints under the cap it enforces.
+                max_inline_state=(
+                    max_inline_state
+                    if max_inline_state is not None
+                    else max_token_chars * 3 // 4 - 256
+                ),
+                trust_unsolicited_answers=trust_unsolicited_answers,
+            ),
+            store=StoreSettings(
+                store=store if store is not None else env.get("ENGINE_STORE") or None,
+                spill_threshold=spill_threshold,
+                duplicate_wait=duplicate_wait,
+                claim_lease=claim_lease,
+            ),
+            journal=JournalSettings(
+                arguments=journal_arguments,
+                ttl=journal_ttl,
+                sample=check_journal_sample(journal_sample),
+            ),
+            legacy=LegacySettings(session_ttl=session_ttl, answer_timeout=legacy_answer_timeout),
+            serve=ServeSettings(
+                drain_timeout=env_number(
+                    env, "ENGINE_DRAIN_TIMEOUT", default=25.0, hint="of seconds"
+                ),
+                gc_freeze=env_flag(env, "ENGINE_GC_FREEZE", default=True),
+                access_log=env_flag(env, "ENGINE_ACCESS_LOG", default=False),
+                extra_allowed_hosts=tuple(
+                    host.strip()
+                    for host in env.get("ENGINE_ALLOWED_HOSTS", "").split(",")
+                    if host.strip()
+                ),
+            ),
+        )
+
+
+def _key_ring(keys: Iterable[KeySpec] | KeyRing | None, env: Environ) -> KeyRing | None:
+    if isinstance(keys, KeyRing):
+        return keys
+    if keys is not None:
+        return KeyRing(list(keys))
+    text = env.get("ENGINE_KEYS")
+    return KeyRing.from_env(text) if text else None
+
+
+def check_journal_sample(sample: Any) -> float:
+    """The share of calls to journal, checked: a number from 0 (none) to 1 (every call)."""
+    if (
+        isinstance(sample, bool)
+        or not isinstance(sample, (int, float))
+        or not math.isfinite(sample)
+        or not 0 <= sample <= 1
+    ):
+        raise ValueError(
+            "journal_sample (ENGINE_JOURNAL_SAMPLE) must be a number from 0 (journal no call) "
+            f"to 1 (every call), got {sample!r}; 0.1 journals one call in ten, each with all its "
+            "rounds"
+        )
+    return float(sample)
+
+
+def env_flag(env: Environ, name: str, *, default: bool) -> bool:
+    """A yes/no setting: ``1/true/yes/on`` or ``0/false/no/off`` (any case); ``default`` when
+    unset or spelled otherwise."""
+    value = env.get(name, "").strip().lower()
     if value in _ON:
         return True
     if value in _OFF:
@@ -19,10 +201,9 @@ def env_flag(name: str, *, default: bool) -> bool:
     return default
 
 
-def env_number(name: str, *, default: float, hint: str) -> float:
-    """A number from the environment; ``default`` when unset or empty. ``hint`` says which
-    numbers the setting takes, for the error."""
-    value = os.environ.get(name, "").strip()
+def env_number(env: Environ, name: str, *, default: float, hint: str) -> float:
+    """A number; ``default`` when unset or empty. ``hint`` says which numbers it takes."""
+    value = env.get(name, "").strip()
     if not value:
         return default
     try:

@@ -19,8 +19,9 @@ from typing import Any
 import anyio
 
 from engine.app import MCPServer
-from engine.debug.journal import ReplayError, load_fixture
+from engine.debug.journal import RecordedCall, ReplayError, load_call, load_fixture
 from engine.debug.replay import ReplayReport, replay_call
+from engine.debug.tokens import describe_request_state
 from engine.protocol.dispatch import dispatch
 from engine.protocol.jsonrpc import dumps, loads
 from engine.protocol.modern import META_CAPABILITIES, META_VERSION, MODERN, Exchange
@@ -255,14 +256,24 @@ def replay(
     return report
 
 
+def inspect_request_state(server: MCPServer, token: str) -> dict[str, Any]:
+    """What a requestState minted by ``server`` holds, opened with its keys: ``key_id``,
+    ``claims`` and ``state`` (or ``state_ref`` when the state is kept in the store), as
+    ``python -m engine inspect`` prints it."""
+    return describe_request_state(server.keys, token)
+
+
 __all__ = [
     "CallResult",
     "Client",
     "ProtocolError",
+    "RecordedCall",
     "ReplayError",
     "ReplayReport",
     "RoundLimitExceeded",
     "connect",
+    "inspect_request_state",
+    "load_call",
     "load_fixture",
     "replay",
     "replay_call",

@@ -671,7 +671,7 @@ async def test_engine_allowed_hosts_adds_hosts_from_the_environment(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("ENGINE_ALLOWED_HOSTS", "a.example.com, b.example.com")
-    app = conformance.streamable_http_app()
+    app = build(keys=[KEY]).streamable_http_app()  # the environment is read when a server is made
     async with asgi_client(app, "http://b.example.com") as client:
         assert_result(await post(client, request("tools/list")))
 

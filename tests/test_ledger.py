@@ -203,7 +203,7 @@ async def test_a_sampled_journal_keeps_whole_calls_and_every_replica_agrees(
     listed = await store.calls(limit=100)
     assert 15 <= len(listed) <= 45  # about half of the 60 calls
     for call in listed:
-        assert a.ledger is not None and a.ledger.journals(call.call_id)
+        assert a.runtime.ledger is not None and a.runtime.ledger.journals(call.call_id)
         events = await store.events(call.call_id)  # two replicas' writers: either may be first
         assert sorted((e["round"], e["kind"]) for e in events) == [
             (1, "input_required"),
@@ -234,9 +234,9 @@ def test_a_journal_sample_outside_0_to_1_is_refused(sample: Any) -> None:
 def test_the_journal_sample_can_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ENGINE_JOURNAL_SAMPLE", "0.25")
     mcp = MCPServer("Shop", keys=[KEY], store=MemoryStore())
-    assert mcp.ledger is not None and mcp.ledger.journal_sample == 0.25
+    assert mcp.runtime.ledger is not None and mcp.runtime.ledger.journal_sample == 0.25
     mcp = MCPServer("Shop", keys=[KEY], store=MemoryStore(), journal_sample=1)  # wins
-    assert mcp.ledger is not None and mcp.ledger.journals("any call")
+    assert mcp.runtime.ledger is not None and mcp.runtime.ledger.journals("any call")
     monkeypatch.setenv("ENGINE_JOURNAL_SAMPLE", "a quarter")
     with pytest.raises(ValueError, match="ENGINE_JOURNAL_SAMPLE must be a number from 0 to 1"):
         MCPServer("Shop", keys=[KEY], store=MemoryStore())
@@ -313,7 +313,7 @@ async def test_a_response_that_could_not_be_kept_is_delivered_and_kept_later() -
     counter: list[int] = []
     store = FlakyStore()
     mcp = order_server(store, counter)
-    mcp.ledger.wait_duplicates = 0.05  # type: ignore[union-attr]
+    mcp.runtime.ledger.wait_duplicates = 0.05  # type: ignore[union-attr]
     async with Client(mcp, elicitation=lambda p: YES) as client:
         state = (await first_round(client))["requestState"]
         store.failures = 2
@@ -394,9 +394,9 @@ async def test_shutting_down_says_which_writes_it_could_not_retry(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     async with answered_while_the_store_fails(*[outage()] * 3) as (store, mcp, _, _state):
-        assert mcp.ledger is not None
+        assert mcp.runtime.ledger is not None
         with caplog.at_level(logging.WARNING, logger="engine.store_services.ledger"):
-            await mcp.ledger.flush(within=0.1)
+            await mcp.runtime.ledger.flush(within=0.1)
         assert "shutting down with 1 store writes that failed still to retry" in caplog.text
         store.outcomes = []  # back: the server's own shutdown then finds it kept
 
@@ -404,13 +404,13 @@ async def test_shutting_down_says_which_writes_it_could_not_retry(
 async def test_shutting_down_retries_at_once_instead_of_waiting_out_the_backoff() -> None:
     # Fails before answering, then retried at once, after 0.2 s and 0.6 s; next at 1.4 s.
     async with answered_while_the_store_fails(*[outage()] * 4) as (store, mcp, _, state):
-        assert mcp.ledger is not None
+        assert mcp.runtime.ledger is not None
         for _ in range(200):
             if not store.outcomes:
                 break
             await anyio.sleep(0.01)
         with anyio.fail_after(0.5):
-            await mcp.ledger.flush(within=0.4)  # the store is back: kept now, not at 1.4 s
+            await mcp.runtime.ledger.flush(within=0.4)  # the store is back: kept now, not at 1.4 s
         assert await kept(store, mcp, state)
 
 
@@ -418,10 +418,10 @@ async def test_a_shutdown_that_comes_as_a_cancellation_still_retries(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     async with answered_while_the_store_fails(outage(), outage()) as (store, mcp, _, state):
-        assert mcp.ledger is not None
+        assert mcp.runtime.ledger is not None
         with anyio.CancelScope() as scope, caplog.at_level(logging.WARNING):
             scope.cancel()
-            await mcp.ledger.flush(within=1.0)
+            await mcp.runtime.ledger.flush(within=1.0)
         assert await kept(store, mcp, state)
     assert "still to retry" not in caplog.text
 
@@ -445,9 +445,9 @@ async def test_a_write_the_store_refuses_on_retry_is_logged_and_later_ones_still
 
 async def retried(mcp: MCPServer) -> None:
     """Until the server has no failed store write left to retry."""
-    assert mcp.ledger is not None
+    assert mcp.runtime.ledger is not None
     for _ in range(200):
-        if not mcp.ledger._retrying:
+        if not mcp.runtime.ledger._retrying:
             return
         await anyio.sleep(0.01)
     raise AssertionError("store writes still being retried after 2 s")
@@ -458,7 +458,7 @@ def round_of(mcp: MCPServer, state: str) -> tuple[str, int, bytes]:
     from engine.state.claims import Claims
     from engine.store_services.ledger import responses_fingerprint
 
-    claims = Claims.decode(mcp.keys.open(state, mcp.max_token_chars))
+    claims = Claims.decode(mcp.keys.open(state, mcp.settings.tokens.max_token_chars))
     return claims.call_id.hex(), claims.round_no, responses_fingerprint({"confirm_backorder": YES})
 
 
@@ -466,9 +466,9 @@ async def test_a_round_claimed_by_a_replica_that_died_runs_once_its_lease_lapses
     counter: list[int] = []
     store = MemoryStore()
     mcp = order_server(store, counter)
-    assert mcp.ledger is not None
-    mcp.ledger.lease = 0.3
-    mcp.ledger.wait_duplicates = 0.05
+    assert mcp.runtime.ledger is not None
+    mcp.runtime.ledger.lease = 0.3
+    mcp.runtime.ledger.wait_duplicates = 0.05
     async with Client(mcp, elicitation=lambda p: YES) as client:
         state = (await first_round(client))["requestState"]
         # A replica claimed round 1 of this call with the same answers, then died.
@@ -485,9 +485,9 @@ async def test_a_long_round_keeps_its_claim_by_renewing_it() -> None:
     counter: list[int] = []
     store = MemoryStore()
     mcp = order_server(store, counter)
-    assert mcp.ledger is not None
-    mcp.ledger.lease = 0.3
-    mcp.ledger.wait_duplicates = 0.05
+    assert mcp.runtime.ledger is not None
+    mcp.runtime.ledger.lease = 0.3
+    mcp.runtime.ledger.wait_duplicates = 0.05
     original = mcp.tools["order_book"].signature.fn
 
     async def slow(**kwargs: Any) -> str:
@@ -550,9 +550,9 @@ async def test_a_journal_writer_with_whole_batches_waiting_writes_them_without_l
 
     mcp = MCPServer("journal", keys=[KEY], store=CountingStore())
     async with mcp.running():
-        assert mcp.ledger is not None
+        assert mcp.runtime.ledger is not None
         for i in range(2 * ledger.JOURNAL_BATCH):
-            assert mcp.ledger.enqueue(f"call-{i}", {"n": i})
+            assert mcp.runtime.ledger.enqueue(f"call-{i}", {"n": i})
         with anyio.fail_after(10):
             await both_written.wait()
     assert written == [ledger.JOURNAL_BATCH, ledger.JOURNAL_BATCH]

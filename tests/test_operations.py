@@ -110,17 +110,18 @@ def test_run_serves_with_the_uvicorn_options_given(monkeypatch: pytest.MonkeyPat
     assert served["app"].freeze_after_startup is True
     mcp.run("streamable-http")
     assert served["access_log"] is False  # off unless asked for
+    # The environment is read when a server is made.
     monkeypatch.setenv("ENGINE_ACCESS_LOG", "1")
-    mcp.run("streamable-http")
+    build(keys=[KEY]).run("streamable-http")
     assert served["access_log"] is True
-    mcp.run("streamable-http", uvicorn_options={"access_log": False})
+    build(keys=[KEY]).run("streamable-http", uvicorn_options={"access_log": False})
     assert served["access_log"] is False
     monkeypatch.delenv("ENGINE_ACCESS_LOG")
     monkeypatch.setenv("ENGINE_GC_FREEZE", "0")
-    mcp.run("streamable-http")
+    build(keys=[KEY]).run("streamable-http")
     assert served["app"].freeze_after_startup is False
     monkeypatch.setenv("ENGINE_GC_FREEZE", "off")
-    mcp.run("streamable-http")
+    build(keys=[KEY]).run("streamable-http")
     assert served["app"].freeze_after_startup is False
     with pytest.raises(ValueError, match="on the host and port passed to it"):
         mcp.run("streamable-http", uvicorn_options={"port": 9124})

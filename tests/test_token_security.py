@@ -448,7 +448,7 @@ async def test_the_same_round_minted_twice_gives_different_tokens(shop: MCPServe
 
 
 async def test_a_token_reveals_none_of_its_plaintext(shop: MCPServer, token: str) -> None:
-    plaintext = shop.keys.open(token, shop.max_token_chars)
+    plaintext = shop.keys.open(token, shop.settings.tokens.max_token_chars)
     assert b"confirm_backorder" in plaintext  # the question out with the client
     raw = sealed_bytes(token)
     for secret in (b"confirm_backorder", b"order_book", b"Neuromancer", b"out of stock"):
@@ -627,12 +627,12 @@ async def test_the_log_names_the_reason_but_never_the_token_a_key_or_the_plainte
 ) -> None:
     token = await first_round(shop)
     raw = sealed_bytes(token)
-    plaintext = shop.keys.open(token, shop.max_token_chars)
+    plaintext = shop.keys.open(token, shop.settings.tokens.max_token_chars)
     await second_round(shop, token, {"name": "order_book", "arguments": {"title": "Dune"}})
     await second_round(bookshop(OTHER_KEY), token)
     await second_round(shop, token_of(raw[:-1] + bytes([raw[-1] ^ 1])))
     await second_round(bookshop(KEY, principal=who), token, headers=as_user("alice"))
-    clock.now += shop.state_ttl
+    clock.now += shop.settings.tokens.state_ttl
     await second_round(shop, token)
     assert rejections(caplog) == [
         "request binding: arguments",

@@ -3,7 +3,7 @@
 A round is a function of (code, arguments, state, answers): nothing about a call lives in a
 process between rounds. Each resolver runs at most once per round; resolvers that do not depend
 on each other run concurrently. Questions go through an
-:class:`~engine.questions.answers.Asker`, so the same walk serves the replayed 2026-07-28 era
+:class:`~engine.questions.answers.AnswerSource`, so the same walk serves the replayed 2026-07-28 era
 and the blocking 2025-11-25 back-channel.
 """
 
@@ -13,16 +13,16 @@ import contextlib
 import functools
 import logging
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import anyio.to_thread
 
 from engine._internal.markers import Marker
-from engine.context import CallScope, Context, RequestScope, Suspend
+from engine.context import CallScope, Context, RequestScope, ServerHooks, Suspend
 from engine.di.signature import Node, Parameters, Signature, Source
 from engine.errors import ToolError
-from engine.questions.answers import PENDING, Asker
+from engine.questions.answers import PENDING, AnswerSource
 from engine.questions.kinds import (
     Accepted,
     ElicitURL,
@@ -34,13 +34,10 @@ from engine.questions.kinds import (
 from engine.questions.rendering import Rendered
 from engine.questions.restore import restore_question
 
-if TYPE_CHECKING:
-    from engine.app import MCPServer
-
 SUSPENDED: Any = Marker("SUSPENDED")
 """What a round returns instead of the body's value when it needs answers first."""
 
-log = logging.getLogger("engine.calls.walk")
+log = logging.getLogger("engine.rounds")
 
 
 def deliver(value: Any, source: Source) -> Any:
@@ -83,10 +80,10 @@ class Round:
     def __init__(
         self,
         signature: Signature,
-        server: MCPServer,
+        server: ServerHooks,
         scope: RequestScope,
         call: CallScope,
-        asker: Asker,
+        asker: AnswerSource,
     ) -> None:
         self.signature = signature
         self.plan = signature.plan

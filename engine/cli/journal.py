@@ -10,7 +10,6 @@ the engine modules they need when they run, not when the parser is built.
 from __future__ import annotations
 
 import argparse
-import base64
 import hashlib
 import json
 import os
@@ -215,8 +214,8 @@ def replay(args: argparse.Namespace) -> int:
 
 
 def inspect(args: argparse.Namespace) -> int:
+    from engine.debug.tokens import describe_request_state, describe_state
     from engine.errors import InvalidRequestState
-    from engine.state.claims import Claims, StateRef
     from engine.state.seal import PREFIX, KeyRing
 
     token = (sys.stdin.read() if args.token == "-" else args.token).strip()
@@ -228,51 +227,32 @@ def inspect(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise CLIError(str(exc)) from None
     try:
-        claims = Claims.decode(ring.open(token, max_chars=len(token) + 1))
+        shown = describe_request_state(ring, token)
     except InvalidRequestState as exc:
         raise CLIError(_refusal(exc.reason, token, ring.labels, PREFIX), code=1) from None
-    now = time.time()
-    shown: dict[str, Any] = {
-        "claims": {
-            "call_id": claims.call_id.hex(),
-            "round": claims.round_no,
-            "issued_at": _iso(claims.issued_at),
-            "expires_at": _iso(claims.issued_at + claims.ttl),
-            "ttl": claims.ttl,
-            "expired": now >= claims.issued_at + claims.ttl,
-            "binding": claims.binding.hex(),
-            "binding_tags": claims.tags.hex(),
-            "principal": claims.principal.hex() if claims.principal is not None else None,
-        }
-    }
-    if isinstance(claims.state, StateRef):
-        ref = {"blob_id": claims.state.blob_id, "sha256": claims.state.sha256.hex()}
-        shown["state_ref"] = ref
+    ref = shown.get("state_ref")
+    if ref is not None:
+        call_id = shown["claims"]["call_id"]
         if args.store is None:
             shown["state"] = "kept in the store by reference: pass --store URL to read it"
-            state_bytes = None
         else:
-            state_bytes = _with_store(
-                args.store, lambda store: store.get_blob(claims.call_id.hex(), ref["blob_id"])
-            )
-            if state_bytes is None:
+            blob = _with_store(args.store, lambda store: store.get_blob(call_id, ref["blob_id"]))
+            if blob is None:
                 shown["state"] = "the blob is gone from the store (expired or never written)"
-            elif hashlib.sha256(state_bytes).digest() != claims.state.sha256:
+            elif hashlib.sha256(blob).hexdigest() != ref["sha256"]:
                 shown["state"] = "the blob in the store does not match the token's digest"
-                state_bytes = None
-    else:
-        state_bytes = claims.state
-    if state_bytes is not None:
-        shown["state"] = _state(state_bytes)
+            else:
+                shown["state"] = describe_state(blob)
     print(json.dumps(shown, indent=2, ensure_ascii=False))
     return 0
 
 
 def _refusal(reason: str, token: str, labels: list[str], prefix: str) -> str:
+    from engine.debug.tokens import key_id
+
     if reason == "unknown key":
-        raw = base64.urlsafe_b64decode(token[len(prefix) :] + "=" * (-len(token) % 4))
         return (
-            f"this requestState was sealed with key id {raw[:4].hex()}, which is not among the "
+            f"this requestState was sealed with key id {key_id(token)}, which is not among the "
             f"keys given (ids {', '.join(labels)}); pass the server's keys with --keys or "
             "ENGINE_KEYS"
         )
@@ -284,29 +264,6 @@ def _refusal(reason: str, token: str, labels: list[str], prefix: str) -> str:
     return (
         f"this is not a requestState ({reason}); tokens start with {prefix} followed by base64url"
     )
-
-
-def _iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).isoformat().replace("+00:00", "Z")
-
-
-def _state(data: bytes) -> dict[str, Any]:
-    from engine.debug.journal import jsonable
-    from engine.errors import InvalidRequestState
-    from engine.state.call import CallState
-
-    try:
-        state = CallState.decode(data)
-    except InvalidRequestState as exc:
-        return {"undecodable": exc.reason}
-    return {
-        "answers": {
-            key: {"question_fingerprint": fp.hex(), "answer": jsonable(answer)}
-            for key, (fp, answer) in state.answers.items()
-        },
-        "asked": {key: fp.hex() for key, fp in state.asked.items()},
-        "checkpoints": jsonable(state.checkpoints),
-    }
 
 
 __all__ = ["calls", "export", "inspect", "parse_since", "reading_url", "replay", "show"]

@@ -14,7 +14,7 @@ exported as JSON (a fixture) replays the same way, so it can become a regression
 (:func:`engine.testing.replay`).
 
 The recorded call is :mod:`engine.debug.journal`; running one round live is
-:mod:`engine.debug.rerun`. This module walks the rounds, compares, and reports; tests reach it
+:mod:`engine.debug.live_round`. This module walks the rounds, compares, and reports; tests reach it
 through :mod:`engine.testing` (``replay``, ``replay_call``, ``load_fixture``).
 """
 
@@ -31,7 +31,7 @@ from pydantic_core import to_json
 
 from engine.app import MCPServer
 from engine.debug.journal import RecordedCall, RecordedRound, ReplayError, load_fixture
-from engine.debug.rerun import LiveRound, detached, lifespan, run_round
+from engine.debug.live_round import Detached, LiveRound, lifespan, run_live_round
 from engine.debug.timeline import compact
 from engine.handlers import Handler, code_digest
 from engine.state.call import CallState
@@ -195,8 +195,8 @@ async def replay_call(
         raw = {}
     report = ReplayReport(call.call_id, call.method, call.target, len(rounds))
     _check_code(report, app, handler, rounds)
-    live_app = detached(app)
-    async with lifespan(live_app):
+    detached = Detached(app)
+    async with lifespan(app):
         previous = CallState()
         for recorded in rounds:
             checkpoints = dict(previous.checkpoints)
@@ -215,7 +215,7 @@ async def replay_call(
                 report.skipped = recorded.round
                 break
             started = time.perf_counter()
-            live = await run_round(live_app, handler, call, recorded, raw, state)
+            live = await run_live_round(detached, handler, call, recorded, raw, state)
             elapsed = (time.perf_counter() - started) * 1000
             divergence = _compare(recorded, live, is_last=recorded is rounds[-1])
             report.rounds.append(

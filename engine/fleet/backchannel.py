@@ -22,7 +22,7 @@ from engine.questions.kinds import BadAnswer, ElicitURL
 from engine.questions.rendering import Rendered
 from engine.state.call import CallState
 
-log = logging.getLogger("engine.fleet.backchannel")
+log = logging.getLogger("engine.backchannel")
 
 Outbox = Callable[[bytes], Awaitable[None]]
 """Writes one message on the stream of the call that asks."""
@@ -121,7 +121,7 @@ class BackChannel:
         return True
 
 
-class BackChannelAsker:
+class BackChannelAnswers:
     """Answers questions by asking the client in place (the 2025-11-25 era).
 
     The same capability checks and error texts as the replayed era; an unusable answer is asked

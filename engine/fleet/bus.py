@@ -17,7 +17,7 @@ import msgpack
 
 from stores import Store, StoreUnavailable
 
-log = logging.getLogger("engine.fleet.bus")
+log = logging.getLogger("engine.bus")
 
 Handler = Callable[..., Awaitable[None]]
 

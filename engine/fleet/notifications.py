@@ -13,7 +13,7 @@ from typing import Any
 
 from engine.fleet.bus import Bus
 
-log = logging.getLogger("engine.fleet.notifications")
+log = logging.getLogger("engine.notifications")
 
 Listener = Callable[[str, dict[str, Any]], Awaitable[None]]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from engine._internal.metrics import Metrics, reason_label
 from engine.errors import (
@@ -23,11 +23,9 @@ from engine.errors import (
 from engine.protocol import modern
 from engine.protocol.jsonrpc import error_bytes, parse, request_id_of, result_bytes
 from engine.protocol.modern import Exchange
+from engine.protocol.served import Served
 from engine.store_services.ledger import store_error
 from stores import StoreUnavailable
-
-if TYPE_CHECKING:
-    from engine.app import MCPServer
 
 log = logging.getLogger("engine.protocol")
 
@@ -71,7 +69,7 @@ def error_response(request_id: Any, error: MCPError) -> Response:
     return Response(status_of(error), error_bytes(request_id, error))
 
 
-async def dispatch(server: MCPServer, raw: Any, exchange: Exchange) -> Response:
+async def dispatch(server: Served, raw: Any, exchange: Exchange) -> Response:
     """Serve one decoded JSON-RPC message."""
     try:
         message = parse(raw)

@@ -2,7 +2,7 @@
 
 The same registries, resolvers and round machine as the 2026-07-28 era; only the delivery of
 questions differs: a question becomes a server→client request on the call's stream and the round
-waits for the answer in place (:class:`~engine.fleet.backchannel.BackChannelAsker`). Results have
+waits for the answer in place (:class:`~engine.fleet.backchannel.BackChannelAnswers`). Results have
 the 2025-11-25 shapes: no ``resultType``, no caching hints.
 """
 
@@ -10,20 +10,18 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from engine._internal.logbridge import LEVELS, forwarding_logs
 from engine._internal.notify import Notify
-from engine.calls.runner import CallRequest, RoundReply
+from engine.calls.reply import CallRequest, ReplyKind, RoundReply
 from engine.context import RequestScope, Session
 from engine.errors import INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, MCPError
-from engine.fleet.backchannel import BackChannelAsker, Outbox
+from engine.fleet.backchannel import BackChannelAnswers, Outbox
 from engine.fleet.sessions import LegacySession, new_session_id
 from engine.handlers import error_result
 from engine.protocol.jsonrpc import Message, dumps
-
-if TYPE_CHECKING:
-    from engine.app import MCPServer
+from engine.protocol.served import Served
 
 LATEST = "2025-11-25"
 LEGACY_VERSIONS = ["2025-11-25", "2025-06-18", "2025-03-26"]
@@ -34,16 +32,16 @@ class LegacyExchange:
     """What the transport provides to one legacy request."""
 
     session: LegacySession | None
+    outbox: Outbox
+    """Writes a message (a notification, or a question to the client) on this request's stream."""
     headers: Mapping[str, str] | None = None
-    outbox: Outbox | None = None
-    """Writes a message on this request's stream; ``None`` when it cannot carry requests."""
     notify: Notify | None = None
     new_session: LegacySession | None = None
     """Set by ``initialize``: the transport returns its id (``MCP-Session-Id``)."""
     extras: dict[str, Any] = field(default_factory=dict)
 
 
-def session_notifier(server: MCPServer, session: LegacySession) -> Notify:
+def session_notifier(server: Served, session: LegacySession) -> Notify:
     """``ctx.session.send_*``: to this session's standalone stream, on whichever replica."""
 
     async def notify(method: str, params: dict[str, Any]) -> None:
@@ -52,7 +50,7 @@ def session_notifier(server: MCPServer, session: LegacySession) -> Notify:
     return notify
 
 
-async def _initialize(server: MCPServer, params: Any, exchange: LegacyExchange) -> dict[str, Any]:
+async def _initialize(server: Served, params: Any, exchange: LegacyExchange) -> dict[str, Any]:
     if not isinstance(params, dict):
         raise MCPError(
             INVALID_PARAMS,
@@ -82,7 +80,7 @@ async def _initialize(server: MCPServer, params: Any, exchange: LegacyExchange) 
 
 
 def _scope(
-    server: MCPServer, message: Message, session: LegacySession, exchange: LegacyExchange
+    server: Served, message: Message, session: LegacySession, exchange: LegacyExchange
 ) -> RequestScope:
     params = message.params if isinstance(message.params, dict) else {}
     meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
@@ -99,12 +97,10 @@ def _scope(
     )
 
 
-def _asker(
-    server: MCPServer, session: LegacySession, exchange: LegacyExchange
-) -> BackChannelAsker | None:
-    if exchange.outbox is None:
-        return None
-    return BackChannelAsker(
+def _answers(
+    server: Served, session: LegacySession, exchange: LegacyExchange
+) -> BackChannelAnswers:
+    return BackChannelAnswers(
         server.backchannel,
         exchange.outbox,
         session.capabilities,
@@ -113,15 +109,11 @@ def _asker(
     )
 
 
-def _round_result(reply: RoundReply) -> dict[str, Any]:
-    if reply.kind == "error":
+def round_result(reply: RoundReply) -> dict[str, Any]:
+    """The wire result of a round in this era: the final value or an error result."""
+    if reply.kind is ReplyKind.ERROR:
         return error_result(reply.error or "error")
-    if reply.kind != "complete":
-        raise MCPError(
-            INVALID_REQUEST,
-            "This request needs answers from the client, but its transport cannot carry "
-            "server→client requests; open an event stream (Accept: text/event-stream)",
-        )
+    assert reply.kind is ReplyKind.COMPLETE, "questions are answered in place in this era"
     result: dict[str, Any] = reply.value
     return result
 
@@ -141,7 +133,7 @@ def _arguments(params: dict[str, Any]) -> Any:
 
 
 Operation = Callable[
-    ["MCPServer", dict[str, Any], LegacySession, RequestScope, LegacyExchange],
+    [Served, dict[str, Any], LegacySession, RequestScope, LegacyExchange],
     Awaitable[dict[str, Any] | bytes],
 ]
 """An operation's result, or its serialised result when it was journaled as sent."""
@@ -153,14 +145,14 @@ RoundOperation = Callable[..., Awaitable[RoundReply]]
 def _round(method: str, target_param: str) -> Operation:
     """``tools/call``, ``prompts/get`` or ``resources/read``: one round, questions asked in
     place on this request's stream."""
-    run: Callable[[MCPServer], RoundOperation] = {
+    run: Callable[[Served], RoundOperation] = {
         "tools/call": lambda server: server.call_tool,
         "prompts/get": lambda server: server.get_prompt,
         "resources/read": lambda server: server.read_resource,
     }[method]
 
     async def operation(
-        server: MCPServer,
+        server: Served,
         params: dict[str, Any],
         session: LegacySession,
         scope: RequestScope,
@@ -169,8 +161,8 @@ def _round(method: str, target_param: str) -> Operation:
         target = _name(params, target_param)
         arguments = _arguments(params) if method != "resources/read" else None
         request = CallRequest(method, target, arguments, None, None, scope)
-        reply = await run(server)(request, asker=_asker(server, session, exchange))
-        body = dumps(_round_result(reply))
+        reply = await run(server)(request, in_place=_answers(server, session, exchange))
+        body = dumps(round_result(reply))
         pending = reply.finish(body)  # journaled with the questions asked and answered in place
         if pending is not None:
             await pending
@@ -180,7 +172,7 @@ def _round(method: str, target_param: str) -> Operation:
 
 
 async def _set_level(
-    server: MCPServer,
+    server: Served,
     params: dict[str, Any],
     session: LegacySession,
     scope: RequestScope,
@@ -198,7 +190,7 @@ def _subscription(subscribe: bool) -> Operation:
     """``resources/subscribe`` and ``unsubscribe``: kept in the session, so on every replica."""
 
     async def operation(
-        server: MCPServer,
+        server: Served,
         params: dict[str, Any],
         session: LegacySession,
         scope: RequestScope,
@@ -218,7 +210,7 @@ def _subscription(subscribe: bool) -> Operation:
 
 def _lists(method: str) -> Operation:
     async def listing(
-        server: MCPServer,
+        server: Served,
         params: dict[str, Any],
         session: LegacySession,
         scope: RequestScope,
@@ -238,7 +230,7 @@ def _lists(method: str) -> Operation:
 
 
 async def _complete(
-    server: MCPServer,
+    server: Served,
     params: dict[str, Any],
     session: LegacySession,
     scope: RequestScope,
@@ -269,7 +261,7 @@ OPERATIONS: dict[str, Operation] = {
 }
 
 
-async def handle(server: MCPServer, message: Message, exchange: LegacyExchange) -> bytes:
+async def handle(server: Served, message: Message, exchange: LegacyExchange) -> bytes:
     """Serve one legacy request; the serialised ``result`` (errors raise MCPError)."""
     if message.method == "initialize":
         return dumps(await _initialize(server, message.params, exchange))

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from engine._internal.notify import Notify
-from engine.calls.runner import CallRequest, RoundReply
+from engine.calls.reply import CallRequest, ReplyKind, RoundReply
 from engine.context import RequestScope
 from engine.errors import (
     INVALID_PARAMS,
@@ -21,9 +21,7 @@ from engine.errors import (
 )
 from engine.handlers import error_result
 from engine.protocol.jsonrpc import Message, dumps
-
-if TYPE_CHECKING:
-    from engine.app import MCPServer
+from engine.protocol.served import Served
 
 MODERN = "2026-07-28"
 SUPPORTED_VERSIONS = [MODERN]
@@ -80,13 +78,12 @@ def check_version(version: str) -> None:
         )
 
 
-Operation = Callable[
-    ["MCPServer", dict[str, Any], RequestScope], Awaitable[dict[str, Any] | RoundReply]
-]
+Operation = Callable[[Served, dict[str, Any], RequestScope], Awaitable[dict[str, Any] | RoundReply]]
 
 
-def _cacheable(server: MCPServer, result: dict[str, Any]) -> dict[str, Any]:
-    result["ttlMs"] = server.list_ttl_ms
+def cacheable(result: dict[str, Any], ttl_ms: int) -> dict[str, Any]:
+    """A result clients may cache for ``ttl_ms``, shared between users (listings, reads)."""
+    result["ttlMs"] = ttl_ms
     result["cacheScope"] = "public"
     return result
 
@@ -100,44 +97,42 @@ def _no_cursor(params: dict[str, Any]) -> None:
         )
 
 
-async def _discover(
-    server: MCPServer, params: dict[str, Any], scope: RequestScope
-) -> dict[str, Any]:
+async def _discover(server: Served, params: dict[str, Any], scope: RequestScope) -> dict[str, Any]:
     result: dict[str, Any] = {
         "supportedVersions": list(SUPPORTED_VERSIONS),
         "capabilities": server.capabilities(),
     }
     if server.instructions:
         result["instructions"] = server.instructions
-    return _cacheable(server, result)
+    return cacheable(result, server.list_ttl_ms)
 
 
 async def _list_tools(
-    server: MCPServer, params: dict[str, Any], scope: RequestScope
+    server: Served, params: dict[str, Any], scope: RequestScope
 ) -> dict[str, Any]:
     _no_cursor(params)
-    return _cacheable(server, {"tools": server.list_tools()})
+    return cacheable({"tools": server.list_tools()}, server.list_ttl_ms)
 
 
 async def _list_prompts(
-    server: MCPServer, params: dict[str, Any], scope: RequestScope
+    server: Served, params: dict[str, Any], scope: RequestScope
 ) -> dict[str, Any]:
     _no_cursor(params)
-    return _cacheable(server, {"prompts": server.list_prompts()})
+    return cacheable({"prompts": server.list_prompts()}, server.list_ttl_ms)
 
 
 async def _list_resources(
-    server: MCPServer, params: dict[str, Any], scope: RequestScope
+    server: Served, params: dict[str, Any], scope: RequestScope
 ) -> dict[str, Any]:
     _no_cursor(params)
-    return _cacheable(server, {"resources": server.list_resources()})
+    return cacheable({"resources": server.list_resources()}, server.list_ttl_ms)
 
 
 async def _list_templates(
-    server: MCPServer, params: dict[str, Any], scope: RequestScope
+    server: Served, params: dict[str, Any], scope: RequestScope
 ) -> dict[str, Any]:
     _no_cursor(params)
-    return _cacheable(server, {"resourceTemplates": server.list_resource_templates()})
+    return cacheable({"resourceTemplates": server.list_resource_templates()}, server.list_ttl_ms)
 
 
 def _string_param(params: dict[str, Any], name: str) -> str:
@@ -157,20 +152,20 @@ def _call_request(
 
 def round_result(reply: RoundReply) -> dict[str, Any]:
     """The wire result of a round: the final value, an error result, or ``input_required``."""
-    if reply.kind == "input_required":
+    if reply.kind is ReplyKind.INPUT_REQUIRED:
         result: dict[str, Any] = {"resultType": "input_required"}
         if reply.input_requests:
             result["inputRequests"] = reply.input_requests
         if reply.request_state is not None:
             result["requestState"] = reply.request_state
         return result
-    result = error_result(reply.error or "error") if reply.kind == "error" else reply.value
+    result = error_result(reply.error or "error") if reply.kind is ReplyKind.ERROR else reply.value
     result["resultType"] = "complete"
     return result
 
 
 def _call_tool(
-    server: MCPServer, params: dict[str, Any], scope: RequestScope
+    server: Served, params: dict[str, Any], scope: RequestScope
 ) -> Awaitable[RoundReply]:
     name = params.get("name")
     if type(name) is not str:
@@ -181,7 +176,7 @@ def _call_tool(
     return server.call_tool(_call_request("tools/call", name, params, scope, arguments))
 
 
-async def _get_prompt(server: MCPServer, params: dict[str, Any], scope: RequestScope) -> RoundReply:
+async def _get_prompt(server: Served, params: dict[str, Any], scope: RequestScope) -> RoundReply:
     name = _string_param(params, "name")
     arguments = params.get("arguments")
     if arguments is not None and not isinstance(arguments, dict):
@@ -189,19 +184,15 @@ async def _get_prompt(server: MCPServer, params: dict[str, Any], scope: RequestS
     return await server.get_prompt(_call_request("prompts/get", name, params, scope, arguments))
 
 
-async def _read_resource(
-    server: MCPServer, params: dict[str, Any], scope: RequestScope
-) -> RoundReply:
+async def _read_resource(server: Served, params: dict[str, Any], scope: RequestScope) -> RoundReply:
     uri = _string_param(params, "uri")
     reply = await server.read_resource(_call_request("resources/read", uri, params, scope, None))
-    if reply.kind == "complete":
-        _cacheable(server, reply.value)
+    if reply.kind is ReplyKind.COMPLETE:
+        cacheable(reply.value, server.list_ttl_ms)
     return reply
 
 
-async def _complete(
-    server: MCPServer, params: dict[str, Any], scope: RequestScope
-) -> dict[str, Any]:
+async def _complete(server: Served, params: dict[str, Any], scope: RequestScope) -> dict[str, Any]:
     ref = params.get("ref")
     argument = params.get("argument")
     if not isinstance(ref, dict) or not isinstance(argument, dict):
@@ -225,7 +216,7 @@ OPERATIONS: dict[str, Operation] = {
 }
 
 
-async def handle(server: MCPServer, message: Message, exchange: Exchange) -> bytes:
+async def handle(server: Served, message: Message, exchange: Exchange) -> bytes:
     """Serve one modern request; the serialised ``result`` object (errors raise MCPError)."""
     params = message.params
     version, capabilities, meta = read_meta(params)
@@ -259,7 +250,7 @@ async def handle(server: MCPServer, message: Message, exchange: Exchange) -> byt
     return dumps(outcome)
 
 
-def _decorate(server: MCPServer, result: dict[str, Any]) -> None:
+def _decorate(server: Served, result: dict[str, Any]) -> None:
     """Name the server and the replica that answered in the result's ``_meta``."""
     meta = result.get("_meta")
     if type(meta) is not dict:

@@ -8,7 +8,7 @@ goes away. Notifications reach the server from any replica through its bus.
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
@@ -16,9 +16,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 from engine.errors import INVALID_PARAMS, MCPError
 from engine.protocol.jsonrpc import notification_bytes, parse
 from engine.protocol.modern import Exchange, check_version, read_meta
-
-if TYPE_CHECKING:
-    from engine.app import MCPServer
+from engine.protocol.served import Served
 
 SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 _LIST_FLAGS = {
@@ -29,7 +27,7 @@ _LIST_FLAGS = {
 
 
 class Subscription:
-    def __init__(self, server: MCPServer, subscription_id: Any, honoured: dict[str, Any]) -> None:
+    def __init__(self, server: Served, subscription_id: Any, honoured: dict[str, Any]) -> None:
         self.server = server
         self.subscription_id = subscription_id
         self.honoured = honoured
@@ -68,7 +66,7 @@ class Subscription:
                 self.server.remove_listener(listener)
 
 
-def open_subscription(server: MCPServer, raw: Any, exchange: Exchange) -> Subscription:
+def open_subscription(server: Served, raw: Any, exchange: Exchange) -> Subscription:
     """Validate a listen request; the subscription to run, or :class:`MCPError`."""
     message = parse(raw)
     params = message.params

@@ -2,9 +2,9 @@
 
 On 2026-07-28 a question is answered from the call's record, from the client's
 ``inputResponses``, or it is pending and the round ends with ``input_required``
-(:class:`ReplayAsker`). On 2025-11-25 the same question becomes a server→client request and the
+(:class:`StatelessAnswers`). On 2025-11-25 the same question becomes a server→client request and the
 round waits for the response in place; that asker lives with the legacy transport. The round
-machine only ever calls :meth:`Asker.ask`.
+machine only ever calls :meth:`AnswerSource.ask`.
 """
 
 from __future__ import annotations
@@ -19,14 +19,14 @@ from engine.questions.kinds import BadAnswer
 from engine.questions.rendering import Rendered
 from engine.state.call import CallState
 
-log = logging.getLogger("engine.calls.walk")
+log = logging.getLogger("engine.rounds")
 
 
 PENDING: Any = Marker("PENDING")
-"""Returned by :meth:`Asker.ask` when the question must go to the client first."""
+"""Returned by :meth:`AnswerSource.ask` when the question must go to the client first."""
 
 
-class Asker(Protocol):
+class AnswerSource(Protocol):
     """Answers a round's questions, and keeps what the round's journal event records."""
 
     next_state: CallState
@@ -48,7 +48,7 @@ class Asker(Protocol):
 NOTHING_IN_PLACE: Mapping[str, dict[str, Any]] = MappingProxyType({})
 
 
-class ReplayAsker:
+class StatelessAnswers:
     """Answers from the record or the client's responses; collects what must still be asked.
 
     ``state`` is the call's state as it arrived; ``next_state`` is being built for the next

@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import binascii
 import hashlib
-import logging
-import os
 import re
 import secrets
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cryptography.exceptions import InvalidTag
@@ -37,7 +35,6 @@ _TAG_LEN = 16
 MIN_SECRET_BYTES = 32
 _LABEL = re.compile(r"[A-Za-z0-9_.-]{1,32}")
 
-log = logging.getLogger("engine.state.seal")
 
 KeySpec = str | bytes | tuple[str, str | bytes]
 """A secret, or ``(key id, secret)`` to name the key explicitly."""
@@ -181,19 +178,3 @@ def _b64decode(text: str) -> bytes | None:
         )
     except binascii.Error:
         return None
-
-
-def ring_from(keys: Iterable[KeySpec] | KeyRing | None) -> KeyRing:
-    if isinstance(keys, KeyRing):
-        return keys
-    if keys is not None:
-        return KeyRing(list(keys))
-    env = os.environ.get("ENGINE_KEYS")
-    if env:
-        return KeyRing.from_env(env)
-    log.warning(
-        "No requestState keys configured: using an ephemeral key. Calls that ask a question can "
-        "only be resumed by this process; give every replica the same keys=[...] or ENGINE_KEYS "
-        "(generate one with `python -m engine keygen`)."
-    )
-    return KeyRing.ephemeral_ring()

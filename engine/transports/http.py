@@ -10,9 +10,8 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
-import os
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
@@ -34,10 +33,8 @@ from engine.transports._asgi import (
     until_disconnect,
     wait_disconnect,
 )
+from engine.transports._served import Hosted
 from stores import StoreUnavailable
-
-if TYPE_CHECKING:
-    from engine.app import MCPServer
 
 log = logging.getLogger("engine.http")
 
@@ -73,20 +70,19 @@ class StreamableHTTPApp:
 
     def __init__(
         self,
-        server: MCPServer,
+        server: Hosted,
         *,
         path: str = "/mcp",
         allowed_hosts: Iterable[str] | None = None,
         allowed_origins: Iterable[str] | None = None,
         max_body_bytes: int = DEFAULT_MAX_BODY,
         freeze_after_startup: bool = False,
+        extra_allowed_hosts: Iterable[str] = (),
     ) -> None:
         self.server = server
         self.path = path.rstrip("/") or "/"
         hosts = list(allowed_hosts) if allowed_hosts is not None else list(LOOPBACK_HOSTS)
-        extra = os.environ.get("ENGINE_ALLOWED_HOSTS")
-        if extra:
-            hosts += [h.strip() for h in extra.split(",") if h.strip()]
+        hosts += extra_allowed_hosts
         self.any_host = "*" in hosts
         self.allowed_hosts = {_host_only(h) for h in hosts}
         origins = list(allowed_origins) if allowed_origins is not None else []

@@ -15,7 +15,7 @@ import re
 import secrets
 import weakref
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 
@@ -33,10 +33,8 @@ from engine.protocol.jsonrpc import (
 )
 from engine.store_services.ledger import store_error
 from engine.transports._asgi import Receive, Send, send_json
+from engine.transports._served import Hosted
 from stores import StoreUnavailable
-
-if TYPE_CHECKING:
-    from engine.app import MCPServer
 
 log = logging.getLogger("engine.http.legacy")
 
@@ -51,7 +49,7 @@ EVENT_TTL = 600.0
 class LegacyState:
     """Per-server transport state: streams kept for resumption, requests that can be cancelled."""
 
-    def __init__(self, server: MCPServer) -> None:
+    def __init__(self, server: Hosted) -> None:
         self.event_logs: dict[str, EventLog] = {}
         self.inflight: dict[tuple[str | None, Any], anyio.CancelScope] = {}
         server.bus.on("cancel", self._cancel_here)
@@ -62,10 +60,10 @@ class LegacyState:
             scope.cancel()
 
 
-_STATES: weakref.WeakKeyDictionary[MCPServer, LegacyState] = weakref.WeakKeyDictionary()
+_STATES: weakref.WeakKeyDictionary[Hosted, LegacyState] = weakref.WeakKeyDictionary()
 
 
-def state_of(server: MCPServer) -> LegacyState:
+def state_of(server: Hosted) -> LegacyState:
     state = _STATES.get(server)
     if state is None:
         state = _STATES[server] = LegacyState(server)
@@ -75,7 +73,7 @@ def state_of(server: MCPServer) -> LegacyState:
 class EventLog:
     """The events of one response stream, kept for resumption."""
 
-    def __init__(self, server: MCPServer, stream_id: str, request_id: Any) -> None:
+    def __init__(self, server: Hosted, stream_id: str, request_id: Any) -> None:
         self.server = server
         self.stream_id = stream_id
         self.request_id = request_id
@@ -109,7 +107,7 @@ class ResponseStream:
     the result."""
 
     def __init__(
-        self, server: MCPServer, send: Send, replica: tuple[bytes, bytes], request_id: Any
+        self, server: Hosted, send: Send, replica: tuple[bytes, bytes], request_id: Any
     ) -> None:
         self.server = server
         self.send = send
@@ -221,7 +219,7 @@ def _event(event_id: str, data: bytes) -> bytes:
     return f"id: {event_id}\nevent: message\n".encode() + b"data: " + data + b"\n\n"
 
 
-async def _heartbeat(server: MCPServer, stream: ResponseStream) -> None:
+async def _heartbeat(server: Hosted, stream: ResponseStream) -> None:
     """While a streamed call runs, tell other replicas its owner is alive."""
     store = server.store
     if store is None:
@@ -234,7 +232,7 @@ async def _heartbeat(server: MCPServer, stream: ResponseStream) -> None:
 
 
 async def post(
-    server: MCPServer,
+    server: Hosted,
     raw: Any,
     headers: Mapping[str, str],
     session_id: str | None,
@@ -281,7 +279,9 @@ async def post(
         await send_json(send, 202, b"", replica)
         return
     stream = ResponseStream(server, send, replica, request_id)
-    exchange = legacy.LegacyExchange(session, headers, outbox=stream.message, notify=stream.notify)
+    exchange = legacy.LegacyExchange(
+        session, outbox=stream.message, headers=headers, notify=stream.notify
+    )
     exchange.extras["close_stream"] = stream.close_connection
     try:
         message = parse(raw)
@@ -324,7 +324,7 @@ async def _detach_on_disconnect(receive: Receive, stream: ResponseStream) -> Non
 
 
 async def get(
-    server: MCPServer,
+    server: Hosted,
     headers: Mapping[str, str],
     session: LegacySession,
     replica: tuple[bytes, bytes],
@@ -365,7 +365,7 @@ async def _write(send: Send, chunk: bytes) -> None:
     await send({"type": "http.response.body", "body": chunk, "more_body": True})
 
 
-async def _resume(server: MCPServer, last_event_id: str, send: Send) -> None:
+async def _resume(server: Hosted, last_event_id: str, send: Send) -> None:
     stream_id, _, index_text = last_event_id.rpartition(".")
     seen = int(index_text) if index_text.isdigit() else 0
     local = state_of(server).event_logs.get(stream_id)
@@ -381,7 +381,7 @@ async def _resume(server: MCPServer, last_event_id: str, send: Send) -> None:
     await _resume_from_store(server, stream_id, seen, send)
 
 
-async def _resume_from_store(server: MCPServer, stream_id: str, seen: int, send: Send) -> None:
+async def _resume_from_store(server: Hosted, stream_id: str, seen: int, send: Send) -> None:
     """Follow a stream another replica owns, through the store, until its result is sent or its
     owner stops answering (then a clear error for the request)."""
     store = server.store
@@ -413,7 +413,7 @@ async def _resume_from_store(server: MCPServer, stream_id: str, seen: int, send:
         quiet += 0.1
 
 
-async def _session_stream(server: MCPServer, session: LegacySession, send: Send) -> None:
+async def _session_stream(server: Hosted, session: LegacySession, send: Send) -> None:
     """The session's standalone stream: list changes, resource updates, session messages."""
     sender, events = anyio.create_memory_object_stream[bytes](256)
 
@@ -440,9 +440,7 @@ async def _session_stream(server: MCPServer, session: LegacySession, send: Send)
         server.remove_session_stream(session.id, on_notification)
 
 
-async def delete(
-    server: MCPServer, session_id: str, replica: tuple[bytes, bytes], send: Send
-) -> None:
+async def delete(server: Hosted, session_id: str, replica: tuple[bytes, bytes], send: Send) -> None:
     await server.sessions.delete(session_id)
     await send_json(send, 200, b"", replica)
 

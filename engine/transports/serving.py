@@ -20,8 +20,10 @@ import contextlib
 import logging
 import math
 import os
+import signal
 import socket
 import sys
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import uvicorn
@@ -111,6 +113,49 @@ def stack(config: uvicorn.Config) -> tuple[str, str]:
     elif loop == "none":
         loop = "the event loop policy's"
     return http, loop
+
+
+def checked_uvicorn_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``uvicorn_options`` of ``mcp.run()``, refused when they would change what it serves."""
+    given = dict(options or {})
+    clashing = sorted({"app", "app_dir", "host", "port", "uds", "fd", "lifespan"} & set(given))
+    if clashing:
+        raise ValueError(
+            f"uvicorn_options cannot set {', '.join(clashing)}: run() serves this server's "
+            "app on the host and port passed to it, and always runs its lifespan, since it "
+            "starts the server's store"
+        )
+    if given.get("reload") or (given.get("workers") or 1) > 1:
+        raise ValueError(
+            "uvicorn_options cannot ask for reload or several workers: uvicorn needs an "
+            "import string for those. Run `uvicorn module:app --workers N` on "
+            "mcp.streamable_http_app(), or start one process per replica"
+        )
+    return given
+
+
+def serve_app(
+    app: StreamableHTTPApp,
+    *,
+    host: str,
+    port: int,
+    drain_timeout: float,
+    access_log: bool,
+    uvicorn_options: dict[str, Any],
+) -> None:
+    """``mcp.run("streamable-http")``: serve until SIGTERM (drained) or Ctrl-C."""
+    # uvicorn drains on SIGTERM, then re-raises it with the handler it found: make that one
+    # a clean exit, so a drained replica ends with status 0 rather than 143.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    settings: dict[str, Any] = {
+        "log_level": "info",
+        # A line per request through logging is a large share of a replica's work; the proxy
+        # in front logs each request already.
+        "access_log": access_log,
+        "timeout_graceful_shutdown": max(1, round(drain_timeout)),
+        **uvicorn_options,
+    }
+    serve(app, host=host, port=port, settings=settings)
 
 
 def serve(app: StreamableHTTPApp, *, host: str, port: int, settings: dict[str, Any]) -> None:

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import Any, BinaryIO
 
 import anyio
 from anyio.abc import TaskGroup
 
 from engine.errors import MCPError
+from engine.fleet.sessions import LegacySession
 from engine.protocol import legacy
 from engine.protocol.dispatch import dispatch, error_response
 from engine.protocol.jsonrpc import (
@@ -26,16 +27,13 @@ from engine.protocol.jsonrpc import (
     result_bytes,
 )
 from engine.protocol.modern import Exchange
-
-if TYPE_CHECKING:
-    from engine.app import MCPServer
-    from engine.fleet.sessions import LegacySession
+from engine.transports._served import Hosted
 
 log = logging.getLogger("engine.stdio")
 
 
 class StdioSession:
-    def __init__(self, server: MCPServer, output: BinaryIO) -> None:
+    def __init__(self, server: Hosted, output: BinaryIO) -> None:
         self.server = server
         self.output = output
         self.lock = anyio.Lock()
@@ -111,7 +109,7 @@ class StdioSession:
         request_id = request_id_of(raw)
         if not (isinstance(raw, dict) and "id" in raw):
             return  # notifications/initialized and other notifications need no answer
-        exchange = legacy.LegacyExchange(self.session, None, outbox=self.write, notify=self.notify)
+        exchange = legacy.LegacyExchange(self.session, outbox=self.write, notify=self.notify)
         try:
             message = parse(raw)
             body = result_bytes(message.id, await legacy.handle(self.server, message, exchange))
@@ -152,7 +150,7 @@ class StdioSession:
 
 
 async def serve_stdio(
-    server: MCPServer, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None
+    server: Hosted, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None
 ) -> None:
     """Serve ``server`` on stdin/stdout until stdin closes."""
     source = stdin if stdin is not None else sys.stdin.buffer

@@ -28,13 +28,14 @@ ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
 REPLICAS = list(COMPOSE_REPLICAS)
 ENV_READ = re.compile(
-    r"""(?:environ(?:\.get|\.setdefault|\.pop)?|env_flag)\s*[\[(]\s*["']([A-Z][A-Z0-9_]+)["']"""
+    r"""(?:\benv(?:iron)?(?:\.get|\.setdefault|\.pop)?\s*[\[(]|\b(?:env_flag|env_number)\s*\(\s*env\s*,)"""
+    r"""\s*["']([A-Z][A-Z0-9_]+)["']"""
 )
 
 
 def env_names_read(*paths: Path) -> set[str]:
     """Environment variable names the given Python sources read via ``os.environ`` (or the
-    engine's ``env_flag``)."""
+    settings' ``env.get``, ``env_flag`` and ``env_number``)."""
     names: set[str] = set()
     for path in paths:
         files = sorted(path.rglob("*.py")) if path.is_dir() else [path]
