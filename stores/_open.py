@@ -1,12 +1,13 @@
-"""`open_store`: one configuration string (or a ready store) to a `Store`."""
+"""`open_store`: one configuration string (or a ready store) to a `Store`.
+
+Each backend is imported only when a URL asks for it: importing `stores` stays free of redis-py
+and sqlite3.
+"""
 
 from __future__ import annotations
 
 from ._urls import redacted
 from .base import Store
-from .memory import MemoryStore
-from .redis import RedisStore
-from .sqlite import SQLiteStore
 
 ACCEPTED = (
     "memory://, sqlite:///relative/path.db, sqlite:////absolute/path.db, "
@@ -26,10 +27,17 @@ def open_store(url_or_store: str | Store) -> Store:
     if scheme == "memory":
         if url.lower() != "memory://":
             raise ValueError("the memory store takes no host, path or options: use 'memory://'")
+        from .memory import MemoryStore
+
         return MemoryStore()
     if scheme == "sqlite":
-        return SQLiteStore(_sqlite_path(url))
+        path = _sqlite_path(url)  # a bad URL fails before sqlite3 is imported
+        from .sqlite import SQLiteStore
+
+        return SQLiteStore(path)
     if scheme in ("redis", "rediss", "unix", "redis+cluster", "rediss+cluster"):
+        from .redis import RedisStore
+
         return RedisStore(url)  # it reads the URL's ?prefix= itself
     raise ValueError(f"unsupported store URL {redacted(url)!r}; accepted forms: {ACCEPTED}")
 

@@ -1,19 +1,23 @@
 """The SQL side of `SQLiteStore`: schema, and each operation as a function of a connection.
 
-Each function runs on one of the store's connections (see `stores.sqlite`). Writes that read
-first are ``BEGIN IMMEDIATE`` transactions, so they are atomic across processes too.
+Each function runs on one of the store's connections (see `stores.sqlite`); one that decides
+what has expired reads the time from the store's `Clock`. Writes that read first are
+``BEGIN IMMEDIATE`` transactions, so they are atomic across processes too.
 """
 
 from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from ._journal import EncodedEvent, decode_event
 from .base import CallSummary, Claim, ClaimResult, StoreUnavailable
+
+Clock = Callable[[], float]
+"""The store's time in seconds, read when an operation runs (inside its transaction)."""
 
 WAL_SIZE_LIMIT = 64 * 1024 * 1024
 """Bytes the write-ahead log file is cut back to when it starts over (it is reused, not
@@ -149,16 +153,16 @@ def _schema_version(conn: sqlite3.Connection, path: str) -> int:
 # --- operations ---
 
 
-def put_blob(conn: sqlite3.Connection, key: tuple[str, str], data: bytes, ttl: float) -> None:
-    conn.execute(
-        "INSERT OR REPLACE INTO blobs VALUES (?, ?, ?, ?)", (*key, data, time.time() + ttl)
-    )
+def put_blob(
+    conn: sqlite3.Connection, clock: Clock, key: tuple[str, str], data: bytes, ttl: float
+) -> None:
+    conn.execute("INSERT OR REPLACE INTO blobs VALUES (?, ?, ?, ?)", (*key, data, clock() + ttl))
 
 
-def get_blob(conn: sqlite3.Connection, key: tuple[str, str]) -> bytes | None:
+def get_blob(conn: sqlite3.Connection, clock: Clock, key: tuple[str, str]) -> bytes | None:
     row = conn.execute(
         "SELECT data FROM blobs WHERE call_id = ? AND blob_id = ? AND expires_at > ?",
-        (*key, time.time()),
+        (*key, clock()),
     ).fetchone()
     return None if row is None else bytes(row[0])
 
@@ -176,13 +180,14 @@ def read_round(
 
 def claim(
     conn: sqlite3.Connection,
+    clock: Clock,
     key: tuple[str, int],
     fingerprint: bytes,
     ttl: float,
     owner: bytes | None,
 ) -> ClaimResult:
     with transaction(conn):
-        now = time.time()
+        now = clock()
         record = read_round(conn, key, now)
         if record is None:
             conn.execute(
@@ -201,10 +206,15 @@ def claim(
 
 
 def complete(
-    conn: sqlite3.Connection, key: tuple[str, int], fingerprint: bytes, response: bytes, ttl: float
+    conn: sqlite3.Connection,
+    clock: Clock,
+    key: tuple[str, int],
+    fingerprint: bytes,
+    response: bytes,
+    ttl: float,
 ) -> bool:
     with transaction(conn):
-        now = time.time()
+        now = clock()
         record = read_round(conn, key, now)
         if record is not None and (record[0] != fingerprint or record[1] is not None):
             return False
@@ -231,9 +241,14 @@ def release(
 
 
 def renew(
-    conn: sqlite3.Connection, key: tuple[str, int], fingerprint: bytes, owner: bytes, ttl: float
+    conn: sqlite3.Connection,
+    clock: Clock,
+    key: tuple[str, int],
+    fingerprint: bytes,
+    owner: bytes,
+    ttl: float,
 ) -> bool:
-    now = time.time()
+    now = clock()
     sql = (
         "UPDATE rounds SET expires_at = ? WHERE call_id = ? AND round_no = ? AND fingerprint = ?"
         " AND owner = ? AND response IS NULL AND expires_at > ?"
@@ -241,10 +256,12 @@ def renew(
     return conn.execute(sql, (now + ttl, *key, fingerprint, owner, now)).rowcount > 0
 
 
-def append_many(conn: sqlite3.Connection, entries: list[EncodedEvent], ttl: float) -> None:
+def append_many(
+    conn: sqlite3.Connection, clock: Clock, entries: list[EncodedEvent], ttl: float
+) -> None:
     """Journal events (call id, encoded event, listing fields) in one transaction."""
     with transaction(conn):
-        now = time.time()
+        now = clock()
         for call_id, data, fields in entries:
             row = conn.execute(
                 "SELECT events, expires_at FROM calls WHERE call_id = ?", (call_id,)
@@ -267,10 +284,10 @@ def append_many(conn: sqlite3.Connection, entries: list[EncodedEvent], ttl: floa
             )
 
 
-def events(conn: sqlite3.Connection, call_id: str) -> list[dict[str, Any]]:
+def events(conn: sqlite3.Connection, clock: Clock, call_id: str) -> list[dict[str, Any]]:
     with transaction(conn, "DEFERRED"):  # one snapshot for both reads
         live = conn.execute(
-            "SELECT 1 FROM calls WHERE call_id = ? AND expires_at > ?", (call_id, time.time())
+            "SELECT 1 FROM calls WHERE call_id = ? AND expires_at > ?", (call_id, clock())
         ).fetchone()
         if live is None:
             return []
@@ -281,11 +298,11 @@ def events(conn: sqlite3.Connection, call_id: str) -> list[dict[str, Any]]:
 
 
 def calls(
-    conn: sqlite3.Connection, limit: int, since: float | None, target: str | None
+    conn: sqlite3.Connection, clock: Clock, limit: int, since: float | None, target: str | None
 ) -> list[CallSummary]:
     sql = "SELECT call_id, target, first_ts, last_ts, events, last_kind FROM calls"
     sql += " WHERE expires_at > ?"
-    params: list[Any] = [time.time()]
+    params: list[Any] = [clock()]
     if since is not None:
         sql += " AND last_ts >= ?"
         params.append(since)
@@ -300,8 +317,8 @@ def calls(
     ]
 
 
-def purge(conn: sqlite3.Connection) -> None:
-    now = time.time()
+def purge(conn: sqlite3.Connection, clock: Clock) -> None:
+    now = clock()
     with transaction(conn):
         conn.execute("DELETE FROM blobs WHERE expires_at <= ?", (now,))
         conn.execute("DELETE FROM rounds WHERE expires_at <= ?", (now,))

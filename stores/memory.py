@@ -1,14 +1,14 @@
 """`MemoryStore`: everything in this process's memory, for tests, demos and single replicas.
 
 Nothing survives a restart and nothing is shared with other processes. Expiry uses the monotonic
-clock; expired entries are ignored on read and swept from time to time on writes. The store is
-meant for one event loop and is not thread-safe.
+clock (or the ``clock`` given, e.g. a test's fake one); expired entries are ignored on read and
+swept from time to time on writes. The store is meant for one event loop and is not thread-safe.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
@@ -62,14 +62,22 @@ class _Journal:
 class MemoryStore:
     """A `Store` held in dicts; operations never block and never fail for backend reasons."""
 
-    def __init__(self, *, bus_buffer: int = DEFAULT_BUFFER, purge_interval: float = 60.0) -> None:
+    def __init__(
+        self,
+        *,
+        bus_buffer: int = DEFAULT_BUFFER,
+        purge_interval: float = 60.0,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        """`clock` reads the time, in seconds, for expiry and purges; defaults to monotonic."""
+        self._clock = time.monotonic if clock is None else clock
         self._blobs: dict[tuple[str, str], _Blob] = {}
         self._rounds: dict[tuple[str, int], _Round] = {}
         self._journals: dict[str, _Journal] = {}
         self._bus = LocalBus(bus_buffer)
         self._waiters = Waiters()
         self._purge_interval = purge_interval
-        self._next_purge = time.monotonic() + purge_interval
+        self._next_purge = self._clock() + purge_interval
         self._closed = False
 
     def __repr__(self) -> str:
@@ -80,7 +88,7 @@ class MemoryStore:
         if self._closed:
             raise RuntimeError("this MemoryStore is closed; open a new store")
         await anyio.lowlevel.checkpoint()
-        return time.monotonic()
+        return self._clock()
 
     def _purge(self, now: float) -> None:
         """Sweep expired entries now and then so an idle key cannot pin memory forever."""

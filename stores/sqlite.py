@@ -16,8 +16,9 @@ server runs the store, else the write that reaches the count. Disk writes still 
 loop's thread: a commit appends to the log, and the first commit after the log starts over syncs
 its header. Every claim is a ``BEGIN IMMEDIATE`` transaction, atomic across processes too.
 
-Expiry uses the wall clock (the file outlives the process, a monotonic clock does not): expired
-rows are ignored on read and purged now and then after writes. The bus is in-process only.
+Expiry uses the wall clock (the file outlives the process, a monotonic clock does not), or the
+``clock`` given (e.g. a test's fake one): expired rows are ignored on read and purged now and then
+after writes. The bus is in-process only.
 """
 
 from __future__ import annotations
@@ -53,6 +54,9 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+Op = Callable[[sqlite3.Connection, sql.Clock], T]
+"""An operation of `stores._sqlite_sql` on one connection, with the store's clock."""
+
 CHECKPOINT_EVERY = 1000
 """Quick writes between two checkpoints of the write-ahead log (in a worker thread)."""
 CATCH_UP_FRAMES = 4096
@@ -76,14 +80,19 @@ class SQLiteStore:
         bus_buffer: int = DEFAULT_BUFFER,
         purge_interval: float = 60.0,
         poll_interval: float = 0.1,
+        clock: sql.Clock | None = None,
     ) -> None:
         """Open (creating if needed) the database at `path`: blocking file I/O, so open at startup.
 
         `poll_interval` is how often `wait_complete` re-reads a round, which is how it sees
         completions made by other processes on the same file.
+        `clock` reads the time, in seconds, for expiry and purges; defaults to the wall clock
+        (the file outlives the process), and purges to the monotonic clock.
         """
         check_ttl(op_timeout, "op_timeout")
         self.path = os.fspath(path)
+        self._clock: sql.Clock = time.time if clock is None else clock
+        self._purge_clock: sql.Clock = time.monotonic if clock is None else clock
         self._op_timeout = op_timeout
         self._purge_interval = purge_interval
         self._poll_interval = poll_interval
@@ -111,7 +120,7 @@ class SQLiteStore:
     def __repr__(self) -> str:
         return f"SQLiteStore({self.path!r})"
 
-    async def _run(self, what: str, op: Callable[[sqlite3.Connection], T], write: bool) -> T:
+    async def _run(self, what: str, op: Op[T], write: bool) -> T:
         """Run `op` in a worker thread, one at a time, mapping lock and I/O trouble."""
         await self._acquire(what)
         try:
@@ -134,7 +143,7 @@ class SQLiteStore:
                     "SQLite", what, f"other operations held the database for {self._op_timeout} s"
                 ) from None
 
-    async def _run_quick(self, what: str, op: Callable[[sqlite3.Connection], T], write: bool) -> T:
+    async def _run_quick(self, what: str, op: Op[T], write: bool) -> T:
         """Run a short operation on this thread, after the operations before it; in a worker
         thread when another process holds the database, as `_run` does."""
         await anyio.lowlevel.checkpoint_if_cancelled()  # a cancelled caller stops here
@@ -144,7 +153,7 @@ class SQLiteStore:
             if quick is None:
                 raise RuntimeError("this SQLiteStore is closed; open a new store")
             try:
-                result = op(quick)
+                result = op(quick, self._clock)
             except sqlite3.OperationalError as exc:
                 self._end_quick_transaction(quick)
                 if not sql.is_busy(exc):
@@ -178,13 +187,13 @@ class SQLiteStore:
             except sqlite3.Error as exc:  # the worker-thread connection serves meanwhile
                 log.warning("SQLite connection not reopened: %s", exc)
 
-    async def _in_thread(self, what: str, op: Callable[[sqlite3.Connection], T]) -> T:
+    async def _in_thread(self, what: str, op: Op[T]) -> T:
         """``op`` on the waiting connection in a worker thread; the caller holds the lock."""
         conn = self._conn
         if conn is None:
             raise RuntimeError("this SQLiteStore is closed; open a new store")
         try:
-            return await anyio.to_thread.run_sync(op, conn)
+            return await anyio.to_thread.run_sync(op, conn, self._clock)
         except sqlite3.OperationalError as exc:
             raise unavailable("SQLite", f"{what} on {self.path!r}", str(exc)) from exc
 
@@ -192,7 +201,7 @@ class SQLiteStore:
         """After a write, under the lock: purge expired rows now and then, and checkpoint the
         log after `CHECKPOINT_EVERY` quick writes. The write is done: nothing here fails it, and
         a cancelled caller waits for the worker thread rather than lose its result."""
-        purge = time.monotonic() >= self._next_purge
+        purge = self._purge_clock() >= self._next_purge
         checkpoint = self._quick_writes >= CHECKPOINT_EVERY
         if not (purge or checkpoint):
             return
@@ -205,10 +214,10 @@ class SQLiteStore:
                 self._checkpoint_wanted.set()  # `serve` does it beside the writes
                 checkpoint = False
         if purge:
-            self._next_purge = time.monotonic() + self._purge_interval
+            self._next_purge = self._purge_clock() + self._purge_interval
         with anyio.CancelScope(shield=True):
             if purge:
-                await anyio.to_thread.run_sync(self._purge_quietly, conn)
+                await anyio.to_thread.run_sync(self._purge_quietly, conn, self._clock)
             if checkpoint:
                 await anyio.to_thread.run_sync(self._checkpoint_quietly, conn)
 
@@ -223,10 +232,10 @@ class SQLiteStore:
             return 0
 
     @staticmethod
-    def _purge_quietly(conn: sqlite3.Connection) -> None:
+    def _purge_quietly(conn: sqlite3.Connection, clock: sql.Clock) -> None:
         """Purging is housekeeping: a busy database only postpones it."""
         try:
-            sql.purge(conn)
+            sql.purge(conn, clock)
         except sqlite3.Error as exc:
             log.debug("SQLite purge postponed: %s", exc)
 
@@ -236,11 +245,15 @@ class SQLiteStore:
         check_call_id(call_id)
         check_ttl(ttl)
         key, data = (call_id, blob_id), bytes(data)
-        await self._run("put_blob", lambda conn: sql.put_blob(conn, key, data, ttl), write=True)
+        await self._run(
+            "put_blob", lambda conn, clock: sql.put_blob(conn, clock, key, data, ttl), write=True
+        )
 
     async def get_blob(self, call_id: str, blob_id: str) -> bytes | None:
         key = (call_id, blob_id)
-        return await self._run("get_blob", lambda conn: sql.get_blob(conn, key), write=False)
+        return await self._run(
+            "get_blob", lambda conn, clock: sql.get_blob(conn, clock, key), write=False
+        )
 
     # --- rounds ---
 
@@ -257,7 +270,7 @@ class SQLiteStore:
         check_ttl(ttl)
         key, fp, own = (call_id, round_no), bytes(fingerprint), check_owner(owner)
         return await self._run_quick(
-            "claim", lambda conn: sql.claim(conn, key, fp, ttl, own), write=True
+            "claim", lambda conn, clock: sql.claim(conn, clock, key, fp, ttl, own), write=True
         )
 
     async def complete(
@@ -267,7 +280,9 @@ class SQLiteStore:
         check_ttl(ttl)
         key, fp, resp = (call_id, round_no), bytes(fingerprint), bytes(response)
         if await self._run_quick(
-            "complete", lambda conn: sql.complete(conn, key, fp, resp, ttl), write=True
+            "complete",
+            lambda conn, clock: sql.complete(conn, clock, key, fp, resp, ttl),
+            write=True,
         ):
             self._waiters.notify(key)
 
@@ -277,7 +292,7 @@ class SQLiteStore:
         check_round_key(call_id, round_no)
         key, fp, own = (call_id, round_no), bytes(fingerprint), check_owner(owner)
         if await self._run_quick(
-            "release", lambda conn: sql.release(conn, key, fp, own), write=True
+            "release", lambda conn, _: sql.release(conn, key, fp, own), write=True
         ):
             self._waiters.notify(key)
 
@@ -291,7 +306,7 @@ class SQLiteStore:
             return False
         key, fp = (call_id, round_no), bytes(fingerprint)
         renewed: bool = await self._run_quick(
-            "renew", lambda conn: sql.renew(conn, key, fp, own, ttl), write=True
+            "renew", lambda conn, clock: sql.renew(conn, clock, key, fp, own, ttl), write=True
         )
         return renewed
 
@@ -307,7 +322,9 @@ class SQLiteStore:
 
         async def peek() -> tuple[bool, bytes | None]:
             record = await self._run_quick(
-                "wait_complete", lambda conn: sql.read_round(conn, key, time.time()), write=False
+                "wait_complete",
+                lambda conn, clock: sql.read_round(conn, key, clock()),
+                write=False,
             )
             if record is None or record[0] != fingerprint:
                 return False, None
@@ -337,14 +354,16 @@ class SQLiteStore:
                 await self._run_quick("append", write, write=True)
 
     async def events(self, call_id: str) -> list[dict[str, Any]]:
-        return await self._run("events", lambda conn: sql.events(conn, call_id), write=False)
+        return await self._run(
+            "events", lambda conn, clock: sql.events(conn, clock, call_id), write=False
+        )
 
     async def calls(
         self, *, limit: int = 50, since: float | None = None, target: str | None = None
     ) -> list[CallSummary]:
         check_limit(limit)
         return await self._run(
-            "calls", lambda conn: sql.calls(conn, limit, since, target), write=False
+            "calls", lambda conn, clock: sql.calls(conn, clock, limit, since, target), write=False
         )
 
     # --- bus (in-process) ---
@@ -394,7 +413,7 @@ class SQLiteStore:
                     await anyio.to_thread.run_sync(conn.close)
 
     async def ping(self) -> None:
-        await self._run("ping", lambda conn: conn.execute("SELECT 1").fetchone(), write=False)
+        await self._run("ping", lambda conn, _: conn.execute("SELECT 1").fetchone(), write=False)
 
     async def aclose(self) -> None:
         self._bus.close()

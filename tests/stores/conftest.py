@@ -18,6 +18,7 @@ import pytest
 from redis.asyncio import Redis
 
 from stores import MemoryStore, RedisStore, SQLiteStore, Store, StoreUnavailable
+from tests.stores.fake_clock import Elapse, FakeClock
 
 REDIS_URL_ENV = "ENGINE_TEST_REDIS_URL"
 
@@ -100,6 +101,12 @@ async def redis_replicas() -> AsyncIterator[Callable[..., Awaitable[RedisStore]]
             await _delete_prefix(redis_url(), prefix)
 
 
+@pytest.fixture
+def clock() -> FakeClock:
+    """The time of the memory and SQLite stores of `backend`: it passes when a test says so."""
+    return FakeClock()
+
+
 @pytest.fixture(
     params=[
         "memory",
@@ -112,26 +119,28 @@ async def backend(
     request: pytest.FixtureRequest,
     tmp_path: Path,
     redis_replicas: Callable[..., Awaitable[RedisStore]],
+    clock: FakeClock,
 ) -> AsyncIterator[tuple[Store, Replica]]:
     """A store of each kind, and a way to open a second replica on the same data.
 
     ``redis-serving`` is Redis with `RedisStore.serve` running, as under a server: round
     scripts then travel over one shared connection, and must keep the same contract.
+    The memory and SQLite stores run on `clock`; Redis expires keys on its own clock.
     """
     kind: str = request.param
     extra: list[Store] = []
     if kind == "memory":
-        store: Store = MemoryStore()
+        store: Store = MemoryStore(clock=clock.now)
 
         async def replica() -> Store:
             return store  # one process is all a memory store has
 
     elif kind == "sqlite":
         path = tmp_path / "engine.db"
-        store = SQLiteStore(path, poll_interval=0.05)
+        store = SQLiteStore(path, poll_interval=0.05, clock=clock.now)
 
         async def replica() -> Store:
-            extra.append(SQLiteStore(path, poll_interval=0.05))
+            extra.append(SQLiteStore(path, poll_interval=0.05, clock=clock.now))
             return extra[-1]
 
     else:
@@ -157,3 +166,19 @@ async def backend(
 @pytest.fixture
 def store(backend: tuple[Store, Replica]) -> Store:
     return backend[0]
+
+
+@pytest.fixture
+def elapse(backend: tuple[Store, Replica], clock: FakeClock) -> Elapse:
+    """Lets seconds of store time pass: at once on `clock`, for real on Redis."""
+    if isinstance(backend[0], RedisStore):
+
+        async def wait(seconds: float) -> None:
+            await anyio.sleep(seconds)  # the Redis server expires keys on its own clock
+
+        return wait
+
+    async def advance(seconds: float) -> None:
+        clock.advance(seconds)
+
+    return advance

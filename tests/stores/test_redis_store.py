@@ -30,6 +30,11 @@ pytestmark = [pytest.mark.anyio, pytest.mark.redis]
 
 Replicas = Callable[..., Awaitable[RedisStore]]
 
+SHORT_TTL = 0.05
+"""The TTL of the calls a test lets expire."""
+PAST_SHORT_TTL = 0.07
+"""Long enough for those to be gone: a wait is only ever longer than asked."""
+
 
 async def test_bus_reaches_another_replica(redis_replicas: Replicas) -> None:
     a, b = await redis_replicas(), await redis_replicas()
@@ -124,15 +129,17 @@ async def test_a_burst_larger_than_the_pool_queues(redis_replicas: Replicas) -> 
 
 async def test_expired_calls_leave_the_index(redis_replicas: Replicas, redis_client: Redis) -> None:
     store = await redis_replicas(purge_interval=0)
-    await store.append("gone", {"ts": 1.0, "target": "tool"}, ttl=0.1)
+    calls = f"{store.prefix}:index:{{{store.prefix}}}:calls"
     await store.append("kept", {"ts": 2.0, "target": "tool"}, ttl=30)
-    await anyio.sleep(0.2)
+    await store.append("gone", {"ts": 1.0, "target": "tool"}, ttl=SHORT_TTL)
+    assert sorted(await redis_client.hkeys(calls)) == [b"gone", b"kept"]
+    await anyio.sleep(PAST_SHORT_TTL)  # Redis expires keys on its own clock: wait for real
     assert [c.call_id for c in await store.calls(target="tool")] == ["kept"]
     index = [k.decode() async for k in redis_client.scan_iter(match=f"{store.prefix}:index:*")]
     for key in index:
         members = await redis_client.zrange(key, 0, -1) if not key.endswith(":calls") else []
         assert b"gone" not in members, key
-    assert await redis_client.hkeys(f"{store.prefix}:index:{{{store.prefix}}}:calls") == [b"kept"]
+    assert await redis_client.hkeys(calls) == [b"kept"]
 
 
 async def test_pruning_keeps_up_with_many_expired_calls(
@@ -143,10 +150,10 @@ async def test_pruning_keeps_up_with_many_expired_calls(
     per_run = redis_store._PRUNE_RUNS * redis_store._PRUNE_BATCH
     expired = per_run + 700
     await writer.append_many(
-        [(f"old-{i}", {"ts": 1.0 + i, "target": "tool"}) for i in range(expired)], ttl=0.1
+        [(f"old-{i}", {"ts": 1.0 + i, "target": "tool"}) for i in range(expired)], ttl=SHORT_TTL
     )
     await writer.append("kept", {"ts": 0.5, "target": "tool"}, ttl=30)  # the oldest, yet live
-    await anyio.sleep(0.2)
+    await anyio.sleep(PAST_SHORT_TTL)  # Redis expires keys on its own clock: wait for real
     reader = await redis_replicas(purge_interval=3600)  # its first listing prunes
     index = f"{reader.prefix}:index:{{{reader.prefix}}}"
     assert [c.call_id for c in await reader.calls()] == ["kept"]
@@ -166,8 +173,8 @@ async def test_pruning_walks_past_live_calls_over_several_runs(
     writer = await redis_replicas(purge_interval=3600)
     assert await writer.calls() == []  # its pruning is done for the hour: its writes do not prune
     await writer.append_many([(f"live-{i}", {"ts": 1.0 + i}) for i in range(25)], ttl=3600)
-    await writer.append_many([(f"old-{i}", {"ts": 100.0 + i}) for i in range(10)], ttl=0.1)
-    await anyio.sleep(0.2)
+    await writer.append_many([(f"old-{i}", {"ts": 100.0 + i}) for i in range(10)], ttl=SHORT_TTL)
+    await anyio.sleep(PAST_SHORT_TTL)  # Redis expires keys on its own clock: wait for real
     reader = await redis_replicas(purge_interval=3600)
     index = f"{reader.prefix}:index:{{{reader.prefix}}}"
 
@@ -182,8 +189,9 @@ async def test_pruning_walks_past_live_calls_over_several_runs(
     await reader.calls()  # goes on from the 21st call: the expired ones go
     assert await listed() == 25
     await reader.calls()  # its last window had wholly expired: again at once, to the end
-    await writer.append_many([("late", {"ts": 10.5})], ttl=0.1)  # among the live ones
-    await anyio.sleep(0.2)
+    await writer.append_many([("late", {"ts": 10.5})], ttl=SHORT_TTL)  # among the live ones
+    assert await listed() == 26
+    await anyio.sleep(PAST_SHORT_TTL)  # Redis expires keys on its own clock: wait for real
     reader._next_prune = 0.0
     await reader.calls()  # the walk started over at the end of the index: it is found
     assert await listed() == 25
@@ -195,8 +203,8 @@ async def test_pruning_empties_the_expiry_index_of_older_versions(
     store = await redis_replicas(purge_interval=0)
     index = f"{store.prefix}:index:{{{store.prefix}}}"
     await redis_client.zadd(f"{index}:expiry", {"gone": time.time()})  # as older versions wrote
-    await store.append("gone", {"ts": 1.0, "target": "tool"}, ttl=0.1)
-    await anyio.sleep(0.2)
+    await store.append("gone", {"ts": 1.0, "target": "tool"}, ttl=SHORT_TTL)
+    await anyio.sleep(PAST_SHORT_TTL)  # Redis expires keys on its own clock: wait for real
     assert await store.calls() == []
     assert await redis_client.exists(f"{index}:expiry", f"{index}:by_ts", f"{index}:calls") == 0
 
@@ -219,8 +227,8 @@ async def test_a_listing_entry_written_by_something_else_is_skipped_not_fatal(
             await redis_client.zadd(f"{index}:expiry", {name: expiry})
     assert [c.call_id for c in await store.calls()] == ["good"]
     assert "is not one this store wrote" in caplog.text
-    await store.append("gone", {"ts": 2.0, "target": "tool"}, ttl=0.1)
-    await anyio.sleep(0.2)
+    await store.append("gone", {"ts": 2.0, "target": "tool"}, ttl=SHORT_TTL)
+    await anyio.sleep(PAST_SHORT_TTL)  # Redis expires keys on its own clock: wait for real
     await store.append("later", {"ts": 3.0, "target": "tool"}, ttl=30)  # and pruning goes on
     assert [c.call_id for c in await store.calls()] == ["later", "good"]
     assert sorted(await redis_client.hkeys(f"{index}:calls")) == [
@@ -239,8 +247,8 @@ async def test_live_calls_at_the_front_do_not_stop_the_pruning_behind_them(
     assert await writer.calls() == []  # its pruning is done for the hour: its writes do not prune
     live = redis_store._PRUNE_BATCH + 20  # a replica with a longer TTL wrote these first
     await writer.append_many([(f"live-{i}", {"ts": 1.0 + i}) for i in range(live)], ttl=3600)
-    await writer.append_many([(f"old-{i}", {"ts": 1e4 + i}) for i in range(300)], ttl=0.1)
-    await anyio.sleep(0.2)
+    await writer.append_many([(f"old-{i}", {"ts": 1e4 + i}) for i in range(300)], ttl=SHORT_TTL)
+    await anyio.sleep(PAST_SHORT_TTL)  # Redis expires keys on its own clock: wait for real
     reader = await redis_replicas(purge_interval=3600)
     index = f"{reader.prefix}:index:{{{reader.prefix}}}"
     assert len(await reader.calls(limit=1000)) == live

@@ -14,6 +14,7 @@ import pytest
 
 from stores import CallSummary, Claim, ClaimResult, SQLiteStore, StoreUnavailable
 from stores import sqlite as sqlite_store
+from tests.stores.fake_clock import FakeClock
 
 pytestmark = pytest.mark.anyio
 
@@ -228,20 +229,29 @@ async def test_a_cancelled_claim_does_nothing(tmp_path: Path) -> None:
         await store.aclose()
 
 
-async def test_expired_rows_are_purged(tmp_path: Path) -> None:
+async def test_expired_rows_are_purged_once_the_purge_interval_has_passed(
+    tmp_path: Path, clock: FakeClock
+) -> None:
     path = tmp_path / "engine.db"
-    store = SQLiteStore(path, purge_interval=0)
+
+    def rows() -> list[int]:
+        with closing(sqlite3.connect(path)) as conn:
+            tables = ("blobs", "rounds", "calls", "journal")
+            return [conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in tables]
+
+    store = SQLiteStore(path, purge_interval=60, clock=clock.now)
     try:
-        await store.put_blob("c1", "b", b"x", ttl=0.1)
-        await store.claim("c1", 1, b"fp", ttl=0.1)
-        await store.append("c1", {"ts": 1.0}, ttl=0.1)
-        await anyio.sleep(0.2)
-        await store.put_blob("c2", "b", b"y", ttl=30)  # any write purges
+        await store.put_blob("c1", "b", b"x", ttl=10)  # the first write purges: next in 60 s
+        await store.claim("c1", 1, b"fp", ttl=10)
+        await store.append("c1", {"ts": 1.0}, ttl=10)
+        clock.advance(30)
+        await store.put_blob("c2", "b", b"y", ttl=300)
+        assert rows() == [2, 1, 1, 1]  # expired, but the purge is not due yet
+        clock.advance(30)
+        await store.put_blob("c3", "b", b"z", ttl=300)  # a write after the interval purges
+        assert rows() == [2, 0, 0, 0]
     finally:
         await store.aclose()
-    with sqlite3.connect(path) as conn:
-        for table, rows in [("blobs", 1), ("rounds", 0), ("calls", 0), ("journal", 0)]:
-            assert conn.execute(f"SELECT count(*) FROM {table}").fetchone() == (rows,), table
 
 
 V1_SCHEMA = """

@@ -10,14 +10,23 @@ import anyio
 import pytest
 
 from stores import CallSummary, Claim, ClaimResult, Store
+from tests.stores.fake_clock import Elapse
 
 pytestmark = pytest.mark.anyio
 
 FP = b"\x00fingerprint-a\xff"
 OTHER_FP = b"fingerprint-b"
 RESPONSE = b'{"result": 1}\x00\xff binary-safe'
+OWNER = b"\x00attempt-1\xff"
+OTHER_OWNER = b"attempt-2"
 
 Replica = Callable[[], Awaitable[Store]]
+
+SHORT_TTL = 0.1
+"""The TTL of what a test lets expire: Redis must answer the checks made while it lives."""
+PAST_SHORT_TTL = 0.13
+"""What `elapse` lets pass for it to be gone: on Redis a real wait, only a little longer than the
+TTL, as any delay after it only makes the entry older."""
 
 
 # --- blobs ---
@@ -33,10 +42,10 @@ async def test_blob_round_trip_and_overwrite(store: Store) -> None:
     assert await store.get_blob("c2", "state") is None
 
 
-async def test_blob_expires_after_ttl(store: Store) -> None:
-    await store.put_blob("c1", "state", b"short-lived", ttl=0.2)
+async def test_blob_expires_after_ttl(store: Store, elapse: Elapse) -> None:
+    await store.put_blob("c1", "state", b"short-lived", ttl=SHORT_TTL)
     assert await store.get_blob("c1", "state") == b"short-lived"
-    await anyio.sleep(0.35)
+    await elapse(PAST_SHORT_TTL)
     assert await store.get_blob("c1", "state") is None
 
 
@@ -76,9 +85,11 @@ async def test_complete_only_by_the_holder_and_first_response_wins(store: Store)
     assert await store.claim("c1", 1, FP, ttl=30) == ClaimResult(Claim.DUPLICATE, b"first")
 
 
-async def test_complete_after_the_claim_expired_still_records(store: Store) -> None:
-    await store.claim("c1", 1, FP, ttl=0.1)
-    await anyio.sleep(0.2)
+async def test_complete_after_the_claim_expired_still_records(store: Store, elapse: Elapse) -> None:
+    await store.claim("c1", 1, FP, ttl=SHORT_TTL, owner=OWNER)
+    assert await store.claim("c1", 1, FP, ttl=30) == ClaimResult(Claim.IN_PROGRESS)
+    await elapse(PAST_SHORT_TTL)
+    assert not await store.renew("c1", 1, FP, OWNER, 30)  # the claim is gone
     await store.complete("c1", 1, FP, RESPONSE, ttl=30)
     assert await store.claim("c1", 1, FP, ttl=30) == ClaimResult(Claim.DUPLICATE, RESPONSE)
 
@@ -100,9 +111,6 @@ async def test_release_never_drops_a_completed_round(store: Store) -> None:
 
 # --- owner tokens (fencing a release to the claim that was taken) ---
 
-OWNER = b"\x00attempt-1\xff"
-OTHER_OWNER = b"attempt-2"
-
 
 async def test_release_with_another_owner_keeps_the_claim(store: Store) -> None:
     # Attempt 2 took the round; attempt 1's timed-out claim must not give it back.
@@ -113,12 +121,16 @@ async def test_release_with_another_owner_keeps_the_claim(store: Store) -> None:
     assert await store.claim("c1", 1, FP, ttl=30) == ClaimResult(Claim.IN_PROGRESS)
 
 
-async def test_a_short_lease_expires_unless_its_owner_renews_it(store: Store) -> None:
-    await store.claim("c1", 1, FP, ttl=0.3, owner=OWNER)
-    await store.claim("c2", 1, FP, ttl=0.3, owner=OWNER)
-    for _ in range(3):
-        await anyio.sleep(0.15)
-        assert await store.renew("c1", 1, FP, OWNER, 0.3)
+async def test_a_short_lease_expires_unless_its_owner_renews_it(
+    store: Store, elapse: Elapse
+) -> None:
+    await store.claim("c1", 1, FP, ttl=SHORT_TTL, owner=OWNER)
+    await store.claim("c2", 1, FP, ttl=SHORT_TTL, owner=OWNER)
+    for step in range(3):  # 0.04 s apart, each renewal is in time; 0.12 s is past the TTL
+        await elapse(0.04)
+        assert await store.renew("c1", 1, FP, OWNER, SHORT_TTL)
+        if step == 0:
+            assert await store.claim("c2", 1, FP, ttl=30) == ClaimResult(Claim.IN_PROGRESS)
     assert await store.claim("c1", 1, FP, ttl=30) == ClaimResult(Claim.IN_PROGRESS)
     assert await store.claim("c2", 1, FP, ttl=30, owner=OTHER_OWNER) == ClaimResult(Claim.FRESH)
 
@@ -216,16 +228,18 @@ async def test_an_empty_or_non_bytes_owner_is_refused(store: Store) -> None:
     assert await store.claim("c1", 1, FP, ttl=30) == ClaimResult(Claim.FRESH)
 
 
-async def test_claim_expires_after_ttl(store: Store) -> None:
-    await store.claim("c1", 1, FP, ttl=0.2)
-    await anyio.sleep(0.35)
+async def test_claim_expires_after_ttl(store: Store, elapse: Elapse) -> None:
+    await store.claim("c1", 1, FP, ttl=SHORT_TTL)
+    assert await store.claim("c1", 1, OTHER_FP, ttl=30) == ClaimResult(Claim.CONFLICT)
+    await elapse(PAST_SHORT_TTL)
     assert await store.claim("c1", 1, OTHER_FP, ttl=30) == ClaimResult(Claim.FRESH)
 
 
-async def test_completed_response_expires_after_its_ttl(store: Store) -> None:
+async def test_completed_response_expires_after_its_ttl(store: Store, elapse: Elapse) -> None:
     await store.claim("c1", 1, FP, ttl=30)
-    await store.complete("c1", 1, FP, RESPONSE, ttl=0.2)
-    await anyio.sleep(0.35)
+    await store.complete("c1", 1, FP, RESPONSE, ttl=SHORT_TTL)
+    assert await store.claim("c1", 1, FP, ttl=30) == ClaimResult(Claim.DUPLICATE, RESPONSE)
+    await elapse(PAST_SHORT_TTL)
     assert await store.claim("c1", 1, FP, ttl=30) == ClaimResult(Claim.FRESH)
 
 
@@ -409,10 +423,12 @@ async def test_event_without_ts_counts_as_now(store: Store) -> None:
     assert before - 1 <= summary.first_ts <= time.time() + 1
 
 
-async def test_journal_expires_after_ttl(store: Store) -> None:
-    await store.append("gone", {"ts": 1.0}, ttl=0.2)
+async def test_journal_expires_after_ttl(store: Store, elapse: Elapse) -> None:
+    await store.append("gone", {"ts": 1.0}, ttl=SHORT_TTL)
     await store.append("kept", {"ts": 2.0}, ttl=30)
-    await anyio.sleep(0.35)
+    assert await store.events("gone") == [{"ts": 1.0}]
+    assert [c.call_id for c in await store.calls()] == ["kept", "gone"]
+    await elapse(PAST_SHORT_TTL)
     assert await store.events("gone") == []
     assert [c.call_id for c in await store.calls()] == ["kept"]
     await store.append("gone", {"ts": 3.0, "target": "again"}, ttl=30)  # starts afresh
