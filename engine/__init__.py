@@ -2,9 +2,9 @@
 
 from engine.app import MCPServer
 from engine.context import Context
-from engine.di.signature import Resolve
+from engine.di.resolve import Resolve
 from engine.errors import InvalidSignature, MCPError, ResourceError, ToolError
-from engine.handlers import ReadResourceContents
+from engine.handlers.results import ReadResourceContents
 from engine.questions.kinds import (
     AcceptedElicitation,
     CancelledElicitation,

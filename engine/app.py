@@ -21,16 +21,16 @@ from engine.fleet.backchannel import BackChannel
 from engine.fleet.bus import Bus
 from engine.fleet.notifications import Listener, Notifications
 from engine.fleet.sessions import SessionRegistry
-from engine.handlers import (
-    Handler,
-    Prompt,
+from engine.handlers.base import Handler
+from engine.handlers.prompt import Prompt
+from engine.handlers.resource import Resource
+from engine.handlers.results import (
     ReadResourceContents,
-    Resource,
-    Tool,
     contents_for_server,
     error_result,
     resource_contents,
 )
+from engine.handlers.tool import Tool
 from engine.questions.answers import Asker
 from engine.settings import env_flag, env_number
 from engine.state.seal import KeyRing, KeySpec, ring_from

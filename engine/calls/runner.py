@@ -20,7 +20,7 @@ from engine.calls.arguments import InvalidArguments, validate_arguments
 from engine.calls.walk import SUSPENDED, Round
 from engine.context import CallScope, RequestScope
 from engine.errors import INTERNAL_ERROR, INVALID_PARAMS, InvalidRequestState, MCPError, ToolError
-from engine.handlers import Handler
+from engine.handlers.base import Handler
 from engine.questions.answers import Asker, ReplayAsker
 from engine.state.call import CallState
 from engine.state.claims import Binding, Claims, StateRef, new_call_id, principal_tag

@@ -26,7 +26,11 @@ from engine.calls.walk import SUSPENDED, Round
 from engine.context import CallScope, RequestScope
 from engine.debug.journal import RecordedCall, RecordedRound, ReplayError
 from engine.errors import MCPError, ToolError
-from engine.handlers import Handler, Prompt, Resource, Tool, error_result, resource_contents
+from engine.handlers.base import Handler
+from engine.handlers.prompt import Prompt
+from engine.handlers.resource import Resource
+from engine.handlers.results import error_result, resource_contents
+from engine.handlers.tool import Tool
 from engine.protocol.modern import MODERN
 from engine.questions.answers import ReplayAsker
 from engine.questions.rendering import Rendered
