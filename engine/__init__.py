@@ -3,9 +3,9 @@
 from engine.app import MCPServer
 from engine.calls.runner import Principal
 from engine.context import Context, RequestScope
-from engine.di.signature import Resolve
+from engine.di.resolve import Resolve
 from engine.errors import InvalidSignature, MCPError, ResourceError, ToolError
-from engine.handlers import ReadResourceContents
+from engine.handlers.results import ReadResourceContents
 from engine.questions.kinds import (
     AcceptedElicitation,
     CancelledElicitation,

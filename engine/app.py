@@ -21,12 +21,10 @@ from engine.fleet.backchannel import BackChannel
 from engine.fleet.bus import Bus
 from engine.fleet.notifications import Listener, Notifications
 from engine.fleet.sessions import SessionRegistry
-from engine.handlers import (
-    Prompt,
-    ReadResourceContents,
-    Resource,
-    Tool,
-)
+from engine.handlers.prompt import Prompt
+from engine.handlers.resource import Resource
+from engine.handlers.results import ReadResourceContents
+from engine.handlers.tool import Tool
 from engine.operations import Operations
 from engine.questions.answers import AnswerSource
 from engine.registry import Registry

@@ -15,15 +15,11 @@ from engine.calls.reply import CallRequest, ReplyKind, RoundReply
 from engine.calls.runner import RoundRunner
 from engine.context import RequestScope
 from engine.errors import INVALID_PARAMS, MCPError, ResourceError
-from engine.handlers import (
-    Handler,
-    Prompt,
-    ReadResourceContents,
-    Resource,
-    Tool,
-    contents_for_server,
-    resource_contents,
-)
+from engine.handlers.base import Handler
+from engine.handlers.prompt import Prompt
+from engine.handlers.resource import Resource
+from engine.handlers.results import ReadResourceContents, contents_for_server, resource_contents
+from engine.handlers.tool import Tool
 from engine.questions.answers import AnswerSource
 from engine.registry import Registry
 

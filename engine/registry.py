@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from engine.handlers import Prompt, Resource, Tool
+from engine.handlers.prompt import Prompt
+from engine.handlers.resource import Resource
+from engine.handlers.tool import Tool
 
 Completer = Callable[..., Any]
 """``completer(ref, argument, context)`` -> suggested values (or an awaitable of them)."""

@@ -6,7 +6,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from engine.di.signature import REQUIRED, Signature
+from engine.di.plain_arguments import REQUIRED
+from engine.di.signature import Signature
 from engine.errors import ToolError
 
 

@@ -19,8 +19,9 @@ from engine.calls.walk import SUSPENDED, Round
 from engine.context import CallScope, RequestScope, ServerHooks
 from engine.di.overrides import DependencyOverrides
 from engine.errors import MCPError, ToolError
-from engine.handlers import Handler
+from engine.handlers.base import Handler
 from engine.questions.answers import AnswerSource
+from engine.role import Role
 from engine.state.call import CallState
 
 log = logging.getLogger("engine.calls")
@@ -50,15 +51,15 @@ class Executed:
 
 
 VERBS = {
-    "tool": "Error executing tool",
-    "prompt": "Error getting prompt",
-    "resource": "Error reading resource",
+    Role.TOOL: "Error executing tool",
+    Role.PROMPT: "Error getting prompt",
+    Role.RESOURCE: "Error reading resource",
 }
 
 
 def fails_as_protocol_error(handler: Handler) -> bool:
     """A tool's failure is an error *result*; a prompt's or resource's is a protocol error."""
-    return handler.role != "tool"
+    return handler.role is not Role.TOOL
 
 
 async def execute_round(

@@ -21,8 +21,9 @@ from engine.calls.reply import CallRequest, Finisher, ReplyKind, RoundReply
 from engine.context import RequestScope, ServerHooks
 from engine.di.overrides import DependencyOverrides
 from engine.errors import INTERNAL_ERROR, INVALID_PARAMS, InvalidRequestState, MCPError, ToolError
-from engine.handlers import Handler
+from engine.handlers.base import Handler
 from engine.questions.answers import AnswerSource, StatelessAnswers
+from engine.role import Role
 from engine.settings import JournalSettings, TokenSettings
 from engine.state.call import CallState
 from engine.state.claims import Binding, Claims, StateRef, new_call_id, principal_tag
@@ -336,7 +337,7 @@ def _failed(
     """A tool's failure is an error result; a prompt's or resource's raises a protocol error."""
     if not fails_as_protocol_error(handler):
         return RoundReply(ReplyKind.ERROR, error=text, call_id=call_id, round_no=round_no)
-    data = {"uri": request.target} if handler.role == "resource" else {"name": request.target}
+    data = {"uri": request.target} if handler.role is Role.RESOURCE else {"name": request.target}
     raise MCPError(INVALID_PARAMS, text, data)
 
 

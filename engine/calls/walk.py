@@ -20,7 +20,8 @@ import anyio.to_thread
 
 from engine._internal.markers import Marker
 from engine.context import CallScope, Context, RequestScope, ServerHooks, Suspend
-from engine.di.signature import Node, Parameters, Signature, Source
+from engine.di.plan import Node, Parameters, Source
+from engine.di.signature import Signature
 from engine.errors import ToolError
 from engine.questions.answers import PENDING, AnswerSource
 from engine.questions.kinds import (

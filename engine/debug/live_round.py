@@ -24,7 +24,9 @@ from engine.calls.runner import RoundRunner
 from engine.context import RequestScope
 from engine.debug.journal import RecordedCall, RecordedRound
 from engine.errors import MCPError
-from engine.handlers import Handler, ReadResourceContents, Resource
+from engine.handlers.base import Handler
+from engine.handlers.resource import Resource
+from engine.handlers.results import ReadResourceContents
 from engine.operations import Operations, converter
 from engine.protocol import legacy, modern
 from engine.questions.answers import StatelessAnswers

@@ -33,7 +33,7 @@ from engine.app import MCPServer
 from engine.debug.journal import RecordedCall, RecordedRound, ReplayError, load_fixture
 from engine.debug.live_round import Detached, LiveRound, lifespan, run_live_round
 from engine.debug.timeline import compact
-from engine.handlers import Handler, code_digest
+from engine.handlers.base import Handler, code_digest
 from engine.state.call import CallState
 
 HOW_TO_RECORD_ARGUMENTS = (

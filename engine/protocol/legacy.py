@@ -19,7 +19,7 @@ from engine.context import RequestScope, Session
 from engine.errors import INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, MCPError
 from engine.fleet.backchannel import BackChannelAnswers, Outbox
 from engine.fleet.sessions import LegacySession, new_session_id
-from engine.handlers import error_result
+from engine.handlers.results import error_result
 from engine.protocol.jsonrpc import Message, dumps
 from engine.protocol.served import Served
 

@@ -19,7 +19,7 @@ from engine.errors import (
     UNSUPPORTED_PROTOCOL_VERSION,
     MCPError,
 )
-from engine.handlers import error_result
+from engine.handlers.results import error_result
 from engine.protocol.jsonrpc import Message, dumps
 from engine.protocol.served import Served
 

@@ -8,7 +8,7 @@ from typing import Any, Protocol
 
 from engine.fleet.bus import Bus
 from engine.fleet.notifications import Listener
-from engine.handlers import Tool
+from engine.handlers.tool import Tool
 from engine.protocol.served import Served
 from stores.base import Store
 
