@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from engine import Context, Elicit, MCPServer, Resolve, ToolError
 from engine.debug.journal import RecordedCall, load_call
-from engine.debug.timeline import timeline
+from engine.debug.render import timeline
 from engine.testing import Client, ReplayError, replay, replay_call
 from examples import bookshop
 from examples.bookshop import build

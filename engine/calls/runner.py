@@ -15,7 +15,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from engine._internal.hangup import uncut
+from engine._internal.hangup_guard import uncut
 from engine.calls.execute import Convert, Outcome, execute_round, fails_as_protocol_error
 from engine.calls.reply import CallRequest, Finisher, ReplyKind, RoundReply
 from engine.context import RequestScope, ServerHooks

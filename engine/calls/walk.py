@@ -1,10 +1,10 @@
-"""One round of a handler: validate the arguments, walk the resolver plan, run the body.
+"""The resolver walk: every resolver of the plan resolved, then the body called.
 
 A round is a function of (code, arguments, state, answers): nothing about a call lives in a
 process between rounds. Each resolver runs at most once per round; resolvers that do not depend
 on each other run concurrently. Questions go through an
-:class:`~engine.questions.answers.AnswerSource`, so the same walk serves the replayed 2026-07-28 era
-and the blocking 2025-11-25 back-channel.
+:class:`~engine.questions.answers.AnswerSource`, so the same walk serves the 2026-07-28 era
+(answers carried by the request) and the 2025-11-25 back-channel (answers asked in place).
 """
 
 from __future__ import annotations

@@ -166,7 +166,7 @@ def _ago(seconds: float) -> str:
 
 
 def show(args: argparse.Namespace) -> int:
-    from engine.debug.timeline import timeline
+    from engine.debug.render import timeline
 
     call = _with_store(args.store, lambda store: _recorded(store, args.call_id))
     print(call.dumps() if args.json else timeline(call), end="" if args.json else "\n")

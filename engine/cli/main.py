@@ -9,7 +9,7 @@ they default to the same URL.
 
 This module is the parser, ``main``, and the commands around running a server (``serve``,
 ``call``, ``keygen``); the journal commands are in :mod:`engine.cli.journal`, the terminal client
-behind ``call`` in :mod:`engine.cli.terminal`.
+behind ``call`` in :mod:`engine.cli.terminal_client`.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def _keygen(args: argparse.Namespace) -> int:
 
 
 def _call(args: argparse.Namespace) -> int:
-    from engine.cli.terminal import CallOptions, parse_answer, run_call
+    from engine.cli.terminal_client import CallOptions, parse_answer, run_call
 
     arguments = json_object(args.json, "--json") if args.json is not None else {}
     answers: dict[str, Any] = {}

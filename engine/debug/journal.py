@@ -5,7 +5,7 @@ The engine journals every round it serves (its questions, the answers it accepte
 ``journal_sample`` picks. :class:`RecordedCall` holds one call's events as JSON-compatible
 dicts and reads them as :class:`RecordedRound` s; it comes from a store (:func:`load_call`) or
 from an exported fixture (:func:`load_fixture`), and exports itself as that fixture.
-Replaying (:mod:`engine.debug.replay`) and rendering (:mod:`engine.debug.timeline`) both start here.
+Replaying (:mod:`engine.debug.replay`) and rendering (:mod:`engine.debug.render`) both start here.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ from pydantic_core import to_json
 from engine.app import MCPServer
 from engine.debug.journal import RecordedCall, RecordedRound, ReplayError, load_fixture
 from engine.debug.live_round import Detached, LiveRound, lifespan, run_live_round
-from engine.debug.timeline import compact
+from engine.debug.render import compact
 from engine.handlers.base import Handler, code_digest
 from engine.state.call import CallState
 

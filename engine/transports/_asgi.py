@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 import anyio
 
-from engine._internal import hangup
+from engine._internal import hangup_guard as hangup
 
 log = logging.getLogger("engine.http")
 
@@ -136,9 +136,9 @@ class HangUpWatch:
     request that has run between ``watch_after`` and ``1.5 * watch_after``; the watcher's
     done-callback cancels the request's task when the client hangs up.
 
-    Entered from a request it watches (the guard :func:`engine._internal.hangup.uncut` finds), it
-    holds that cancellation off: a request that hangs up inside the block is left to finish, and its
-    response goes nowhere.
+    Entered from a request it watches (the guard
+    :func:`engine._internal.hangup_guard.uncut` finds), it holds that cancellation off: a
+    request that hangs up inside the block is left to finish, and its response goes nowhere.
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop, watch_after: float) -> None:

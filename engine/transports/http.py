@@ -19,6 +19,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 from engine.errors import INVALID_REQUEST, PARSE_ERROR, MCPError
 from engine.protocol.dispatch import dispatch, error_response, status_of
+from engine.protocol.era import is_legacy
 from engine.protocol.jsonrpc import dumps, error_bytes, loads, notification_bytes
 from engine.protocol.modern import META_VERSION, Exchange
 from engine.store_services.ledger import store_error
@@ -222,7 +223,7 @@ class StreamableHTTPApp:
             params = raw.get("params")
             meta = params.get("_meta") if type(params) is dict else None
             modern = type(meta) is dict and META_VERSION in meta
-            if not modern and is_legacy(raw, meta, headers):
+            if not modern and is_legacy(raw, headers=headers):
                 await legacy_http.post(
                     self.server,
                     raw,
@@ -437,24 +438,6 @@ class StreamableHTTPApp:
             }
         )
         await send({"type": "http.response.body", "body": body})
-
-
-LEGACY_HEADER_VERSIONS = frozenset({"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"})
-
-
-def is_legacy(raw: Any, meta: Any, headers: Mapping[str, str]) -> bool:
-    """Decide the era of one POST, as a dual-era server must: how the client opened.
-
-    A modern request carries its version in ``_meta``; ``initialize``, an ``MCP-Session-Id`` or
-    a 2025-era ``MCP-Protocol-Version`` header mark the legacy era.
-    """
-    if isinstance(meta, dict) and "io.modelcontextprotocol/protocolVersion" in meta:
-        return False
-    if not isinstance(raw, dict):
-        return False
-    if raw.get("method") == "initialize" or "mcp-session-id" in headers:
-        return True
-    return headers.get("mcp-protocol-version", "").strip() in LEGACY_HEADER_VERSIONS
 
 
 def _closing(send: Send) -> Send:

@@ -18,6 +18,7 @@ from engine.errors import MCPError
 from engine.fleet.sessions import LegacySession
 from engine.protocol import legacy
 from engine.protocol.dispatch import dispatch, error_response
+from engine.protocol.era import is_legacy
 from engine.protocol.jsonrpc import (
     error_bytes,
     loads,
@@ -85,7 +86,7 @@ class StdioSession:
                     self.listens.add(scope)
                     await self.listen(raw)
                     return
-                if self._legacy(raw):
+                if is_legacy(raw, in_session=self.session is not None):
                     await self.serve_legacy(raw)
                     return
                 response = await dispatch(self.server, raw, Exchange(notify=self.notify))
@@ -94,16 +95,6 @@ class StdioSession:
             finally:
                 self.inflight.pop(request_id, None)
                 self.listens.discard(scope)
-
-    def _legacy(self, raw: Any) -> bool:
-        """``initialize`` without modern ``_meta`` opens the 2025-11-25 era for this process."""
-        if not isinstance(raw, dict):
-            return False
-        params = raw.get("params")
-        meta = params.get("_meta") if isinstance(params, dict) else None
-        if isinstance(meta, dict) and "io.modelcontextprotocol/protocolVersion" in meta:
-            return False
-        return raw.get("method") == "initialize" or self.session is not None
 
     async def serve_legacy(self, raw: Any) -> None:
         request_id = request_id_of(raw)

@@ -1,8 +1,9 @@
 """A recorded call for people: its rounds as a timeline, its questions and results in a few lines.
 
-``python -m engine show`` prints :func:`timeline`; the terminal client (:mod:`engine.cli.terminal`)
-shows questions and results with the same :func:`describe_field` and :func:`describe_result`,
-and a replay report (:mod:`engine.debug.replay`) abbreviates values with :func:`compact`.
+``python -m engine show`` prints :func:`timeline`; the terminal client
+(:mod:`engine.cli.terminal_client`) shows questions and results with the same
+:func:`describe_field` and :func:`describe_result`, and a replay report
+(:mod:`engine.debug.replay`) abbreviates values with :func:`compact`.
 """
 
 from __future__ import annotations

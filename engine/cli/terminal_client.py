@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from engine.debug.timeline import describe_field, describe_result, field_options
+from engine.debug.render import describe_field, describe_result, field_options
 
 PROTOCOL = "2026-07-28"
 CAPABILITIES: dict[str, Any] = {"elicitation": {"form": {}, "url": {}}, "sampling": {}, "roots": {}}
