@@ -31,10 +31,12 @@ from engine.handlers import (
     error_result,
     resource_contents,
 )
+from engine.protocol.errors import store_error
 from engine.questions.answers import Asker
 from engine.settings import env_flag, env_number
 from engine.state.seal import KeyRing, KeySpec, ring_from
-from engine.store_services.ledger import Ledger, check_journal_sample
+from engine.store_services.journal_writer import check_journal_sample
+from engine.store_services.services import StoreServices
 from engine.types import Icon, ToolAnnotations
 from stores import Store, StoreUnavailable, open_store
 
@@ -111,8 +113,8 @@ class MCPServer:
         if journal_sample is None:
             journal_sample = env_number("ENGINE_JOURNAL_SAMPLE", default=1.0, hint="from 0 to 1")
         journal_sample = check_journal_sample(journal_sample)
-        self.ledger: Ledger | None = (
-            Ledger(
+        self.store_services: StoreServices | None = (
+            StoreServices(
                 self.store,
                 ttl=self.state_ttl,
                 wait_duplicates=duplicate_wait,
@@ -330,6 +332,8 @@ class MCPServer:
             reply = await self.read_resource(request)
         except MCPError as exc:
             raise ResourceError(exc.message) from None
+        except StoreUnavailable as exc:  # what a client would get, as the handler's error
+            raise ResourceError(store_error(exc, self.metrics).message) from None
         if reply.kind != "complete":
             raise ResourceError(
                 f"Resource {uri!r} asks the client a question, so it can only be read by a "
@@ -502,11 +506,9 @@ class MCPServer:
                 serve = getattr(self.store, "serve", None)  # optional: see stores.base.Store
                 if serve is not None:
                     await tg.start(serve)
-                if self.ledger is not None:
-                    await tg.start(self.ledger.run_deferred)
-                    await tg.start(self.ledger.run_journal)
-                    await tg.start(self.ledger.run_renewer)
-                    stack.push_async_callback(self.ledger.flush)
+                if self.store_services is not None:
+                    await tg.start(self.store_services.run)
+                    stack.push_async_callback(self.store_services.flush)
             yield self
 
 

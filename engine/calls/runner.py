@@ -24,7 +24,8 @@ from engine.handlers import Handler
 from engine.questions.answers import Asker, ReplayAsker
 from engine.state.call import CallState
 from engine.state.claims import Binding, Claims, StateRef, new_call_id, principal_tag
-from engine.store_services.ledger import Hold, Ledger, responses_fingerprint
+from engine.store_services.services import StoreServices
+from engine.store_services.single_use import Hold, responses_fingerprint
 
 if TYPE_CHECKING:
     from engine.app import MCPServer
@@ -86,7 +87,7 @@ class OversizedState(ToolError):
 
 
 class RoundRunner:
-    """Runs rounds for one server: owns the claims policy, the limits and the ledger use."""
+    """Runs rounds for one server: owns the claims policy, the limits and the store's use."""
 
     def __init__(self, server: MCPServer) -> None:
         self.server = server
@@ -119,7 +120,7 @@ class RoundRunner:
         gives the claim back (or becomes an error result) instead of stranding it.
         """
         server = self.server
-        ledger = server.ledger
+        services = server.store_services
         responses = request.input_responses
         if responses is not None and not isinstance(responses, dict):
             raise MCPError(
@@ -143,9 +144,9 @@ class RoundRunner:
             binding = _binding(server, request)
             claims.verify(binding, principal)
             call_id, round_no = claims.call_id, claims.round_no + 1
-            if ledger is not None:
+            if services is not None:
                 fingerprint = responses_fingerprint(responses)
-                admission = await ledger.admit(call_id.hex(), claims.round_no, fingerprint)
+                admission = await services.claims.admit(call_id.hex(), claims.round_no, fingerprint)
                 if admission.cached is not None:
                     return RoundReply(
                         "cached", cached=admission.cached, call_id=call_id.hex(), round_no=round_no
@@ -164,7 +165,7 @@ class RoundRunner:
                 if not isinstance(carried, bytes):
                     carried = await self._fetch_state(carried, call_id)
                 state = CallState.decode(carried)
-            holding = _NOT_HOLDING if ledger is None else ledger.keep_alive(claimed)
+            holding = _NOT_HOLDING if services is None else services.claims.keep_alive(claimed)
             with holding:
                 reply = await self._execute(
                     handler,
@@ -179,19 +180,19 @@ class RoundRunner:
                     principal,
                 )
         except BaseException:
-            if claimed is not None and ledger is not None:
-                await ledger.abandon(claimed)
+            if claimed is not None and services is not None:
+                await services.claims.abandon(claimed)
             raise
-        if ledger is not None:
-            reply.finisher = self._finisher(ledger, claimed, handler, request, started)
+        if services is not None:
+            reply.finisher = self._finisher(services, claimed, handler, request, started)
         return reply
 
     async def _fetch_state(self, ref: StateRef, call_id: bytes) -> bytes:
         """State kept by reference: from the store (inline state needs no await)."""
-        ledger = self.server.ledger
-        if ledger is None:
+        services = self.server.store_services
+        if services is None:
             raise InvalidRequestState("state by reference but no store is configured")
-        return await ledger.fetch(call_id.hex(), ref)
+        return await services.state.fetch(call_id.hex(), ref)
 
     async def _execute(
         self,
@@ -274,10 +275,10 @@ class RoundRunner:
         server = self.server
         encoded = state.encode()
         carried: bytes | StateRef = encoded
-        ledger = server.ledger
-        if ledger is not None and len(encoded) > server.spill_threshold:
-            carried = await ledger.spill(call_id.hex(), encoded)
-        elif ledger is None and len(encoded) > server.max_inline_state:
+        services = server.store_services
+        if services is not None and len(encoded) > server.spill_threshold:
+            carried = await services.state.spill(call_id.hex(), encoded)
+        elif services is None and len(encoded) > server.max_inline_state:
             raise OversizedState(
                 f"This call's state grew to {len(encoded)} bytes, over the inline limit of "
                 f"{server.max_inline_state} bytes. Configure a store (store='sqlite:///calls.db' "
@@ -297,7 +298,7 @@ class RoundRunner:
 
     def _finisher(
         self,
-        ledger: Ledger,
+        services: StoreServices,
         claimed: Hold | None,
         handler: Handler,
         request: CallRequest,
@@ -307,10 +308,11 @@ class RoundRunner:
 
         def finish(reply: RoundReply, response: bytes) -> Awaitable[None] | None:
             call_id = reply.call_id or ""
+            journal = services.journal
             event = None
-            if ledger.journals(call_id):
+            if journal.journals(call_id):
                 event = journal_event(server, handler, request, reply, response, started)
-            if claimed is None and (event is None or ledger.enqueue(call_id, event)):
+            if claimed is None and (event is None or journal.enqueue(call_id, event)):
                 return None  # nothing waits on the store: the journal writers take it from here
             return keep(call_id, event, response)
 
@@ -319,9 +321,9 @@ class RoundRunner:
             # up, or a retry would run it again. Store operations have their own timeout.
             with uncut():
                 if claimed is not None:
-                    await ledger.settle(claimed, response)
+                    await services.claims.settle(claimed, response)
                 if event is not None:
-                    await ledger.record(call_id, event)
+                    await services.journal.record(call_id, event)
 
         return finish
 

@@ -1,7 +1,7 @@
 """One recorded round, run again in process against the live code, touching nothing outside.
 
 The round runs with the engine's own round machinery on a :func:`detached` copy of the app (no
-store, no ledger, no notifications), with the recorded state and answers, so ``once`` steps are
+store, no notifications), with the recorded state and answers, so ``once`` steps are
 served from the record and no side effect runs again. :func:`run_round` returns what the live
 code did as a :class:`LiveRound`, shaped like the journal's record of the same round, for
 :mod:`engine.debug.replay` to compare.
@@ -44,13 +44,13 @@ keep the client's capabilities, and a round that failed on a missing one was nev
 def detached(app: MCPServer) -> MCPServer:
     """A copy of ``app`` that shares its handlers but reaches no store and notifies nobody.
 
-    Its rounds run without a ledger (nothing claimed, spilled or journaled, even for a resource
+    Its rounds run without the store (nothing claimed, spilled or journaled, even for a resource
     a handler reads with ``ctx.read_resource``), and the notifications a handler sends are
     dropped instead of reaching the app's listeners or the store's bus.
     """
     live = copy.copy(app)
     live.store = None
-    live.ledger = None
+    live.store_services = None
     live.rounds = RoundRunner(live)
 
     async def dropped(*args: Any) -> None:
