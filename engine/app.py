@@ -133,7 +133,7 @@ class MCPServer:
         self.runtime = Runtime(
             self.settings, principal=principal, hooks=self, overrides=self.dependency_overrides
         )
-        self.operations = Operations(self.registry, self.runtime.runner)
+        self.operations = Operations(self.registry, self.runtime.runner, self.runtime.metrics)
 
     # --- what the runtime holds, for the protocol layer, transports and tests ----------------
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from typing import Any
 
+from engine._internal.metrics import Metrics
 from engine.calls.execute import Convert
 from engine.calls.reply import CallRequest, ReplyKind, RoundReply
 from engine.calls.runner import RoundRunner
@@ -20,8 +21,10 @@ from engine.handlers.prompt import Prompt
 from engine.handlers.resource import Resource
 from engine.handlers.results import ReadResourceContents, contents_for_server, resource_contents
 from engine.handlers.tool import Tool
+from engine.protocol.errors import store_error
 from engine.questions.answers import AnswerSource
 from engine.registry import Registry
+from stores.base import StoreUnavailable
 
 
 def converter(handler: Handler, target: str) -> Convert:
@@ -42,9 +45,10 @@ def converter(handler: Handler, target: str) -> Convert:
 class Operations:
     """The round operations of one registry, run by one runner."""
 
-    def __init__(self, registry: Registry, runner: RoundRunner) -> None:
+    def __init__(self, registry: Registry, runner: RoundRunner, metrics: Metrics) -> None:
         self.registry = registry
         self.runner = runner
+        self.metrics = metrics
 
     def call_tool(
         self, request: CallRequest, in_place: AnswerSource | None = None
@@ -88,6 +92,8 @@ class Operations:
             reply = await self.read_resource(request)
         except MCPError as exc:
             raise ResourceError(exc.message) from None
+        except StoreUnavailable as exc:  # what a client would get, as the handler's error
+            raise ResourceError(store_error(exc, self.metrics).message) from None
         if reply.kind is not ReplyKind.COMPLETE:
             raise ResourceError(
                 f"Resource {uri!r} asks the client a question, so it can only be read by a "

@@ -24,7 +24,7 @@ from engine.fleet.notifications import Notifications
 from engine.fleet.sessions import SessionRegistry
 from engine.settings import Settings
 from engine.state.seal import KeyRing
-from engine.store_services.ledger import Ledger
+from engine.store_services.services import StoreServices
 from stores.base import Store, StoreUnavailable
 
 log = logging.getLogger("engine.seal")
@@ -53,8 +53,8 @@ class Runtime:
             self.store = open_store(given)
         self.owns_store = isinstance(given, str)
         """A store opened from a URL is closed with the server; a store object is the caller's."""
-        self.ledger: Ledger | None = (
-            Ledger(
+        self.store_services: StoreServices | None = (
+            StoreServices(
                 self.store,
                 ttl=settings.tokens.state_ttl,
                 wait_duplicates=settings.store.duplicate_wait,
@@ -76,7 +76,7 @@ class Runtime:
             tokens=settings.tokens,
             journal=settings.journal,
             spill_threshold=settings.store.spill_threshold,
-            ledger=self.ledger,
+            services=self.store_services,
             principal=principal,
             replica_id=settings.replica_id,
             hooks=hooks,
@@ -109,11 +109,9 @@ class Runtime:
             serve = getattr(store, "serve", None)  # optional: see stores.base.Store
             if serve is not None:
                 await tg.start(serve)
-            if self.ledger is not None:
-                await tg.start(self.ledger.run_deferred)
-                await tg.start(self.ledger.run_journal)
-                await tg.start(self.ledger.run_renewer)
-                stack.push_async_callback(self.ledger.flush)
+            if self.store_services is not None:
+                await tg.start(self.store_services.run)
+                stack.push_async_callback(self.store_services.flush)
             yield
 
     async def health(self) -> tuple[bool, dict[str, Any]]:

@@ -4,10 +4,12 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
 import pytest
 
 from engine import Context, MCPServer
 from engine.testing import Client
+from stores import MemoryStore
 from tests.conftest import KEY
 
 pytestmark = pytest.mark.anyio
@@ -101,6 +103,29 @@ async def test_notify_methods_reach_every_listener() -> None:
         ("notifications/resources/list_changed", {}),
         ("notifications/resources/updated", {"uri": "file:///a"}),
     ]
+
+
+@pytest.mark.parametrize("backend", ["memory", "redis"])
+async def test_notifications_cross_replicas_through_the_store(backend: str, redis_url: str) -> None:
+    shared = MemoryStore()
+
+    def replica() -> MCPServer:
+        return MCPServer("Bus", keys=[KEY], store=shared if backend == "memory" else redis_url)
+
+    a, b = replica(), replica()
+    heard: list[str] = []
+    arrived = anyio.Event()
+
+    async def listener(method: str, params: dict[str, Any]) -> None:
+        heard.append(method)
+        arrived.set()
+
+    b.add_listener(listener)
+    async with a.running(), b.running():
+        await a.notify_list_changed("tools")
+        with anyio.fail_after(2):
+            await arrived.wait()
+    assert heard == ["notifications/tools/list_changed"]
 
 
 async def test_resources_and_prompts_take_a_context_too() -> None:

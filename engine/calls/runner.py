@@ -28,7 +28,8 @@ from engine.settings import JournalSettings, TokenSettings
 from engine.state.call import CallState
 from engine.state.claims import Binding, Claims, StateRef, new_call_id, principal_tag
 from engine.state.seal import KeyRing
-from engine.store_services.ledger import Hold, Ledger, responses_fingerprint
+from engine.store_services.services import StoreServices
+from engine.store_services.single_use import Hold, responses_fingerprint
 
 log = logging.getLogger("engine.calls")
 
@@ -51,7 +52,7 @@ class RoundRunner:
         tokens: TokenSettings,
         journal: JournalSettings,
         spill_threshold: int,
-        ledger: Ledger | None,
+        services: StoreServices | None,
         principal: Principal | None,
         replica_id: str,
         hooks: ServerHooks,
@@ -61,7 +62,7 @@ class RoundRunner:
         self.tokens = tokens
         self.journal = journal
         self.spill_threshold = spill_threshold
-        self.ledger = ledger
+        self.services = services
         self.binder = principal
         self.replica_id = replica_id
         self.hooks = hooks
@@ -96,7 +97,7 @@ class RoundRunner:
         runs while the round's claim is held, so a value that cannot be sent gives the claim
         back (or becomes an error result) instead of stranding it.
         """
-        ledger = self.ledger
+        services = self.services
         responses = request.input_responses
         if responses is not None and not isinstance(responses, dict):
             raise MCPError(
@@ -120,9 +121,9 @@ class RoundRunner:
             binding = self._binding(request)
             claims.verify(binding, principal)
             call_id, round_no = claims.call_id, claims.round_no + 1
-            if ledger is not None:
+            if services is not None:
                 fingerprint = responses_fingerprint(responses)
-                admission = await ledger.admit(call_id.hex(), claims.round_no, fingerprint)
+                admission = await services.claims.admit(call_id.hex(), claims.round_no, fingerprint)
                 if admission.cached is not None:
                     return RoundReply(
                         ReplyKind.CACHED,
@@ -144,7 +145,7 @@ class RoundRunner:
                 if not isinstance(carried, bytes):
                     carried = await self._fetch_state(carried, call_id)
                 state = CallState.decode(carried)
-            holding = _NOT_HOLDING if ledger is None else ledger.keep_alive(claimed)
+            holding = _NOT_HOLDING if services is None else services.claims.keep_alive(claimed)
             with holding:
                 reply = await self._round(
                     handler,
@@ -158,18 +159,18 @@ class RoundRunner:
                     principal,
                 )
         except BaseException:
-            if claimed is not None and ledger is not None:
-                await ledger.abandon(claimed)
+            if claimed is not None and services is not None:
+                await services.claims.abandon(claimed)
             raise
-        if ledger is not None:
-            reply.finisher = self._finisher(ledger, claimed, handler, request, started)
+        if services is not None:
+            reply.finisher = self._finisher(services, claimed, handler, request, started)
         return reply
 
     async def _fetch_state(self, ref: StateRef, call_id: bytes) -> bytes:
         """State kept by reference: from the store (inline state needs no await)."""
-        if self.ledger is None:
+        if self.services is None:
             raise InvalidRequestState("state by reference but no store is configured")
-        return await self.ledger.fetch(call_id.hex(), ref)
+        return await self.services.state.fetch(call_id.hex(), ref)
 
     async def _round(
         self,
@@ -245,10 +246,10 @@ class RoundRunner:
         tokens = self.tokens
         encoded = state.encode()
         carried: bytes | StateRef = encoded
-        ledger = self.ledger
-        if ledger is not None and len(encoded) > self.spill_threshold:
-            carried = await ledger.spill(call_id.hex(), encoded)
-        elif ledger is None and len(encoded) > tokens.max_inline_state:
+        services = self.services
+        if services is not None and len(encoded) > self.spill_threshold:
+            carried = await services.state.spill(call_id.hex(), encoded)
+        elif services is None and len(encoded) > tokens.max_inline_state:
             raise OversizedState(
                 f"This call's state grew to {len(encoded)} bytes, over the inline limit of "
                 f"{tokens.max_inline_state} bytes. Configure a store (store='sqlite:///calls.db' "
@@ -272,7 +273,7 @@ class RoundRunner:
 
     def _finisher(
         self,
-        ledger: Ledger,
+        services: StoreServices,
         claimed: Hold | None,
         handler: Handler,
         request: CallRequest,
@@ -280,10 +281,11 @@ class RoundRunner:
     ) -> Finisher:
         def finish(reply: RoundReply, response: bytes) -> Awaitable[None] | None:
             call_id = reply.call_id or ""
+            journal = services.journal
             event = None
-            if ledger.journals(call_id):
+            if journal.journals(call_id):
                 event = self.journal_event(handler, request, reply, response, started)
-            if claimed is None and (event is None or ledger.enqueue(call_id, event)):
+            if claimed is None and (event is None or journal.enqueue(call_id, event)):
                 return None  # nothing waits on the store: the journal writers take it from here
             return keep(call_id, event, response)
 
@@ -292,9 +294,9 @@ class RoundRunner:
             # up, or a retry would run it again. Store operations have their own timeout.
             with uncut():
                 if claimed is not None:
-                    await ledger.settle(claimed, response)
+                    await services.claims.settle(claimed, response)
                 if event is not None:
-                    await ledger.record(call_id, event)
+                    await services.journal.record(call_id, event)
 
         return finish
 

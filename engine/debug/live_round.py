@@ -54,13 +54,13 @@ class Detached:
             tokens=settings.tokens,
             journal=settings.journal,
             spill_threshold=settings.store.spill_threshold,
-            ledger=None,
+            services=None,
             principal=None,
             replica_id=settings.replica_id,
             hooks=self,
             overrides=app.dependency_overrides,
         )
-        self.operations = Operations(app.registry, runner)
+        self.operations = Operations(app.registry, runner, app.metrics)
 
     @property
     def lifespan_context(self) -> Any:

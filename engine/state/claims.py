@@ -77,17 +77,18 @@ def _target(audience: str, method: str, target: str) -> tuple[Any, bytes]:
 _NESTED = (dict, list)
 
 
-def _sorted(value: Any) -> Any:
-    """``value`` with every object's keys in sorted order (recursing only into containers:
-    answers are small trees of mostly leaves)."""
+def sorted_keys(value: Any) -> Any:
+    """``value`` with every object's keys in sorted order, lists as they are: the one form of
+    equal JSON values, whatever order their keys came in, to hash (recursing only into
+    containers: answers are small trees of mostly leaves)."""
     if isinstance(value, dict):
         result = {}
         for key in sorted(value) if len(value) > 1 else value:
             item = value[key]
-            result[key] = _sorted(item) if isinstance(item, _NESTED) else item
+            result[key] = sorted_keys(item) if isinstance(item, _NESTED) else item
         return result
     if isinstance(value, list):
-        return [_sorted(v) if isinstance(v, _NESTED) else v for v in value]
+        return [sorted_keys(v) if isinstance(v, _NESTED) else v for v in value]
     return value
 
 
@@ -98,12 +99,12 @@ def args_digest(arguments: Any) -> bytes:
     elif isinstance(arguments, dict):
         for item in arguments.values():
             if isinstance(item, _NESTED):
-                value = _sorted(arguments)
+                value = sorted_keys(arguments)
                 break
         else:  # flat arguments, the common case
             value = arguments if len(arguments) == 1 else dict(sorted(arguments.items()))
     else:
-        value = _sorted(arguments)
+        value = sorted_keys(arguments)
     try:
         canonical = to_json(value, fallback=str)
     except ValueError:  # lone surrogates: only reachable from in-process callers

@@ -18,11 +18,11 @@ import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
 from engine.errors import INVALID_REQUEST, PARSE_ERROR, MCPError
-from engine.protocol.dispatch import dispatch, error_response, status_of
+from engine.protocol.dispatch import dispatch, error_response
 from engine.protocol.era import is_legacy
+from engine.protocol.errors import status_of, store_error
 from engine.protocol.jsonrpc import dumps, error_bytes, loads, notification_bytes
 from engine.protocol.modern import META_VERSION, Exchange
-from engine.store_services.ledger import store_error
 from engine.transports import _headers as header_rules
 from engine.transports import legacy_http
 from engine.transports._asgi import (

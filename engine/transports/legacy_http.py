@@ -22,7 +22,8 @@ import anyio
 from engine.errors import INTERNAL_ERROR, INVALID_REQUEST, MCPError
 from engine.fleet.sessions import LegacySession
 from engine.protocol import legacy
-from engine.protocol.dispatch import error_of, error_response, status_of
+from engine.protocol.dispatch import error_response
+from engine.protocol.errors import error_of, status_of, store_error
 from engine.protocol.jsonrpc import (
     dumps,
     error_bytes,
@@ -31,7 +32,6 @@ from engine.protocol.jsonrpc import (
     parse,
     result_bytes,
 )
-from engine.store_services.ledger import store_error
 from engine.transports._asgi import Receive, Send, send_json
 from engine.transports._served import Hosted
 from stores import StoreUnavailable

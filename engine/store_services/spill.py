@@ -1,0 +1,44 @@
+"""State by reference: a round's state too large for its token is kept in the store.
+
+The token then carries a `StateRef` (the blob's id and its SHA-256) instead of the state, so it
+stays small; the next round, on any replica, fetches the blob and checks it against the digest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from engine._internal.metrics import Metrics
+from engine._internal.random_pool import random_bytes
+from engine.errors import InvalidRequestState
+from engine.state.claims import StateRef
+from stores import Store
+
+
+class StateSpill:
+    """Spills a call's state to the store and fetches it back.
+
+    A store outage raises `StoreUnavailable`: the protocol layer answers it with a retryable
+    error, since nothing was recorded.
+    """
+
+    def __init__(self, store: Store, *, ttl: int, metrics: Metrics | None = None) -> None:
+        self.store = store
+        self.ttl = ttl
+        """How long a spilled state is kept: as long as the token that refers to it is valid."""
+        self.metrics = metrics
+
+    async def spill(self, call_id: str, state: bytes) -> StateRef:
+        blob_id = random_bytes(9).hex()
+        await self.store.put_blob(call_id, blob_id, state, self.ttl)
+        if self.metrics is not None:
+            self.metrics.inc("engine_state_spills_total")
+        return StateRef(blob_id, hashlib.sha256(state).digest())
+
+    async def fetch(self, call_id: str, ref: StateRef) -> bytes:
+        blob = await self.store.get_blob(call_id, ref.blob_id)
+        if blob is None:
+            raise InvalidRequestState("state blob missing or expired")
+        if hashlib.sha256(blob).digest() != ref.sha256:
+            raise InvalidRequestState("state blob does not match its digest")
+        return blob

@@ -1,0 +1,124 @@
+"""The journal: every round of a sampled call, written in the background, dropped when behind."""
+
+from typing import Any
+
+import anyio
+import pytest
+
+from engine import MCPServer
+from engine.testing import Client
+from examples.bookshop import build as bookshop
+from stores import MemoryStore, open_store
+from tests.conftest import KEY
+from tests.store_services.helpers import YES, order_server
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_every_round_is_journaled() -> None:
+    store = MemoryStore()
+    mcp = order_server(store, [])
+    async with Client(mcp, elicitation=lambda p: YES) as client:
+        result = await client.call_tool("order_book", {"title": "Neuromancer"})
+    [summary] = await store.calls()
+    events = await store.events(summary.call_id)
+    assert summary.target == "order_book"
+    assert [e["kind"] for e in events] == ["input_required", "complete"]
+    assert events[0]["questions"]["confirm_backorder"]["method"] == "elicitation/create"
+    assert events[1]["answers"] == {"confirm_backorder": YES}
+    assert events[1]["round"] == 2
+    assert events[0]["arguments"] is None
+    assert events[0]["code"] == events[1]["code"]
+    assert result.text in events[1]["response"].decode()
+
+
+@pytest.mark.parametrize("backend", ["memory", "redis"])
+async def test_a_sampled_journal_keeps_whole_calls_and_every_replica_agrees(
+    backend: str, redis_url: str
+) -> None:
+    store = MemoryStore() if backend == "memory" else open_store(redis_url)
+    a = bookshop(keys=[KEY], store=store, journal_sample=0.5)
+    b = bookshop(keys=[KEY], store=store, journal_sample=0.5)
+    # Served, so each replica's journal writer batches its events; rounds alternate replicas.
+    async with a.running(), b.running(), Client(a, b, elicitation=lambda p: YES) as client:
+        for _ in range(60):
+            await client.call_tool("order_book", {"title": "Neuromancer"})
+    listed = await store.calls(limit=100)
+    assert 15 <= len(listed) <= 45  # about half of the 60 calls
+    for call in listed:
+        assert (services := a.runtime.store_services) is not None and services.journal.journals(
+            call.call_id
+        )
+        events = await store.events(call.call_id)  # two replicas' writers: either may be first
+        assert sorted((e["round"], e["kind"]) for e in events) == [
+            (1, "input_required"),
+            (2, "complete"),
+        ]
+    if backend == "redis":
+        await store.aclose()
+
+
+@pytest.mark.parametrize("sample", [-0.1, 1.5, float("nan"), True, "half"])
+def test_a_journal_sample_outside_0_to_1_is_refused(sample: Any) -> None:
+    with pytest.raises(ValueError, match=r"journal_sample .* from 0 .* to 1"):
+        MCPServer("Shop", keys=[KEY], store=MemoryStore(), journal_sample=sample)
+
+
+def test_the_journal_sample_can_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ENGINE_JOURNAL_SAMPLE", "0.25")
+    mcp = MCPServer("Shop", keys=[KEY], store=MemoryStore())
+    assert (services := mcp.runtime.store_services) is not None and services.journal.sample == 0.25
+    mcp = MCPServer("Shop", keys=[KEY], store=MemoryStore(), journal_sample=1)  # wins
+    assert (services := mcp.runtime.store_services) is not None and services.journal.journals(
+        "any call"
+    )
+    monkeypatch.setenv("ENGINE_JOURNAL_SAMPLE", "a quarter")
+    with pytest.raises(ValueError, match="ENGINE_JOURNAL_SAMPLE must be a number from 0 to 1"):
+        MCPServer("Shop", keys=[KEY], store=MemoryStore())
+
+
+async def test_journal_events_dropped_under_overload_are_counted_and_warned_about_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class StalledStore(MemoryStore):
+        async def append_many(self, items: list[tuple[str, dict[str, Any]]], ttl: float) -> None:
+            await anyio.sleep_forever()
+
+    mcp = MCPServer("journal", keys=[KEY], store=StalledStore())
+
+    @mcp.tool()
+    async def ping() -> str:
+        return "pong"
+
+    async with Client(mcp) as client:
+        for _ in range(2200):  # over what the writer's queue holds while it is stalled
+            assert (await client.call_tool("ping")).content[0]["text"] == "pong"
+    dropped = mcp.metrics.value("engine_journal_events_dropped_total")
+    assert 100 < dropped < 2200
+    warnings = [r for r in caplog.records if "journal writers are behind" in r.getMessage()]
+    assert len(warnings) == 1  # not one per dropped event
+
+
+async def test_a_journal_writer_with_whole_batches_waiting_writes_them_without_lingering(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from engine.store_services import journal_writer
+
+    monkeypatch.setattr(journal_writer, "JOURNAL_LINGER", 3600.0)  # a lone event would wait an hour
+    written: list[int] = []
+    both_written = anyio.Event()
+
+    class CountingStore(MemoryStore):
+        async def append_many(self, items: list[tuple[str, dict[str, Any]]], ttl: float) -> None:
+            written.append(len(items))
+            if len(written) == 2:
+                both_written.set()
+
+    mcp = MCPServer("journal", keys=[KEY], store=CountingStore())
+    async with mcp.running():
+        assert mcp.runtime.store_services is not None
+        for i in range(2 * journal_writer.JOURNAL_BATCH):
+            assert mcp.runtime.store_services.journal.enqueue(f"call-{i}", {"n": i})
+        with anyio.fail_after(10):
+            await both_written.wait()
+    assert written == [journal_writer.JOURNAL_BATCH, journal_writer.JOURNAL_BATCH]
