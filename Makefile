@@ -30,7 +30,7 @@ imports: $(STAMP)
 pytest: $(STAMP)
 	$(BIN)/python tests/redis_server.py -- $(BIN)/pytest $(PYTEST_ARGS)
 
-test: lint typecheck pytest
+test: lint typecheck imports pytest
 
 conformance: $(STAMP)
 	$(BIN)/python tests/run_conformance.py 2026-07-28 2025-11-25
