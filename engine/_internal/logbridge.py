@@ -114,5 +114,11 @@ async def forwarding_logs(level: str | None, notify: Notify | None) -> AsyncIter
                 yield
             finally:
                 sender.close()
+    except BaseExceptionGroup as group:
+        # The task group wraps what the block raised; the request's caller expects that
+        # exception itself (an MCPError is its JSON-RPC error), not a group of one.
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from None
+        raise
     finally:
         _current.reset(token)

@@ -19,6 +19,7 @@ from engine.fleet.sessions import LegacySession
 from engine.protocol import legacy
 from engine.protocol.dispatch import dispatch, error_response
 from engine.protocol.era import is_legacy
+from engine.protocol.errors import error_of
 from engine.protocol.jsonrpc import (
     error_bytes,
     loads,
@@ -104,8 +105,8 @@ class StdioSession:
         try:
             message = parse(raw)
             body = result_bytes(message.id, await legacy.handle(self.server, message, exchange))
-        except MCPError as exc:
-            body = error_bytes(request_id, exc)
+        except Exception as exc:  # whatever a request ends in, the process serves on
+            body = error_bytes(request_id, error_of(exc, self.server.metrics))
         if exchange.new_session is not None:
             self.session = exchange.new_session
             self.server.add_session_stream(self.session.id, self.notify)
