@@ -94,10 +94,11 @@ def content_blocks(value: Any) -> list[dict[str, Any]]:
 
 
 def is_content(value: Any) -> bool:
-    """Whether a returned value is content already: a block, or a sequence of blocks only."""
+    """Whether a returned value is content already: a block, or a non-empty sequence of blocks
+    only (an empty list is a value like any other: its structured result is ``[]``)."""
     if is_content_block(value):
         return True
-    return isinstance(value, SEQUENCES) and all(is_content_block(v) for v in value)
+    return isinstance(value, SEQUENCES) and bool(value) and all(is_content_block(v) for v in value)
 
 
 def error_result(text: str) -> dict[str, Any]:
