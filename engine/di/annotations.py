@@ -34,7 +34,21 @@ def named_parameters(
                 f"{label} parameter {param.name!r}: *args and **kwargs {problem}; "
                 "name each parameter"
             )
+        if isinstance(param.default, Resolve):
+            raise InvalidSignature(
+                f"{label} parameter {param.name!r}: Resolve(...) is given as its default value; "
+                f"declare it in the annotation instead: "
+                f"{param.name}: Annotated[{_annotation_text(param.annotation)}, {param.default!r}]"
+            )
         yield param
+
+
+def _annotation_text(annotation: Any) -> str:
+    if annotation is inspect.Parameter.empty:
+        return "T"
+    if isinstance(annotation, str):
+        return annotation
+    return getattr(annotation, "__name__", None) or repr(annotation)
 
 
 def is_context_annotation(annotation: Any) -> bool:

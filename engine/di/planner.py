@@ -150,6 +150,13 @@ def _form_model(name: str, arms: list[Any], value_type: Any) -> type[BaseModel] 
     """
     elicits = [arm for arm in arms if (get_origin(arm) or arm) is Elicit]
     candidates = [get_args(arm)[0] for arm in elicits if get_args(arm)]
+    for asked in candidates:
+        if not (isinstance(asked, type) and issubclass(asked, BaseModel)):
+            raise InvalidSignature(
+                f"Resolver {name!r} returns Elicit[{getattr(asked, '__name__', asked)!s}]: a "
+                "form is a pydantic model; declare one (class Form(BaseModel): ...) and return "
+                "Elicit[Form]"
+            )
     if not candidates:
         origin = get_origin(value_type)
         if origin is ElicitationResult or value_type is ElicitationResult:
