@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
+from engine._internal.introspect import callable_name
+from engine.handlers.base import Handler
 from engine.handlers.prompt import Prompt
 from engine.handlers.resource import Resource
 from engine.handlers.tool import Tool
@@ -26,23 +28,29 @@ class Registry:
         self.completer: Completer | None = None
 
     def add_tool(self, tool: Tool) -> Tool:
-        self.tools[tool.name] = tool
-        return tool
+        """Register ``tool``; the same function again is a no-op, another one under a name
+        already taken is refused (it would replace the first without a word)."""
+        known = _known(self.tools, tool.name, tool, "a tool", "@mcp.tool(name=...)")
+        if known is None:
+            self.tools[tool.name] = known = tool
+        return known
 
     def remove_tool(self, name: str) -> None:
         if self.tools.pop(name, None) is None:
             raise KeyError(f"Unknown tool: {name}")
 
     def add_prompt(self, prompt: Prompt) -> Prompt:
-        self.prompts[prompt.name] = prompt
-        return prompt
+        known = _known(self.prompts, prompt.name, prompt, "a prompt", "@mcp.prompt(name=...)")
+        if known is None:
+            self.prompts[prompt.name] = known = prompt
+        return known
 
     def add_resource(self, resource: Resource) -> Resource:
-        if resource.is_template:
-            self.templates[resource.uri] = resource
-        else:
-            self.resources[resource.uri] = resource
-        return resource
+        table = self.templates if resource.is_template else self.resources
+        known = _known(table, resource.uri, resource, "a resource", "another URI")
+        if known is None:
+            table[resource.uri] = known = resource
+        return known
 
     def find_resource(self, uri: str) -> tuple[Resource, dict[str, str]] | None:
         """The resource at ``uri`` and the template parameters it matched (``{}`` for a fixed
@@ -67,6 +75,23 @@ class Registry:
 
     def list_resource_templates(self) -> list[dict[str, Any]]:
         return [template.listing for template in self.templates.values()]
+
+
+H = TypeVar("H", bound=Handler)
+
+
+def _known(table: dict[str, H], key: str, handler: H, kind: str, rename: str) -> H | None:
+    """The handler already registered under ``key`` for the same function, ``None`` when the
+    key is free; ``ValueError`` when another function holds it."""
+    existing = table.get(key)
+    if existing is None:
+        return None
+    if existing.fn == handler.fn:
+        return existing
+    raise ValueError(
+        f"{kind.capitalize()} {key!r} is already registered (by {callable_name(existing.fn)}); "
+        f"register {callable_name(handler.fn)} as {kind} with {rename}, or remove the first one"
+    )
 
 
 __all__ = ["Completer", "Registry"]
