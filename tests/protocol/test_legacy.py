@@ -32,7 +32,7 @@ from tests.fleet_helpers import RoundRobinProxy, engine_fleet, serve_asgi
 
 pytestmark = pytest.mark.anyio
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 REDIS = os.environ.get("ENGINE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 TIMEOUT = 20.0
 
