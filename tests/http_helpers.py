@@ -1,8 +1,9 @@
 """Speaking 2026-07-28 Streamable HTTP to an engine app: request builders, checks, a real server.
 
-``request()`` builds a body whose ``params._meta`` carries the version and capabilities;
-``post()`` sends it with the headers the body requires (``MCP-Protocol-Version``,
-``Mcp-Method``, ``Mcp-Name``), any of which a test can override or drop.
+``request()`` (``call()`` for ``tools/call``) builds a body whose ``params._meta`` carries the
+version and capabilities; ``post()`` sends it with the headers the body requires
+(``MCP-Protocol-Version``, ``Mcp-Method``, ``Mcp-Name``), any of which a test can override or
+drop. ``first_round()`` and ``retry()`` are the two rounds of the bookshop's ``order_book``.
 """
 
 from __future__ import annotations
@@ -67,6 +68,13 @@ def request(
         },
     }
     return body
+
+
+def call(name: str, arguments: dict[str, Any] | None = None, **options: Any) -> dict[str, Any]:
+    params: dict[str, Any] = {"name": name}
+    if arguments is not None:
+        params["arguments"] = arguments
+    return request("tools/call", params, **options)
 
 
 def sentinel(value: str) -> str:
@@ -172,6 +180,35 @@ def assert_json_rpc(response: httpx.Response) -> None:
 
 def text_of(result: Mapping[str, Any]) -> str:
     return "".join(block["text"] for block in result["content"] if block["type"] == "text")
+
+
+# --- the bookshop's order_book over HTTP (examples/bookshop.py) --------------------------------
+
+REPLICA = "replica-7"
+"""The replica name the HTTP tests give the bookshop."""
+YES = {"action": "accept", "content": {"confirm": True}}
+
+
+async def first_round(shop: httpx.AsyncClient, title: str = "Neuromancer") -> dict[str, Any]:
+    body = call("order_book", {"title": title}, capabilities={"elicitation": {}})
+    result = assert_result(await post(shop, body))
+    assert result["resultType"] == "input_required"
+    assert set(result["inputRequests"]) == {"confirm_backorder"}
+    return result
+
+
+def retry(state: Any, answers: Any = None, title: str = "Neuromancer") -> dict[str, Any]:
+    params = {
+        "name": "order_book",
+        "arguments": {"title": title},
+        "inputResponses": {"confirm_backorder": YES} if answers is None else answers,
+        "requestState": state,
+    }
+    return request("tools/call", params, capabilities={"elicitation": {}})
+
+
+def flip(token: str, at: int) -> str:
+    return token[:at] + ("A" if token[at] != "A" else "B") + token[at + 1 :]
 
 
 # --- a real server ----------------------------------------------------------------------------

@@ -15,9 +15,17 @@ from engine.testing import Client, ProtocolError
 from examples.bookshop import build
 from stores import ClaimResult, MemoryStore, RedisStore, StoreUnavailable
 from tests.conftest import KEY
-from tests.http_helpers import asgi_client, assert_error, assert_result, post, text_of
+from tests.http_helpers import (
+    REPLICA,
+    asgi_client,
+    assert_error,
+    assert_result,
+    first_round,
+    post,
+    retry,
+    text_of,
+)
 from tests.private_redis import REDIS_SERVER, PrivateRedis, free_ports
-from tests.test_http import REPLICA, first_round, retry
 
 pytestmark = pytest.mark.anyio
 

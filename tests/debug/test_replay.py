@@ -18,7 +18,7 @@ from examples.bookshop import build
 from stores import MemoryStore, Store
 from tests.conftest import KEY
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 GOOD = FIXTURES / "order_book_neuromancer.json"
 REWORDED = FIXTURES / "order_book_reworded.json"
 YES = {"action": "accept", "content": {"confirm": True}}
@@ -377,7 +377,7 @@ async def test_a_legacy_call_is_journaled_with_its_questions_and_answers_and_rep
     import mcp_types as types
 
     from tests.fleet_helpers import serve_asgi
-    from tests.test_legacy import TIMEOUT, legacy_client
+    from tests.protocol.test_legacy import TIMEOUT, legacy_client
 
     async def answer(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
         reply = answers(params.model_dump())

@@ -26,7 +26,7 @@ from stores import MemoryStore, RedisStore
 from tests.conftest import KEY
 from tests.private_redis import PrivateRedis, free_ports
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.anyio
 

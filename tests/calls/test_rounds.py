@@ -3,7 +3,6 @@
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import replace
 from typing import Annotated, Any
 
 import anyio
@@ -378,103 +377,6 @@ async def test_generator_resolvers_clean_up_after_suspend_and_failure() -> None:
     assert events.count("close") == 2
 
 
-async def test_invalid_arguments_give_a_readable_error_result() -> None:
-    mcp = MCPServer("Args", keys=[KEY])
-
-    @mcp.tool()
-    def add(a: int, b: int) -> int:
-        return a + b
-
-    async with Client(mcp) as client:
-        missing = await client.call_tool("add", {"a": 1})
-        wrong = await client.call_tool("add", {"a": "x", "b": 2})
-        fine = await client.call_tool("add", {"a": 1, "b": 2})
-    assert missing.is_error and missing.text == "Invalid arguments for tool add: b: Field required"
-    assert wrong.is_error and wrong.text.startswith("Invalid arguments for tool add: a: Input ")
-    assert fine.structured_content == {"result": 3}
-
-
-def _through_the_model(signature: Any, raw: Any) -> dict[str, Any] | str:
-    """What the arguments model alone makes of ``raw``: the values, or the error text."""
-    from engine.calls.arguments import InvalidArguments, validate_arguments
-
-    try:
-        return validate_arguments(replace(signature, plain_arguments=None), raw)
-    except InvalidArguments as exc:
-        return str(exc)
-
-
-def _validated(signature: Any, raw: Any) -> dict[str, Any] | str:
-    from engine.calls.arguments import InvalidArguments, validate_arguments
-
-    try:
-        return validate_arguments(signature, raw)
-    except InvalidArguments as exc:
-        return str(exc)
-
-
-def test_plain_arguments_validate_exactly_as_the_model_does() -> None:
-    from engine.di.signature import analyze
-
-    def book(
-        title: str,
-        copies: int,
-        price: float = 9.5,
-        gift: bool = False,
-        note: Annotated[str, Field(description="for the card")] = "",
-        shelf: int = None,  # type: ignore[assignment]  # noqa: RUF013 - a None default is not validated
-    ) -> str:
-        return title
-
-    signature = analyze(book, "book")
-    assert signature.plain_arguments is not None
-    inputs: list[Any] = [
-        {"title": "Dune", "copies": 2},
-        {"title": "Dune", "copies": 2, "price": 12.0, "gift": True, "note": "hi", "shelf": 3},
-        {"title": "Dune", "copies": 2, "price": 12},  # an int for a float becomes 12.0
-        {"title": "Dune", "copies": "2"},  # lax: "2" becomes 2
-        {"title": "Dune", "copies": 2.0},
-        {"title": "Dune", "copies": True},
-        {"title": "Dune", "copies": 2, "shelf": None},  # explicit None is validated
-        {"title": "Dune", "copies": 2, "extra": [1, 2]},  # extra keys are ignored
-        {"title": 7, "copies": 2},
-        {"copies": 2},
-        {},
-        None,
-    ]
-    for raw in inputs:
-        expected = _through_the_model(signature, raw)
-        got = _validated(signature, raw)
-        assert got == expected, raw
-        if isinstance(expected, dict):
-            assert [type(v) for v in got.values()] == [type(v) for v in expected.values()], raw
-
-
-def test_arguments_with_constraints_or_aliases_always_go_through_the_model() -> None:
-    from engine.di.signature import analyze
-
-    def short(title: Annotated[str, Field(max_length=3)]) -> str:
-        return title
-
-    def aliased(title: Annotated[str, Field(alias="name")]) -> str:
-        return title
-
-    def optional(title: str | None = None) -> str:
-        return title or ""
-
-    def listed(titles: list[str]) -> str:
-        return ",".join(titles)
-
-    def strict(copies: Annotated[int, Field(strict=True)]) -> int:
-        return copies
-
-    for fn in (short, aliased, optional, listed, strict):
-        assert analyze(fn, fn.__name__).plain_arguments is None, fn.__name__
-    assert _validated(analyze(short, "short"), {"title": "Dune"}).endswith(  # type: ignore[union-attr]
-        "title: String should have at most 3 characters"
-    )
-
-
 async def test_malformed_answers_ask_again_and_extra_keys_are_ignored() -> None:
     mcp = build(keys=[KEY])
     async with Client(mcp, elicitation=always(YES)) as client:
@@ -564,52 +466,6 @@ async def test_a_changed_question_is_asked_again() -> None:
         )
     assert second["resultType"] == "input_required"
     assert second["inputRequests"]["confirm"]["params"]["message"] == "Order anyway, really?"
-
-
-def test_a_question_asked_again_keeps_the_fingerprint_of_its_rendering() -> None:
-    from engine.questions.kinds import ElicitURL
-    from engine.questions.rendering import Rendered, fingerprint
-
-    class Urgent(Elicit[Backorder]):
-        """A subclass that renders more than its message and form: never remembered."""
-
-        def __init__(self, message: str, level: int) -> None:
-            super().__init__(message, Backorder)
-            self.level = level
-
-        def render(self) -> dict[str, Any]:
-            return {**super().render(), "level": self.level}
-
-    asked = [
-        Elicit("Order anyway?", Backorder),
-        Elicit("Order anyway?", Backorder),
-        Elicit("Order anyway, really?", Backorder),
-        ElicitURL("Sign in", "https://example.com/a"),
-        ElicitURL("Sign in", "https://example.com/b"),
-        Urgent("Order anyway?", 1),
-        Urgent("Order anyway?", 2),
-    ]
-    for question in asked + asked:  # the second time from what is remembered
-        assert Rendered.of(question).fingerprint == fingerprint(question.render())
-    assert len({Rendered.of(q).fingerprint for q in asked}) == len(asked) - 1
-
-
-def test_instance_tests_answer_as_isinstance_for_every_type_they_meet() -> None:
-    from engine._internal import typecache as instances
-    from engine._internal.typecache import instance_test
-
-    is_outcome = instance_test(AcceptedElicitation, DeclinedElicitation)
-    accepted = AcceptedElicitation[int](data=1)
-    for _ in range(2):  # the second pass answers from what the first remembered
-        assert is_outcome(accepted)
-        assert is_outcome(DeclinedElicitation())
-        assert not is_outcome("accept")
-        assert not is_outcome({"action": "accept"})
-
-    kinds = [type(f"Made{i}", (BaseModel,), {}) for i in range(instances.REMEMBERED_TYPES + 5)]
-    is_model = instance_test(BaseModel)
-    assert all(is_model(kind()) for kind in kinds)  # past the bound it forgets and stays right
-    assert not is_model(3)
 
 
 @pytest.mark.parametrize("with_store", [False, True])
