@@ -20,7 +20,17 @@ def _quiet_ephemeral_key_warning(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO)
 
 
-TEST_REDIS = os.environ.get("ENGINE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+def redis_for_tests() -> str:
+    """The Redis the tests may write to: the one ``tests/redis_server.py`` started (or was
+    told to use), never one found running on the machine."""
+    url = os.environ.get("ENGINE_TEST_REDIS_URL")
+    if not url:
+        pytest.fail(
+            "ENGINE_TEST_REDIS_URL is not set: run the tests through "
+            "`python tests/redis_server.py -- pytest ...` (as `make test` does), which starts a "
+            "private redis-server"
+        )
+    return url
 
 
 @pytest.fixture
@@ -28,9 +38,10 @@ async def redis_url() -> AsyncIterator[str]:
     """A Redis store URL with a private key prefix, whose keys are dropped afterwards."""
     import redis.asyncio
 
+    server = redis_for_tests()
     prefix = f"engine-test-{os.urandom(4).hex()}"
-    yield f"{TEST_REDIS}?prefix={prefix}"
-    client = redis.asyncio.Redis.from_url(TEST_REDIS)
+    yield f"{server}?prefix={prefix}"
+    client = redis.asyncio.Redis.from_url(server)
     async for key in client.scan_iter(match=f"{prefix}:*"):
         await client.delete(key)
     await client.aclose()

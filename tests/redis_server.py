@@ -1,7 +1,10 @@
-"""Run a command with a reachable Redis server, starting a private one when none answers.
+"""Run a command with a Redis server of its own: a private ``redis-server`` on a free port.
 
 Usage: ``python tests/redis_server.py -- COMMAND ...``. Exports ``ENGINE_TEST_REDIS_URL`` to the
-command. Redis tests use their own key prefix, so sharing the machine's server is safe.
+command. The tests never write to a Redis that is already running (a developer's or a shared
+one) unless told to with ``ENGINE_TEST_REDIS=redis://host:port/db``; without that and without
+a ``redis-server`` binary, the Redis tests fail under ``ENGINE_REQUIRE_REDIS=1`` (CI) and are
+skipped otherwise.
 """
 
 from __future__ import annotations
@@ -35,38 +38,43 @@ def main(argv: list[str]) -> int:
     env = dict(os.environ)
     server: subprocess.Popen[bytes] | None = None
     workdir = None
-    if "ENGINE_TEST_REDIS_URL" not in env:
-        if _answers("127.0.0.1", 6379):
-            env["ENGINE_TEST_REDIS_URL"] = "redis://127.0.0.1:6379/0"
-        elif shutil.which("redis-server"):
-            port = _free_port()
-            workdir = tempfile.mkdtemp(prefix="engine-redis-")
-            print(f"no Redis on 127.0.0.1:6379; starting redis-server on port {port}", flush=True)
-            server = subprocess.Popen(
-                [
-                    "redis-server",
-                    "--port",
-                    str(port),
-                    "--bind",
-                    "127.0.0.1",
-                    "--save",
-                    "",
-                    "--appendonly",
-                    "no",
-                    "--dir",
-                    workdir,
-                ],
-                stdout=subprocess.DEVNULL,
-            )
-            deadline = time.monotonic() + 10
-            while not _answers("127.0.0.1", port):
-                if time.monotonic() > deadline or server.poll() is not None:
-                    print("redis-server did not start", file=sys.stderr)
-                    return 2
-                time.sleep(0.05)
-            env["ENGINE_TEST_REDIS_URL"] = f"redis://127.0.0.1:{port}/0"
-        else:
-            print("no Redis reachable and no redis-server installed", file=sys.stderr)
+    told = env.get("ENGINE_TEST_REDIS")
+    if told:
+        env["ENGINE_TEST_REDIS_URL"] = told
+    elif "ENGINE_TEST_REDIS_URL" in env:
+        pass  # an outer run already started one
+    elif shutil.which("redis-server"):
+        port = _free_port()
+        workdir = tempfile.mkdtemp(prefix="engine-redis-")
+        server = subprocess.Popen(
+            [
+                "redis-server",
+                "--port",
+                str(port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                workdir,
+            ],
+            stdout=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 10
+        while not _answers("127.0.0.1", port):
+            if time.monotonic() > deadline or server.poll() is not None:
+                print("redis-server did not start", file=sys.stderr)
+                return 2
+            time.sleep(0.05)
+        env["ENGINE_TEST_REDIS_URL"] = f"redis://127.0.0.1:{port}/0"
+    else:
+        print(
+            "no redis-server installed: the Redis tests cannot run (install redis-server, or "
+            "set ENGINE_TEST_REDIS=redis://host:port/db to use a server you choose)",
+            file=sys.stderr,
+        )
     try:
         return subprocess.call(command, env=env)
     finally:

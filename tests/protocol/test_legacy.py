@@ -27,13 +27,12 @@ from engine import Context, MCPServer
 from examples.bookshop import build as build_bookshop
 from examples.seeds import recommend_book
 from stores import MemoryStore
-from tests.conftest import KEY
+from tests.conftest import KEY, redis_for_tests
 from tests.fleet_helpers import RoundRobinProxy, engine_fleet, serve_asgi
 
 pytestmark = pytest.mark.anyio
 
 ROOT = Path(__file__).resolve().parents[2]
-REDIS = os.environ.get("ENGINE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 TIMEOUT = 20.0
 
 
@@ -98,7 +97,7 @@ async def redis_prefix() -> AsyncIterator[str]:
 
     prefix = f"engine-legacy-{os.urandom(4).hex()}"
     yield prefix
-    client = redis.asyncio.Redis.from_url(REDIS)
+    client = redis.asyncio.Redis.from_url(redis_for_tests())
     async for key in client.scan_iter(match=f"{prefix}:*"):
         await client.delete(key)
     await client.aclose()
@@ -107,7 +106,7 @@ async def redis_prefix() -> AsyncIterator[str]:
 async def test_two_replicas_behind_round_robin_serve_one_legacy_session(
     tmp_path: Path, redis_prefix: str
 ) -> None:
-    store = {"ENGINE_STORE": f"{REDIS}?prefix={redis_prefix}"}
+    store = {"ENGINE_STORE": f"{redis_for_tests()}?prefix={redis_prefix}"}
     keys = {"replica-a": KEY, "replica-b": KEY}
     with engine_fleet("examples/bookshop_server.py", keys, tmp_path, extra_env=store) as fleet:
         proxy = RoundRobinProxy([fleet["replica-a"].base_url, fleet["replica-b"].base_url])
@@ -292,7 +291,7 @@ async def test_a_client_that_never_answers_gets_a_clear_error() -> None:
 async def test_when_the_replica_holding_a_call_dies_the_client_gets_an_error_not_a_hang(
     tmp_path: Path, redis_prefix: str
 ) -> None:
-    store = {"ENGINE_STORE": f"{REDIS}?prefix={redis_prefix}"}
+    store = {"ENGINE_STORE": f"{redis_for_tests()}?prefix={redis_prefix}"}
     keys = {"replica-a": KEY, "replica-b": KEY}
     with engine_fleet("examples/bookshop_server.py", keys, tmp_path, extra_env=store) as fleet:
         a, b = fleet["replica-a"].url, fleet["replica-b"].url
