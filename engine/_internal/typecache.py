@@ -1,9 +1,10 @@
 """``isinstance`` against pydantic model classes, answered once per exact type.
 
 A model class's metaclass derives from ``ABCMeta``, so ``isinstance(value, SomeModel)`` goes
-through the ABC machinery: several hundred nanoseconds, more for a tuple of models, paid on every
-round for every resolver value and every result. For one exact type the answer never changes
-(these classes register no virtual subclasses), so it is computed once and looked up after.
+through the ABC machinery (subclass hooks and their caches), and the test runs on every round
+for every resolver value and every result. For one exact type the answer never changes (these
+classes register no virtual subclasses), so it is computed once and looked up after: a dict
+lookup instead of the ABC check.
 """
 
 from __future__ import annotations

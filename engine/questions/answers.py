@@ -2,9 +2,10 @@
 
 On 2026-07-28 a question is answered from the call's record, from the client's
 ``inputResponses``, or it is pending and the round ends with ``input_required``
-(:class:`StatelessAnswers`). On 2025-11-25 the same question becomes a server→client request and the
-round waits for the response in place; that asker lives with the legacy transport. The round
-machine only ever calls :meth:`AnswerSource.ask`.
+(:class:`StatelessAnswers`). On 2025-11-25 the same question becomes a server→client request
+and the round waits for the response in place
+(:class:`~engine.fleet.backchannel.BackChannelAnswers`). The round machine only ever calls
+:meth:`AnswerSource.ask`.
 """
 
 from __future__ import annotations
