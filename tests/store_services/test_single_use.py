@@ -8,6 +8,7 @@ import pytest
 from engine.testing import Client, ProtocolError
 from stores import MemoryStore
 from tests.store_services.helpers import YES, first_round, order_server, retry, round_of
+from tests.stores.fake_clock import FakeClock
 
 pytestmark = pytest.mark.anyio
 
@@ -110,18 +111,21 @@ async def test_a_thousand_duplicate_final_rounds_over_two_replicas_with_redis(
 
 async def test_a_round_claimed_by_a_replica_that_died_runs_once_its_lease_lapses() -> None:
     counter: list[int] = []
-    store = MemoryStore()
+    clock = FakeClock()
+    store = MemoryStore(clock=clock.now)
     mcp = order_server(store, counter)
     assert mcp.runtime.store_services is not None
-    mcp.runtime.store_services.claims.lease = 0.3
     mcp.runtime.store_services.claims.wait_duplicates = 0.05
     async with Client(mcp, elicitation=lambda p: YES) as client:
         state = (await first_round(client))["requestState"]
         # A replica claimed round 1 of this call with the same answers, then died.
-        await store.claim(*round_of(mcp, state), 0.3, owner=b"dead-replica")
+        await store.claim(*round_of(mcp, state), 30, owner=b"dead-replica")
         waiting = await client.send("tools/call", retry(state))
-        await anyio.sleep(0.35)
+        clock.advance(29)
+        still_waiting = await client.send("tools/call", retry(state))
+        clock.advance(1.5)  # the dead replica's lease lapses
         done = await client.send("tools/call", retry(state))
+    assert still_waiting == waiting
     assert waiting["resultType"] == "input_required" and "inputRequests" not in waiting
     assert done["content"][0]["text"] == "Backordered 'Neuromancer'; it ships in 2-3 weeks."
     assert counter == [1]
