@@ -7,11 +7,12 @@ owns in :class:`~engine.runtime.Runtime`, its configuration in :class:`~engine.s
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any, TypeVar, Unpack
 
 import anyio
 
+from engine._internal.keywords import refuse_unknown
 from engine._internal.metrics import Metrics
 from engine.calls.reply import CallRequest, RoundReply
 from engine.calls.runner import Principal
@@ -21,17 +22,17 @@ from engine.fleet.backchannel import BackChannel
 from engine.fleet.bus import Bus
 from engine.fleet.notifications import Listener, Notifications
 from engine.fleet.sessions import SessionRegistry
+from engine.handlers.base import HandlerOptions
 from engine.handlers.prompt import Prompt
-from engine.handlers.resource import Resource
+from engine.handlers.resource import Resource, ResourceOptions
 from engine.handlers.results import ReadResourceContents
-from engine.handlers.tool import Tool
+from engine.handlers.tool import Tool, ToolOptions
 from engine.operations import Operations
 from engine.questions.answers import AnswerSource
 from engine.registry import Registry
 from engine.runtime import Runtime
-from engine.settings import Settings
-from engine.state.seal import KeyRing, KeySpec
-from engine.types import Icon, ToolAnnotations
+from engine.settings import SERVER_OPTIONS, ServerOptions, Settings
+from engine.state.seal import KeyRing
 from stores.base import Store
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -41,7 +42,9 @@ Lifespan = Callable[["MCPServer"], contextlib.AbstractAsyncContextManager[Any]]
 class MCPServer:
     """An MCP server whose tool calls run as resumable rounds that any replica can resume.
 
-    ``name``, ``instructions`` and ``version`` are what clients are told about the server.
+    ``name``, ``instructions`` and ``version`` are what clients are told about the server. The
+    other options are keywords; all but ``principal`` and ``lifespan`` are declared once, in
+    :class:`~engine.settings.ServerOptions`, and defaulted by ``Settings.build``.
 
     Tokens (see docs/state.md):
 
@@ -83,49 +86,15 @@ class MCPServer:
         instructions: str | None = None,
         *,
         version: str = "0.1.0",
-        keys: Iterable[KeySpec] | KeyRing | None = None,
-        audience: str | None = None,
         principal: Principal | None = None,
-        state_ttl: int = 600,
-        max_token_chars: int = 64 * 1024,
-        max_inline_state: int | None = None,
-        trust_unsolicited_answers: bool = False,
         lifespan: Lifespan | None = None,
-        list_ttl_ms: int = 0,
-        replica_id: str | None = None,
-        store: str | Store | None = None,
-        spill_threshold: int = 4 * 1024,
-        journal_arguments: bool | None = None,
-        journal_ttl: float = 24 * 3600,
-        journal_sample: float | None = None,
-        duplicate_wait: float = 2.0,
-        claim_lease: float = 30.0,
-        session_ttl: float = 3600,
-        legacy_answer_timeout: float = 300,
+        **options: Unpack[ServerOptions],
     ) -> None:
+        refuse_unknown("MCPServer.__init__", options, SERVER_OPTIONS)
         self.name = name
         self.instructions = instructions
         self.version = version
-        self.settings = Settings.build(
-            name=name,
-            keys=keys,
-            audience=audience,
-            state_ttl=state_ttl,
-            max_token_chars=max_token_chars,
-            max_inline_state=max_inline_state,
-            trust_unsolicited_answers=trust_unsolicited_answers,
-            list_ttl_ms=list_ttl_ms,
-            replica_id=replica_id,
-            store=store,
-            spill_threshold=spill_threshold,
-            journal_arguments=journal_arguments,
-            journal_ttl=journal_ttl,
-            journal_sample=journal_sample,
-            duplicate_wait=duplicate_wait,
-            claim_lease=claim_lease,
-            session_ttl=session_ttl,
-            legacy_answer_timeout=legacy_answer_timeout,
-        )
+        self.settings = Settings.build(name=name, **options)
         self.lifespan = lifespan
         self.lifespan_context: Any = {}
         self.dependency_overrides = DependencyOverrides()
@@ -179,95 +148,58 @@ class MCPServer:
 
     # --- registration ---------------------------------------------------------------------------
 
-    def tool(
-        self,
-        name: str | None = None,
-        *,
-        title: str | None = None,
-        description: str | None = None,
-        annotations: ToolAnnotations | None = None,
-        icons: list[Icon] | None = None,
-        meta: dict[str, Any] | None = None,
-        structured_output: bool | None = None,
-        input_schema: dict[str, Any] | None = None,
-    ) -> Callable[[F], F]:
+    def tool(self, name: str | None = None, **options: Unpack[ToolOptions]) -> Callable[[F], F]:
         """Register a function as a tool; its signature is analysed now, not at call time.
 
-        ``input_schema`` replaces the listed schema (the arguments are still validated against
-        the function's parameters).
+        ``name`` is what it is listed and called by (the function's name when not given); the
+        other options are :class:`~engine.handlers.tool.ToolOptions`.
         """
         if callable(name):
             raise TypeError("Use @mcp.tool() with parentheses")
+        refuse_unknown("MCPServer.tool", options, ToolOptions.__optional_keys__)
+        return _registering(lambda fn: self.add_tool(fn, name, **options))
 
-        def decorator(fn: F) -> F:
-            self.add_tool(
-                fn,
-                name=name,
-                title=title,
-                description=description,
-                annotations=annotations,
-                icons=icons,
-                meta=meta,
-                structured_output=structured_output,
-                input_schema=input_schema,
-            )
-            return fn
-
-        return decorator
-
-    def add_tool(self, fn: Callable[..., Any], **options: Any) -> Tool:
+    def add_tool(
+        self, fn: Callable[..., Any], name: str | None = None, **options: Unpack[ToolOptions]
+    ) -> Tool:
         """Register a plain function as a tool, exactly as ``@mcp.tool()`` would."""
-        return self.registry.add_tool(Tool(fn, **options))
+        return self.registry.add_tool(Tool(fn, name, **options))
 
     def remove_tool(self, name: str) -> None:
         self.registry.remove_tool(name)
 
     def prompt(
-        self,
-        name: str | None = None,
-        *,
-        title: str | None = None,
-        description: str | None = None,
-        icons: list[Icon] | None = None,
+        self, name: str | None = None, **options: Unpack[HandlerOptions]
     ) -> Callable[[F], F]:
+        """Register a function as a prompt; ``options`` are
+        :class:`~engine.handlers.base.HandlerOptions`."""
         if callable(name):
             raise TypeError("Use @mcp.prompt() with parentheses")
+        refuse_unknown("MCPServer.prompt", options, HandlerOptions.__optional_keys__)
+        return _registering(lambda fn: self.add_prompt(fn, name, **options))
 
-        def decorator(fn: F) -> F:
-            self.add_prompt(fn, name=name, title=title, description=description, icons=icons)
-            return fn
-
-        return decorator
-
-    def add_prompt(self, fn: Callable[..., Any], **options: Any) -> Prompt:
-        return self.registry.add_prompt(Prompt(fn, **options))
+    def add_prompt(
+        self, fn: Callable[..., Any], name: str | None = None, **options: Unpack[HandlerOptions]
+    ) -> Prompt:
+        return self.registry.add_prompt(Prompt(fn, name, **options))
 
     def resource(
+        self, uri: str, *, name: str | None = None, **options: Unpack[ResourceOptions]
+    ) -> Callable[[F], F]:
+        """Register a function as the resource at ``uri`` (a template when it has ``{name}``
+        parts); ``options`` are :class:`~engine.handlers.resource.ResourceOptions`."""
+        refuse_unknown("MCPServer.resource", options, ResourceOptions.__optional_keys__)
+        return _registering(lambda fn: self.add_resource(fn, uri, name=name, **options))
+
+    def add_resource(
         self,
+        fn: Callable[..., Any],
         uri: str,
         *,
         name: str | None = None,
-        title: str | None = None,
-        description: str | None = None,
-        mime_type: str | None = None,
-        icons: list[Icon] | None = None,
-    ) -> Callable[[F], F]:
-        def decorator(fn: F) -> F:
-            self.add_resource(
-                fn,
-                uri,
-                name=name,
-                title=title,
-                description=description,
-                mime_type=mime_type,
-                icons=icons,
-            )
-            return fn
-
-        return decorator
-
-    def add_resource(self, fn: Callable[..., Any], uri: str, **options: Any) -> Resource:
-        return self.registry.add_resource(Resource(fn, uri, **options))
+        **options: Unpack[ResourceOptions],
+    ) -> Resource:
+        return self.registry.add_resource(Resource(fn, uri, name=name, **options))
 
     # --- listings -------------------------------------------------------------------------------
 
@@ -456,6 +388,16 @@ class MCPServer:
                 stack.callback(setattr, self, "lifespan_context", {})
             await stack.enter_async_context(self.runtime.running())
             yield self
+
+
+def _registering(register: Callable[[Any], object]) -> Callable[[F], F]:
+    """A decorator that registers the function it is given, and returns it unchanged."""
+
+    def decorator(fn: F) -> F:
+        register(fn)
+        return fn
+
+    return decorator
 
 
 __all__ = ["MCPServer"]

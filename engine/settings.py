@@ -11,7 +11,7 @@ import math
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from engine.state.seal import KeyRing, KeySpec
 
@@ -19,6 +19,33 @@ if TYPE_CHECKING:
     from stores.base import Store
 
 Environ = Mapping[str, str]
+
+
+class ServerOptions(TypedDict, total=False):
+    """What ``MCPServer(...)`` may be given besides its name, instructions, version, principal
+    and lifespan: declared here once, documented on ``MCPServer``, defaulted by
+    :meth:`Settings.build`."""
+
+    keys: Iterable[KeySpec] | KeyRing | None
+    audience: str | None
+    state_ttl: int
+    max_token_chars: int
+    max_inline_state: int | None
+    trust_unsolicited_answers: bool
+    store: str | Store | None
+    spill_threshold: int
+    duplicate_wait: float
+    claim_lease: float
+    journal_arguments: bool | None
+    journal_ttl: float
+    journal_sample: float | None
+    session_ttl: float
+    legacy_answer_timeout: float
+    list_ttl_ms: int
+    replica_id: str | None
+
+
+SERVER_OPTIONS = ServerOptions.__optional_keys__
 
 _ON = ("1", "true", "yes", "on")
 _OFF = ("0", "false", "no", "off")
@@ -88,45 +115,37 @@ class Settings:
 
     @classmethod
     def build(
-        cls,
-        *,
-        name: str,
-        keys: Iterable[KeySpec] | KeyRing | None = None,
-        audience: str | None = None,
-        state_ttl: int = 600,
-        max_token_chars: int = 64 * 1024,
-        max_inline_state: int | None = None,
-        trust_unsolicited_answers: bool = False,
-        list_ttl_ms: int = 0,
-        replica_id: str | None = None,
-        store: str | Store | None = None,
-        spill_threshold: int = 4 * 1024,
-        journal_arguments: bool | None = None,
-        journal_ttl: float = 24 * 3600,
-        journal_sample: float | None = None,
-        duplicate_wait: float = 2.0,
-        claim_lease: float = 30.0,
-        session_ttl: float = 3600,
-        legacy_answer_timeout: float = 300,
-        environ: Environ | None = None,
+        cls, *, name: str, environ: Environ | None = None, **options: Unpack[ServerOptions]
     ) -> Settings:
-        """The settings of a server named ``name``: each ``None`` is taken from ``environ``
-        (default: ``os.environ``), else from its default. See ``MCPServer`` for each one."""
+        """The settings of a server named ``name`` (see ``MCPServer`` for each option).
+
+        An option not given takes its default, here. Those with an ``ENGINE_*`` variable
+        (``keys``, ``store``, ``replica_id``, ``journal_arguments``, ``journal_sample``) read it
+        from ``environ`` (default: ``os.environ``) when not given or ``None``.
+        """
         env = os.environ if environ is None else environ
+        state_ttl = options.get("state_ttl", 600)
         if int(state_ttl) < 1:
             raise ValueError("state_ttl must be a whole number of seconds, at least 1")
+        max_token_chars = options.get("max_token_chars", 64 * 1024)
+        max_inline_state = options.get("max_inline_state")
+        journal_arguments = options.get("journal_arguments")
         if journal_arguments is None:
             journal_arguments = env_flag(env, "ENGINE_JOURNAL_ARGUMENTS", default=False)
+        journal_sample = options.get("journal_sample")
         if journal_sample is None:
             journal_sample = env_number(
                 env, "ENGINE_JOURNAL_SAMPLE", default=1.0, hint="from 0 to 1"
             )
+        store = options.get("store")
         return cls(
-            keys=_key_ring(keys, env),
-            replica_id=replica_id or env.get("ENGINE_REPLICA_ID") or f"pid-{os.getpid()}",
-            list_ttl_ms=list_ttl_ms,
+            keys=_key_ring(options.get("keys"), env),
+            replica_id=(
+                options.get("replica_id") or env.get("ENGINE_REPLICA_ID") or f"pid-{os.getpid()}"
+            ),
+            list_ttl_ms=options.get("list_ttl_ms", 0),
             tokens=TokenSettings(
-                audience=audience or name,
+                audience=options.get("audience") or name,
                 state_ttl=int(state_ttl),
                 max_token_chars=max_token_chars,
                 # A sealed token is about 4/3 of the state plus ~100 characters of claims: the
@@ -136,20 +155,23 @@ class Settings:
                     if max_inline_state is not None
                     else max_token_chars * 3 // 4 - 256
                 ),
-                trust_unsolicited_answers=trust_unsolicited_answers,
+                trust_unsolicited_answers=options.get("trust_unsolicited_answers", False),
             ),
             store=StoreSettings(
                 store=store if store is not None else env.get("ENGINE_STORE") or None,
-                spill_threshold=spill_threshold,
-                duplicate_wait=duplicate_wait,
-                claim_lease=claim_lease,
+                spill_threshold=options.get("spill_threshold", 4 * 1024),
+                duplicate_wait=options.get("duplicate_wait", 2.0),
+                claim_lease=options.get("claim_lease", 30.0),
             ),
             journal=JournalSettings(
                 arguments=journal_arguments,
-                ttl=journal_ttl,
+                ttl=options.get("journal_ttl", 24 * 3600),
                 sample=check_journal_sample(journal_sample),
             ),
-            legacy=LegacySettings(session_ttl=session_ttl, answer_timeout=legacy_answer_timeout),
+            legacy=LegacySettings(
+                session_ttl=options.get("session_ttl", 3600),
+                answer_timeout=options.get("legacy_answer_timeout", 300),
+            ),
             serve=ServeSettings(
                 drain_timeout=env_number(
                     env, "ENGINE_DRAIN_TIMEOUT", default=25.0, hint="of seconds"

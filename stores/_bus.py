@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from ._listeners import listening
+
 log = logging.getLogger(__name__)
 
 DEFAULT_BUFFER = 256
@@ -61,16 +63,10 @@ class LocalBus:
         if self._closed:
             raise RuntimeError("this store is closed; open a new one to subscribe")
         send, receive = anyio.create_memory_object_stream[bytes](self._buffer)
-        sub = _Subscriber(send, receive)
-        self._topics.setdefault(topic, set()).add(sub)
         try:
-            yield receive
+            with listening(self._topics, topic, _Subscriber(send, receive)):
+                yield receive
         finally:
-            subs = self._topics.get(topic)
-            if subs is not None:
-                subs.discard(sub)
-                if not subs:
-                    del self._topics[topic]
             send.close()
             receive.close()
 

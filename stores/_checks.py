@@ -44,10 +44,15 @@ def check_round_key(call_id: str, round_no: int) -> None:
     check_round(round_no)
 
 
-def check_round_op(call_id: str, round_no: int, ttl: float) -> None:
-    """`check_round_key` and `check_ttl` in one call: a claim and a completion run on every
-    resumed round, so the usual arguments pass one test, and anything else goes through the
-    full checks (which raise the precise error, or accept an unusual valid type)."""
+def check_round_op(
+    call_id: str, round_no: int, ttl: float, owner: bytes | None = None
+) -> bytes | None:
+    """`check_round_key`, `check_ttl` and `check_owner` in one call, for the operations that
+    keep a round for `ttl` (claim, complete, renew): the owner as bytes, or None.
+
+    A claim and a completion run on every resumed round, so the usual arguments pass one test,
+    and anything else goes through the full checks (which raise the precise error, or accept an
+    unusual valid type)."""
     if (
         type(call_id) is not str
         or not call_id
@@ -58,3 +63,6 @@ def check_round_op(call_id: str, round_no: int, ttl: float) -> None:
     ):
         check_round_key(call_id, round_no)
         check_ttl(ttl)
+    if owner is None or (type(owner) is bytes and owner):
+        return owner
+    return check_owner(owner)

@@ -13,8 +13,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from ._claims import FRESH, claim_found
 from ._journal import EncodedEvent, decode_event
-from .base import CallSummary, Claim, ClaimResult, StoreUnavailable
+from .base import CallSummary, ClaimResult, StoreUnavailable
 
 Clock = Callable[[], float]
 """The store's time in seconds, read when an operation runs (inside its transaction)."""
@@ -196,13 +197,9 @@ def claim(
                 " VALUES (?, ?, ?, NULL, ?, ?)",
                 (*key, fingerprint, now + ttl, owner),
             )
-            return ClaimResult(Claim.FRESH)
+            return FRESH
     theirs, response = record
-    if theirs != fingerprint:
-        return ClaimResult(Claim.CONFLICT)
-    if response is not None:
-        return ClaimResult(Claim.DUPLICATE, response)
-    return ClaimResult(Claim.IN_PROGRESS)
+    return claim_found(theirs, response, fingerprint)
 
 
 def complete(

@@ -1,14 +1,17 @@
-"""Waking tasks that wait for a round to settle, shared by the memory and SQLite stores."""
+"""Waking tasks that wait for a round to settle, shared by every store."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Hashable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable, Hashable
+from contextlib import AbstractContextManager
 
 import anyio
 
-Peek = Callable[[], Awaitable[tuple[bool, bytes | None]]]
-"""Reads a round: (still in progress for us, response when done)."""
+from ._listeners import listening
+
+Read = Callable[[], Awaitable[tuple[object, bytes | None] | None]]
+"""Reads a round: the fingerprint of the request holding it and its response (None until
+done), or None when there is no round."""
 
 
 class Waiters:
@@ -17,19 +20,9 @@ class Waiters:
     def __init__(self) -> None:
         self._events: dict[Hashable, set[anyio.Event]] = {}
 
-    @contextmanager
-    def watch(self, key: Hashable) -> Iterator[anyio.Event]:
+    def watch(self, key: Hashable) -> AbstractContextManager[anyio.Event]:
         """An event set by the next `notify(key)`; register it before reading the state."""
-        event = anyio.Event()
-        self._events.setdefault(key, set()).add(event)
-        try:
-            yield event
-        finally:
-            events = self._events.get(key)
-            if events is not None:
-                events.discard(event)
-                if not events:
-                    del self._events[key]
+        return listening(self._events, key, anyio.Event())
 
     def notify(self, key: Hashable) -> None:
         """Wake everybody watching `key`."""
@@ -38,9 +31,15 @@ class Waiters:
 
 
 async def wait_settled(
-    peek: Peek, waiters: Waiters, key: Hashable, max_wait: float, poll: float | None = None
+    read: Read,
+    fingerprint: bytes,
+    waiters: Waiters,
+    key: Hashable,
+    max_wait: float,
+    poll: float | None = None,
 ) -> bytes | None:
-    """Re-read the round whenever it is notified (or every `poll` s) until it settles.
+    """Re-read the round whenever it is notified (or every `poll` s) until it settles: the
+    response of `fingerprint`, or None once the round is released, expired or another's.
 
     `poll` covers writers this process cannot see, such as another process on the same SQLite
     file. Registering before reading means a completion between the two is never missed.
@@ -48,9 +47,11 @@ async def wait_settled(
     with anyio.move_on_after(max_wait):
         while True:
             with waiters.watch(key) as woken:
-                in_progress, response = await peek()
-                if not in_progress:
-                    return response
+                record = await read()
+                if record is None or record[0] != fingerprint:
+                    return None
+                if record[1] is not None:
+                    return record[1]
                 with anyio.move_on_after(poll):
                     await woken.wait()
     return None

@@ -16,10 +16,18 @@ from typing import Any, Protocol, TypeVar
 import anyio.lowlevel
 
 from ._bus import DEFAULT_BUFFER, LocalBus
-from ._checks import check_call_id, check_limit, check_owner, check_round_key, check_ttl
+from ._checks import (
+    check_call_id,
+    check_limit,
+    check_owner,
+    check_round_key,
+    check_round_op,
+    check_ttl,
+)
+from ._claims import FRESH, claim_found
 from ._journal import decode_event, encode_batch
 from ._waiters import Waiters, wait_settled
-from .base import CallSummary, Claim, ClaimResult
+from .base import CallSummary, ClaimResult
 
 
 class _Expiring(Protocol):
@@ -131,27 +139,20 @@ class MemoryStore:
         *,
         owner: bytes | None = None,
     ) -> ClaimResult:
-        check_round_key(call_id, round_no)
-        check_ttl(ttl)
-        owner = check_owner(owner)
+        owner = check_round_op(call_id, round_no, ttl, owner)
         now = await self._enter()
         # No await from here on: the read-and-create is atomic within the event loop.
         record = self._live_round(call_id, round_no, now)
         if record is None:
             self._rounds[call_id, round_no] = _Round(bytes(fingerprint), None, now + ttl, owner)
             self._purge(now)
-            return ClaimResult(Claim.FRESH)
-        if record.fingerprint != fingerprint:
-            return ClaimResult(Claim.CONFLICT)
-        if record.response is not None:
-            return ClaimResult(Claim.DUPLICATE, record.response)
-        return ClaimResult(Claim.IN_PROGRESS)
+            return FRESH
+        return claim_found(record.fingerprint, record.response, fingerprint)
 
     async def complete(
         self, call_id: str, round_no: int, fingerprint: bytes, response: bytes, ttl: float
     ) -> None:
-        check_round_key(call_id, round_no)
-        check_ttl(ttl)
+        check_round_op(call_id, round_no, ttl)
         now = await self._enter()
         record = self._live_round(call_id, round_no, now)
         if record is None:
@@ -182,9 +183,7 @@ class MemoryStore:
     async def renew(
         self, call_id: str, round_no: int, fingerprint: bytes, owner: bytes, ttl: float
     ) -> bool:
-        check_round_key(call_id, round_no)
-        check_ttl(ttl)
-        own = check_owner(owner)
+        own = check_round_op(call_id, round_no, ttl, owner)
         now = await self._enter()
         record = self._live_round(call_id, round_no, now)
         if (
@@ -207,13 +206,11 @@ class MemoryStore:
     ) -> bytes | None:
         check_round_key(call_id, round_no)
 
-        async def peek() -> tuple[bool, bytes | None]:
+        async def read() -> tuple[bytes, bytes | None] | None:
             record = self._live_round(call_id, round_no, await self._enter())
-            if record is None or record.fingerprint != fingerprint:
-                return False, None
-            return record.response is None, record.response
+            return None if record is None else (record.fingerprint, record.response)
 
-        return await wait_settled(peek, self._waiters, (call_id, round_no), timeout)
+        return await wait_settled(read, fingerprint, self._waiters, (call_id, round_no), timeout)
 
     # --- journal ---
 

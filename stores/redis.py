@@ -367,8 +367,7 @@ class RedisStore:
         *,
         owner: bytes | None = None,
     ) -> ClaimResult:
-        check_round_op(call_id, round_no, ttl)
-        own = owner if type(owner) is bytes and owner else check_owner(owner)
+        own = check_round_op(call_id, round_no, ttl, owner)
         key = self._round_key(call_id, round_no)
         args: list[bytes | int] = [bytes(fingerprint), _ms(ttl)]
         if own is not None:
@@ -407,9 +406,7 @@ class RedisStore:
     async def renew(
         self, call_id: str, round_no: int, fingerprint: bytes, owner: bytes, ttl: float
     ) -> bool:
-        check_round_key(call_id, round_no)
-        check_ttl(ttl)
-        own = check_owner(owner)
+        own = check_round_op(call_id, round_no, ttl, owner)
         if own is None:
             return False
         key = self._round_key(call_id, round_no)
@@ -431,18 +428,16 @@ class RedisStore:
         check_round_key(call_id, round_no)
         key = self._round_key(call_id, round_no)
 
-        async def peek() -> tuple[bool, bytes | None]:
+        async def read() -> tuple[object, bytes | None]:
             fp, response = await self._call(
                 f"wait_complete of call {call_id!r} round {round_no}",
                 lambda: self._client.hmget(key, ["fp", "response"]),
             )
-            if fp != fingerprint:
-                return False, None  # released, expired, or never ours
-            if response is None:
-                return True, None
-            return False, as_bytes(response, "a response")
+            return fp, None if response is None else as_bytes(response, "a response")
 
-        return await wait_settled(peek, self._waiters, key, timeout, poll=self._poll_interval)
+        return await wait_settled(
+            read, fingerprint, self._waiters, key, timeout, poll=self._poll_interval
+        )
 
     # --- journal ---
 

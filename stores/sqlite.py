@@ -39,7 +39,14 @@ import anyio.to_thread
 
 from . import _sqlite_sql as sql
 from ._bus import DEFAULT_BUFFER, LocalBus
-from ._checks import check_call_id, check_limit, check_owner, check_round_key, check_ttl
+from ._checks import (
+    check_call_id,
+    check_limit,
+    check_owner,
+    check_round_key,
+    check_round_op,
+    check_ttl,
+)
 from ._journal import EncodedEvent, encode_batch
 from ._waiters import Waiters, wait_settled
 from .base import (
@@ -266,9 +273,8 @@ class SQLiteStore:
         *,
         owner: bytes | None = None,
     ) -> ClaimResult:
-        check_round_key(call_id, round_no)
-        check_ttl(ttl)
-        key, fp, own = (call_id, round_no), bytes(fingerprint), check_owner(owner)
+        own = check_round_op(call_id, round_no, ttl, owner)
+        key, fp = (call_id, round_no), bytes(fingerprint)
         return await self._run_quick(
             "claim", lambda conn, clock: sql.claim(conn, clock, key, fp, ttl, own), write=True
         )
@@ -276,8 +282,7 @@ class SQLiteStore:
     async def complete(
         self, call_id: str, round_no: int, fingerprint: bytes, response: bytes, ttl: float
     ) -> None:
-        check_round_key(call_id, round_no)
-        check_ttl(ttl)
+        check_round_op(call_id, round_no, ttl)
         key, fp, resp = (call_id, round_no), bytes(fingerprint), bytes(response)
         if await self._run_quick(
             "complete",
@@ -299,9 +304,7 @@ class SQLiteStore:
     async def renew(
         self, call_id: str, round_no: int, fingerprint: bytes, owner: bytes, ttl: float
     ) -> bool:
-        check_round_key(call_id, round_no)
-        check_ttl(ttl)
-        own = check_owner(owner)
+        own = check_round_op(call_id, round_no, ttl, owner)
         if own is None:
             return False
         key, fp = (call_id, round_no), bytes(fingerprint)
@@ -320,17 +323,16 @@ class SQLiteStore:
         check_round_key(call_id, round_no)
         key = (call_id, round_no)
 
-        async def peek() -> tuple[bool, bytes | None]:
-            record = await self._run_quick(
+        async def read() -> tuple[bytes, bytes | None] | None:
+            return await self._run_quick(
                 "wait_complete",
                 lambda conn, clock: sql.read_round(conn, key, clock()),
                 write=False,
             )
-            if record is None or record[0] != fingerprint:
-                return False, None
-            return record[1] is None, record[1]
 
-        return await wait_settled(peek, self._waiters, key, timeout, poll=self._poll_interval)
+        return await wait_settled(
+            read, fingerprint, self._waiters, key, timeout, poll=self._poll_interval
+        )
 
     # --- journal ---
 

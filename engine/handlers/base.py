@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypedDict
 
 from engine._internal.introspect import callable_name
+from engine._internal.keywords import refuse_unknown
 from engine.di.signature import Signature, analyze
 from engine.role import Role
 from engine.types import Icon
@@ -18,22 +19,14 @@ Overrides = Mapping[Callable[..., Any], Callable[..., Any]]
 
 
 class HandlerOptions(TypedDict, total=False):
-    """What any handler may be given when it is registered; each kind declares its own on top
-    (:class:`~engine.handlers.tool.ToolOptions`), so every option is declared once."""
+    """What any handler may be given when it is registered, besides its name; each kind
+    declares its own on top (:class:`~engine.handlers.tool.ToolOptions`), so every option is
+    declared once."""
 
-    name: str | None
-    """Listed and called by; the function's name when not given."""
     title: str | None
     description: str | None
     """The function's docstring when not given."""
     icons: list[Icon] | None
-
-
-def _refuse_unknown(where: str, options: Mapping[str, Any], known: frozenset[str]) -> None:
-    """Raise the ``TypeError`` Python raises for a keyword argument ``where`` does not take."""
-    for key in options:
-        if key not in known:
-            raise TypeError(f"{where}() got an unexpected keyword argument {key!r}")
 
 
 def description_of(fn: Callable[..., Any], given: str | None) -> str:
@@ -78,13 +71,15 @@ class Handler:
         self,
         fn: Callable[..., Any],
         role: Role,
+        name: str | None,
         options: HandlerOptions,
         known: frozenset[str],
     ) -> None:
-        """Analyse ``fn`` as a ``role``; ``known`` names the options its kind takes."""
-        _refuse_unknown(f"{type(self).__qualname__}.__init__", options, known)
+        """Analyse ``fn`` as a ``role``, listed and called by ``name`` (the function's name when
+        not given); ``known`` names the options its kind takes."""
+        refuse_unknown(f"{type(self).__qualname__}.__init__", options, known)
         self.fn = fn
-        self.name: str = options.get("name") or callable_name(fn)
+        self.name: str = name or callable_name(fn)
         self.role = role
         self.signature = analyze(fn, self.name, role=role)
         self.plans: dict[int, Signature] = {}

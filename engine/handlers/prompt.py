@@ -15,8 +15,10 @@ _OPTIONS = HandlerOptions.__optional_keys__
 
 
 class Prompt(Handler):
-    def __init__(self, fn: Callable[..., Any], **options: Unpack[HandlerOptions]) -> None:
-        super().__init__(fn, Role.PROMPT, options, _OPTIONS)
+    def __init__(
+        self, fn: Callable[..., Any], name: str | None = None, **options: Unpack[HandlerOptions]
+    ) -> None:
+        super().__init__(fn, Role.PROMPT, name, options, _OPTIONS)
         prompt_name, signature = self.name, self.signature
         self.description = description_of(fn, options.get("description"))
         arguments = []

@@ -27,9 +27,14 @@ class Resource(Handler):
     """A resource at a fixed URI, or a template whose ``{name}`` parts become arguments."""
 
     def __init__(
-        self, fn: Callable[..., Any], uri: str, **options: Unpack[ResourceOptions]
+        self,
+        fn: Callable[..., Any],
+        uri: str,
+        *,
+        name: str | None = None,
+        **options: Unpack[ResourceOptions],
     ) -> None:
-        super().__init__(fn, Role.RESOURCE, options, _OPTIONS)
+        super().__init__(fn, Role.RESOURCE, name, options, _OPTIONS)
         resource_name, signature = self.name, self.signature
         self.uri = uri
         self.mime_type = mime_type = options.get("mime_type")

@@ -36,8 +36,10 @@ _is_call_tool_result = instance_test(CallToolResult)
 
 
 class Tool(Handler):
-    def __init__(self, fn: Callable[..., Any], **options: Unpack[ToolOptions]) -> None:
-        super().__init__(fn, Role.TOOL, options, _OPTIONS)
+    def __init__(
+        self, fn: Callable[..., Any], name: str | None = None, **options: Unpack[ToolOptions]
+    ) -> None:
+        super().__init__(fn, Role.TOOL, name, options, _OPTIONS)
         tool_name, signature = self.name, self.signature
         shape = output_shape(tool_name, signature.return_type)
         if options.get("structured_output") is False:

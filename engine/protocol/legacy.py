@@ -20,6 +20,7 @@ from engine.errors import INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, MCP
 from engine.fleet.backchannel import BackChannelAnswers, Outbox
 from engine.fleet.sessions import LegacySession, new_session_id
 from engine.handlers.results import error_result
+from engine.protocol.common import LISTINGS, Listing, arguments_param, complete, string_param
 from engine.protocol.jsonrpc import Message, dumps
 from engine.protocol.served import Served
 
@@ -79,10 +80,24 @@ async def _initialize(server: Served, params: Any, exchange: LegacyExchange) -> 
     return result
 
 
+@dataclass(slots=True)
+class LegacyRequest:
+    """One request of an initialized session, as its operation receives it."""
+
+    server: Served
+    params: dict[str, Any]
+    session: LegacySession
+    scope: RequestScope
+    exchange: LegacyExchange
+
+
 def _scope(
-    server: Served, message: Message, session: LegacySession, exchange: LegacyExchange
+    server: Served,
+    message: Message,
+    params: dict[str, Any],
+    session: LegacySession,
+    exchange: LegacyExchange,
 ) -> RequestScope:
-    params = message.params if isinstance(message.params, dict) else {}
     meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
     return RequestScope(
         request_id=message.id,
@@ -97,15 +112,13 @@ def _scope(
     )
 
 
-def _answers(
-    server: Served, session: LegacySession, exchange: LegacyExchange
-) -> BackChannelAnswers:
+def _answers(request: LegacyRequest) -> BackChannelAnswers:
     return BackChannelAnswers(
-        server.backchannel,
-        exchange.outbox,
-        session.capabilities,
-        timeout=server.legacy_answer_timeout,
-        session_id=session.id,
+        request.server.backchannel,
+        request.exchange.outbox,
+        request.session.capabilities,
+        timeout=request.server.legacy_answer_timeout,
+        session_id=request.session.id,
     )
 
 
@@ -118,24 +131,7 @@ def round_result(reply: RoundReply) -> dict[str, Any]:
     return result
 
 
-def _name(params: Any, key: str) -> str:
-    value = params.get(key) if isinstance(params, dict) else None
-    if not isinstance(value, str):
-        raise MCPError(INVALID_PARAMS, f"Invalid params: {key!r} must be a string")
-    return value
-
-
-def _arguments(params: dict[str, Any]) -> Any:
-    arguments = params.get("arguments")
-    if arguments is not None and not isinstance(arguments, dict):
-        raise MCPError(INVALID_PARAMS, "Invalid params: 'arguments' must be an object")
-    return arguments
-
-
-Operation = Callable[
-    [Served, dict[str, Any], LegacySession, RequestScope, LegacyExchange],
-    Awaitable[dict[str, Any] | bytes],
-]
+Operation = Callable[[LegacyRequest], Awaitable[dict[str, Any] | bytes]]
 """An operation's result, or its serialised result when it was journaled as sent."""
 
 
@@ -151,17 +147,12 @@ def _round(method: str, target_param: str) -> Operation:
         "resources/read": lambda server: server.read_resource,
     }[method]
 
-    async def operation(
-        server: Served,
-        params: dict[str, Any],
-        session: LegacySession,
-        scope: RequestScope,
-        exchange: LegacyExchange,
-    ) -> dict[str, Any] | bytes:
-        target = _name(params, target_param)
-        arguments = _arguments(params) if method != "resources/read" else None
-        request = CallRequest(method, target, arguments, None, None, scope)
-        reply = await run(server)(request, in_place=_answers(server, session, exchange))
+    async def operation(request: LegacyRequest) -> bytes:
+        params = request.params
+        target = string_param(params, target_param)
+        arguments = arguments_param(params) if method != "resources/read" else None
+        call = CallRequest(method, target, arguments, None, None, request.scope)
+        reply = await run(request.server)(call, in_place=_answers(request))
         body = dumps(round_result(reply))
         pending = reply.finish(body)  # journaled with the questions asked and answered in place
         if pending is not None:
@@ -171,86 +162,52 @@ def _round(method: str, target_param: str) -> Operation:
     return operation
 
 
-async def _set_level(
-    server: Served,
-    params: dict[str, Any],
-    session: LegacySession,
-    scope: RequestScope,
-    exchange: LegacyExchange,
-) -> dict[str, Any]:
-    level = params.get("level")
+async def _set_level(request: LegacyRequest) -> dict[str, Any]:
+    level = request.params.get("level")
     if level not in LEVELS:
         raise MCPError(INVALID_PARAMS, f"Invalid params: level must be one of {list(LEVELS)}")
-    session.log_level = level
-    await server.sessions.save(session)
+    request.session.log_level = level
+    await request.server.sessions.save(request.session)
     return {}
 
 
 def _subscription(subscribe: bool) -> Operation:
     """``resources/subscribe`` and ``unsubscribe``: kept in the session, so on every replica."""
 
-    async def operation(
-        server: Served,
-        params: dict[str, Any],
-        session: LegacySession,
-        scope: RequestScope,
-        exchange: LegacyExchange,
-    ) -> dict[str, Any]:
-        uri = _name(params, "uri")
+    async def operation(request: LegacyRequest) -> dict[str, Any]:
+        uri = string_param(request.params, "uri")
+        session = request.session
         if subscribe != (uri in session.subscriptions):
             if subscribe:
                 session.subscriptions.append(uri)
             else:
                 session.subscriptions.remove(uri)
-            await server.sessions.save(session)
+            await request.server.sessions.save(session)
         return {}
 
     return operation
 
 
-def _lists(method: str) -> Operation:
-    async def listing(
-        server: Served,
-        params: dict[str, Any],
-        session: LegacySession,
-        scope: RequestScope,
-        exchange: LegacyExchange,
-    ) -> dict[str, Any]:
-        if method == "ping":
-            return {}
-        if method == "tools/list":
-            return {"tools": server.list_tools()}
-        if method == "prompts/list":
-            return {"prompts": server.list_prompts()}
-        if method == "resources/list":
-            return {"resources": server.list_resources()}
-        return {"resourceTemplates": server.list_resource_templates()}
+def _listing(listed: Listing) -> Operation:
+    """A listing of this era: a cursor is ignored (every item is on the first page)."""
 
-    return listing
+    async def operation(request: LegacyRequest) -> dict[str, Any]:
+        return listed(request.server)
+
+    return operation
 
 
-async def _complete(
-    server: Served,
-    params: dict[str, Any],
-    session: LegacySession,
-    scope: RequestScope,
-    exchange: LegacyExchange,
-) -> dict[str, Any]:
-    ref, argument = params.get("ref"), params.get("argument")
-    if not isinstance(ref, dict) or not isinstance(argument, dict):
-        raise MCPError(INVALID_PARAMS, "Invalid params: 'ref' and 'argument' are required")
-    values = await server.complete(ref, argument, params.get("context"))
-    return {
-        "completion": {"values": values[:100], "total": len(values), "hasMore": len(values) > 100}
-    }
+async def _ping(request: LegacyRequest) -> dict[str, Any]:
+    return {}
+
+
+def _complete(request: LegacyRequest) -> Awaitable[dict[str, Any]]:
+    return complete(request.server, request.params)
 
 
 OPERATIONS: dict[str, Operation] = {
-    "ping": _lists("ping"),
-    "tools/list": _lists("tools/list"),
-    "prompts/list": _lists("prompts/list"),
-    "resources/list": _lists("resources/list"),
-    "resources/templates/list": _lists("resources/templates/list"),
+    "ping": _ping,
+    **{method: _listing(listed) for method, listed in LISTINGS.items()},
     "tools/call": _round("tools/call", "name"),
     "prompts/get": _round("prompts/get", "name"),
     "resources/read": _round("resources/read", "uri"),
@@ -276,7 +233,8 @@ async def handle(server: Served, message: Message, exchange: LegacyExchange) -> 
     if operation is None:
         raise MCPError(METHOD_NOT_FOUND, f"Method not found: {message.method}")
     params = message.params if isinstance(message.params, dict) else {}
-    scope = _scope(server, message, session, exchange)
+    scope = _scope(server, message, params, session, exchange)
+    request = LegacyRequest(server, params, session, scope, exchange)
     async with forwarding_logs(session.log_level or "info", exchange.notify):
-        result = await operation(server, params, session, scope, exchange)
+        result = await operation(request)
     return result if isinstance(result, bytes) else dumps(result)

@@ -20,6 +20,7 @@ from engine.errors import (
     MCPError,
 )
 from engine.handlers.results import error_result
+from engine.protocol.common import LISTINGS, Listing, arguments_param, complete, string_param
 from engine.protocol.jsonrpc import Message, dumps
 from engine.protocol.served import Served
 
@@ -107,39 +108,16 @@ async def _discover(server: Served, params: dict[str, Any], scope: RequestScope)
     return cacheable(result, server.list_ttl_ms)
 
 
-async def _list_tools(
-    server: Served, params: dict[str, Any], scope: RequestScope
-) -> dict[str, Any]:
-    _no_cursor(params)
-    return cacheable({"tools": server.list_tools()}, server.list_ttl_ms)
+def _listing(listed: Listing) -> Operation:
+    """A listing of this era: no cursor (every item is on the first page), cacheable."""
 
+    async def operation(
+        server: Served, params: dict[str, Any], scope: RequestScope
+    ) -> dict[str, Any]:
+        _no_cursor(params)
+        return cacheable(listed(server), server.list_ttl_ms)
 
-async def _list_prompts(
-    server: Served, params: dict[str, Any], scope: RequestScope
-) -> dict[str, Any]:
-    _no_cursor(params)
-    return cacheable({"prompts": server.list_prompts()}, server.list_ttl_ms)
-
-
-async def _list_resources(
-    server: Served, params: dict[str, Any], scope: RequestScope
-) -> dict[str, Any]:
-    _no_cursor(params)
-    return cacheable({"resources": server.list_resources()}, server.list_ttl_ms)
-
-
-async def _list_templates(
-    server: Served, params: dict[str, Any], scope: RequestScope
-) -> dict[str, Any]:
-    _no_cursor(params)
-    return cacheable({"resourceTemplates": server.list_resource_templates()}, server.list_ttl_ms)
-
-
-def _string_param(params: dict[str, Any], name: str) -> str:
-    value = params.get(name)
-    if not isinstance(value, str):
-        raise MCPError(INVALID_PARAMS, f"Invalid params: {name!r} must be a string")
-    return value
+    return operation
 
 
 def _call_request(
@@ -169,48 +147,38 @@ def _call_tool(
 ) -> Awaitable[RoundReply]:
     name = params.get("name")
     if type(name) is not str:
-        name = _string_param(params, "name")
+        name = string_param(params, "name")
     arguments = params.get("arguments")
-    if arguments is not None and not isinstance(arguments, dict):
-        raise MCPError(INVALID_PARAMS, "Invalid params: 'arguments' must be an object")
+    if arguments is not None and type(arguments) is not dict:
+        arguments = arguments_param(params)
     return server.call_tool(_call_request("tools/call", name, params, scope, arguments))
 
 
 async def _get_prompt(server: Served, params: dict[str, Any], scope: RequestScope) -> RoundReply:
-    name = _string_param(params, "name")
-    arguments = params.get("arguments")
-    if arguments is not None and not isinstance(arguments, dict):
-        raise MCPError(INVALID_PARAMS, "Invalid params: 'arguments' must be an object")
+    name = string_param(params, "name")
+    arguments = arguments_param(params)
     return await server.get_prompt(_call_request("prompts/get", name, params, scope, arguments))
 
 
 async def _read_resource(server: Served, params: dict[str, Any], scope: RequestScope) -> RoundReply:
-    uri = _string_param(params, "uri")
+    uri = string_param(params, "uri")
     reply = await server.read_resource(_call_request("resources/read", uri, params, scope, None))
     if reply.kind is ReplyKind.COMPLETE:
         cacheable(reply.value, server.list_ttl_ms)
     return reply
 
 
-async def _complete(server: Served, params: dict[str, Any], scope: RequestScope) -> dict[str, Any]:
-    ref = params.get("ref")
-    argument = params.get("argument")
-    if not isinstance(ref, dict) or not isinstance(argument, dict):
-        raise MCPError(INVALID_PARAMS, "Invalid params: 'ref' and 'argument' are required")
-    values = await server.complete(ref, argument, params.get("context"))
-    return {
-        "completion": {"values": values[:100], "total": len(values), "hasMore": len(values) > 100}
-    }
+def _complete(
+    server: Served, params: dict[str, Any], scope: RequestScope
+) -> Awaitable[dict[str, Any]]:
+    return complete(server, params)
 
 
 OPERATIONS: dict[str, Operation] = {
     "server/discover": _discover,
-    "tools/list": _list_tools,
+    **{method: _listing(listed) for method, listed in LISTINGS.items()},
     "tools/call": _call_tool,
-    "prompts/list": _list_prompts,
     "prompts/get": _get_prompt,
-    "resources/list": _list_resources,
-    "resources/templates/list": _list_templates,
     "resources/read": _read_resource,
     "completion/complete": _complete,
 }

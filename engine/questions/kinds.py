@@ -104,19 +104,32 @@ class Question:
         )
 
 
-def _elicit_outcome(answer: Any) -> tuple[str, Any]:
-    if not isinstance(answer, dict):
-        raise BadAnswer("an elicitation answer must be an object")
-    action = answer.get("action")
-    if action not in ("accept", "decline", "cancel"):
-        raise BadAnswer("an elicitation answer needs action accept, decline or cancel")
-    return action, answer.get("content")
-
-
-class Elicit(Question, Generic[ModelT]):
-    """Ask the user to fill a form described by a flat pydantic model."""
+class _Elicitation(Question):
+    """What both modes of ``elicitation/create`` share: how an answer is read, declined or
+    cancelled; each mode says what an accepted answer gives."""
 
     method = "elicitation/create"
+
+    def parse(self, answer: Any) -> Outcome:
+        if not isinstance(answer, dict):
+            raise BadAnswer("an elicitation answer must be an object")
+        action = answer.get("action")
+        if action == "accept":
+            return self.accepted(answer.get("content"))
+        if action == "decline":
+            return DeclinedElicitation()
+        if action == "cancel":
+            return CancelledElicitation()
+        raise BadAnswer("an elicitation answer needs action accept, decline or cancel")
+
+    def accepted(self, content: Any) -> Outcome:
+        """The outcome of an answer that accepts with this ``content``."""
+        raise NotImplementedError
+
+
+class Elicit(_Elicitation, Generic[ModelT]):
+    """Ask the user to fill a form described by a flat pydantic model."""
+
     kind = "elicit"
 
     def __init__(self, message: str, schema: type[ModelT]) -> None:
@@ -136,12 +149,7 @@ class Elicit(Question, Generic[ModelT]):
             return None
         return "form elicitation", {"elicitation": {"form": {}}}
 
-    def parse(self, answer: Any) -> Outcome:
-        action, content = _elicit_outcome(answer)
-        if action == "decline":
-            return DeclinedElicitation()
-        if action == "cancel":
-            return CancelledElicitation()
+    def accepted(self, content: Any) -> Outcome:
         if not isinstance(content, dict):
             raise BadAnswer("an accepted form elicitation needs content")
         try:
@@ -151,7 +159,7 @@ class Elicit(Question, Generic[ModelT]):
         return Accepted(data=data)
 
 
-class ElicitURL(Question):
+class ElicitURL(_Elicitation):
     """Send the user to a URL (sign-in, payment, anything that must not pass through the client).
 
     Accepting only means the user agreed to open the page. A resolver that returns the same
@@ -159,7 +167,6 @@ class ElicitURL(Question):
     again; a body that calls ``ctx.elicit_url`` gets the user's choice back.
     """
 
-    method = "elicitation/create"
     kind = "elicit_url"
 
     def __init__(self, message: str, url: str) -> None:
@@ -175,12 +182,7 @@ class ElicitURL(Question):
             return None
         return "URL elicitation", {"elicitation": {"url": {}}}
 
-    def parse(self, answer: Any) -> Outcome:
-        action, _ = _elicit_outcome(answer)
-        if action == "decline":
-            return DeclinedElicitation()
-        if action == "cancel":
-            return CancelledElicitation()
+    def accepted(self, content: Any) -> Outcome:
         return Accepted(data=None)
 
     def settles(self, outcome: Outcome) -> bool:

@@ -1,0 +1,118 @@
+"""What ``MCPServer(...)`` and its decorators take as keyword options: each option is declared
+once (a ``TypedDict``), documented, defaulted, and a misspelled one is refused by name."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from engine import MCPServer
+from engine.settings import SERVER_OPTIONS, Settings
+from engine.testing import Client
+from tests.conftest import KEY
+
+pytestmark = pytest.mark.anyio
+
+
+def test_a_misspelled_server_option_is_refused_by_name() -> None:
+    expected = "MCPServer.__init__() got an unexpected keyword argument 'stat_ttl'"
+    with pytest.raises(TypeError, match=re.escape(expected)):
+        MCPServer("Bookshop", keys=[KEY], stat_ttl=5)  # type: ignore[call-arg]
+
+
+def test_a_misspelled_registration_option_is_refused_by_name() -> None:
+    mcp = MCPServer("Bookshop", keys=[KEY])
+    message = "{}() got an unexpected keyword argument 'titel'"
+    with pytest.raises(TypeError, match=re.escape(message.format("MCPServer.tool"))):
+        mcp.tool(titel="x")  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=re.escape(message.format("MCPServer.prompt"))):
+        mcp.prompt(titel="x")  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=re.escape(message.format("MCPServer.resource"))):
+        mcp.resource("x://y", titel="x")  # type: ignore[call-arg]
+
+
+def test_every_server_option_is_documented_on_mcp_server() -> None:
+    doc = MCPServer.__doc__ or ""
+    undocumented = [
+        option
+        for option in sorted(SERVER_OPTIONS | {"version", "principal", "lifespan"})
+        if f"``{option}``" not in doc
+    ]
+    assert undocumented == []
+
+
+def test_options_not_given_take_their_defaults() -> None:
+    settings = Settings.build(name="Bookshop", environ={})
+    assert settings.keys is None
+    assert settings.list_ttl_ms == 0
+    assert settings.replica_id.startswith("pid-")
+    tokens = settings.tokens
+    assert (tokens.audience, tokens.state_ttl, tokens.max_token_chars) == ("Bookshop", 600, 65536)
+    assert tokens.max_inline_state == 65536 * 3 // 4 - 256
+    assert tokens.trust_unsolicited_answers is False
+    store = settings.store
+    assert (store.store, store.spill_threshold, store.duplicate_wait, store.claim_lease) == (
+        None,
+        4096,
+        2.0,
+        30.0,
+    )
+    journal = settings.journal
+    assert (journal.arguments, journal.ttl, journal.sample) == (False, 24 * 3600, 1.0)
+    assert (settings.legacy.session_ttl, settings.legacy.answer_timeout) == (3600, 300)
+
+
+def test_options_given_win_over_the_environment_which_wins_over_the_defaults() -> None:
+    environ = {
+        "ENGINE_STORE": "memory://",
+        "ENGINE_REPLICA_ID": "replica-env",
+        "ENGINE_JOURNAL_ARGUMENTS": "1",
+        "ENGINE_JOURNAL_SAMPLE": "0.5",
+    }
+    from_env = Settings.build(name="Bookshop", environ=environ)
+    assert from_env.store.store == "memory://"
+    assert from_env.replica_id == "replica-env"
+    assert (from_env.journal.arguments, from_env.journal.sample) == (True, 0.5)
+    given = Settings.build(
+        name="Bookshop",
+        environ=environ,
+        store="sqlite:///calls.db",
+        replica_id="replica-code",
+        journal_arguments=False,
+        journal_sample=0.25,
+        max_token_chars=4000,
+        audience="shop",
+    )
+    assert given.store.store == "sqlite:///calls.db"
+    assert given.replica_id == "replica-code"
+    assert (given.journal.arguments, given.journal.sample) == (False, 0.25)
+    assert (given.tokens.audience, given.tokens.max_inline_state) == ("shop", 4000 * 3 // 4 - 256)
+
+
+async def test_a_handler_name_may_be_given_by_position_or_by_keyword() -> None:
+    mcp = MCPServer("Bookshop", keys=[KEY])
+
+    @mcp.tool("by_position", title="By position")
+    def first() -> str:
+        return "first"
+
+    @mcp.tool(name="by_keyword")
+    def second() -> str:
+        return "second"
+
+    @mcp.prompt("greeting")
+    def greet() -> str:
+        return "hello"
+
+    @mcp.resource("books://{title}", name="book", mime_type="text/plain")
+    def book(title: str) -> str:
+        return title
+
+    async with Client(mcp) as client:
+        tools = {tool["name"]: tool for tool in await client.list_tools()}
+        assert tools["by_position"]["title"] == "By position"
+        assert (await client.call_tool("by_keyword", {})).text == "second"
+    assert list(mcp.prompts) == ["greeting"]
+    [template] = mcp.resource_templates.values()
+    assert (template.name, template.mime_type) == ("book", "text/plain")
