@@ -1,5 +1,8 @@
 """`RedisStore`: shared state for many replicas, on Redis or Redis Cluster.
 
+(One class over 400 lines: the whole Store protocol on Redis; its scripts are in
+`_redis_lua.py`, its shared connection in `_redis_mux.py`.)
+
 Every key of a call carries the call id as its hash tag (``{prefix}:{<call id>}:round:3``), so
 the atomic scripts, which only ever touch one call's keys, work on a cluster. The call listing
 lives in global index keys under their own tag and is written in a separate step.

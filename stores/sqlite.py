@@ -1,12 +1,14 @@
 """`SQLiteStore`: the embedded default, one file that survives restarts.
 
+(One class over 400 lines: the whole Store protocol on one file, its SQL in `_sqlite_sql.py`.)
+
 Other processes may open the same file while a server writes it (a CLI reading journals, say):
 the database runs in WAL mode, so readers never block the writer.
 
 Threading: one operation at a time, under an `anyio.Lock` (SQLite admits a single writer per
 file anyway). The round operations (claim, complete, release, renew, the read of a round) and
 the journal's transactions (up to `QUICK_JOURNAL_BATCH` events each) are a few rows each, and a
-trip to a worker thread cost several times their work: they run on the event loop's thread, in
+trip to a worker thread costs more than their work: they run on the event loop's thread, in
 turn, on a "quick" connection that never waits for a lock. One that finds the database held by
 another process runs again in a worker thread on the other connection, which waits up to the
 operation timeout (``busy_timeout``), as blobs, listings and very large events always do. The
