@@ -195,7 +195,7 @@ async def handle(server: Served, message: Message, exchange: Exchange) -> bytes:
     operation = OPERATIONS.get(message.method)
     if operation is None:
         raise MCPError(METHOD_NOT_FOUND, f"Method not found: {message.method}")
-    scope = RequestScope(  # positional: keywords would double the cost of every request
+    scope = RequestScope(  # positional: keyword arguments are slower, on every request
         message.id, message.method, version, capabilities, exchange.headers, meta, exchange.notify
     )
     outcome = await operation(server, params, scope)

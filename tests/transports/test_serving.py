@@ -130,8 +130,8 @@ def test_run_serves_with_the_uvicorn_options_given(monkeypatch: pytest.MonkeyPat
 
 
 def test_run_parses_http_with_httptools_on_uvloop_unless_told_otherwise() -> None:
-    """Both come with the package: uvicorn's pure-Python parser would halve the calls a
-    replica serves per second (docs/architecture.md)."""
+    """Both come with the package: uvicorn's pure-Python parser serves far fewer calls per
+    second (docs/benchmarks.md has the figures)."""
     app = build(keys=[KEY]).streamable_http_app()
     assert serving.stack(uvicorn.Config(app, log_config=None)) == ("httptools", "uvloop")
     given = uvicorn.Config(app, log_config=None, http=H11Protocol, loop="none")
