@@ -1,4 +1,4 @@
-"""ASGI helpers both eras use: types, a whole JSON response, and watching for a hang-up."""
+"""ASGI helpers both eras use: types, whole JSON and text responses, and watching for a hang-up."""
 
 from __future__ import annotations
 
@@ -34,6 +34,22 @@ async def send_json(send: Send, status: int, body: bytes, *headers: Header) -> N
             ],
         }
     )
+    await send({"type": "http.response.body", "body": body})
+
+
+async def send_plain(
+    send: Send,
+    status: int,
+    body: bytes,
+    *headers: Header,
+    content_type: bytes = b"text/plain; charset=utf-8",
+) -> None:
+    """One whole response that is not JSON-RPC: ``404``, ``405``, an empty ``202``, metrics.
+
+    JSON-RPC answers go through :func:`send_json`, which has no content type to choose.
+    """
+    fields = [(b"content-type", content_type), (b"content-length", b"%d" % len(body)), *headers]
+    await send({"type": "http.response.start", "status": status, "headers": fields})
     await send({"type": "http.response.body", "body": body})
 
 
@@ -97,12 +113,7 @@ async def until_disconnect(
     if task is None:
         result: T | None = None
         async with anyio.create_task_group() as tg:
-
-            async def watch() -> None:
-                await wait_disconnect(receive)
-                tg.cancel_scope.cancel()
-
-            tg.start_soon(watch)
+            tg.start_soon(cancel_on_disconnect, receive, tg.cancel_scope)
             result = await work
             tg.cancel_scope.cancel()
         return result
@@ -234,3 +245,9 @@ async def wait_disconnect(receive: Receive) -> None:
         message = await receive()
         if message["type"] == "http.disconnect":
             return
+
+
+async def cancel_on_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:
+    """Cancel ``scope`` (a task group's, say) when the client hangs up."""
+    await wait_disconnect(receive)
+    scope.cancel()
