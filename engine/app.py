@@ -103,6 +103,9 @@ class MCPServer:
             self.settings, principal=principal, hooks=self, overrides=self.dependency_overrides
         )
         self.operations = Operations(self.registry, self.runtime.runner, self.runtime.metrics)
+        # Read on every request: attributes rather than properties.
+        self.metrics: Metrics = self.runtime.metrics
+        self.replica_id: str = self.settings.replica_id
 
     # --- what the runtime holds, for the protocol layer, transports and tests ----------------
 
@@ -113,14 +116,6 @@ class MCPServer:
     @property
     def store(self) -> Store | None:
         return self.runtime.store
-
-    @property
-    def metrics(self) -> Metrics:
-        return self.runtime.metrics
-
-    @property
-    def replica_id(self) -> str:
-        return self.settings.replica_id
 
     @property
     def list_ttl_ms(self) -> int:

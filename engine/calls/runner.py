@@ -16,7 +16,13 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from engine._internal.hangup_guard import uncut
-from engine.calls.execute import Convert, Outcome, execute_round, fails_as_protocol_error
+from engine.calls.execute import (
+    Convert,
+    Executed,
+    Outcome,
+    execute_round,
+    fails_as_protocol_error,
+)
 from engine.calls.reply import CallRequest, Finisher, ReplyKind, RoundReply
 from engine.context import RequestScope, ServerHooks
 from engine.di.overrides import DependencyOverrides
@@ -147,17 +153,35 @@ class RoundRunner:
                 state = CallState.decode(carried)
             holding = _NOT_HOLDING if services is None else services.claims.keep_alive(claimed)
             with holding:
-                reply = await self._round(
+                call_hex = call_id.hex()
+                if in_place is None:
+                    answers: AnswerSource = StatelessAnswers(
+                        state,
+                        responses,
+                        request.scope.capabilities,
+                        self.tokens.trust_unsolicited_answers,
+                    )
+                else:
+                    answers = in_place
+                executed = await execute_round(
                     handler,
-                    request,
-                    in_place,
-                    convert,
-                    state,
-                    call_id,
+                    request.arguments,
+                    request.scope,
+                    call_hex,
                     round_no,
-                    binding,
-                    principal,
+                    state,
+                    answers,
+                    hooks=self.hooks,
+                    overrides=self.overrides,
+                    convert=convert,
                 )
+                if executed.outcome is Outcome.SUSPENDED:
+                    reply = await self._suspended(
+                        answers, handler, request, call_id, round_no, binding, principal
+                    )
+                else:
+                    reply = _ended(executed, handler, request, call_hex, round_no)
+                reply.trace = answers
         except BaseException:
             if claimed is not None and services is not None:
                 await services.claims.abandon(claimed)
@@ -172,67 +196,27 @@ class RoundRunner:
             raise InvalidRequestState("state by reference but no store is configured")
         return await self.services.state.fetch(call_id.hex(), ref)
 
-    async def _round(
+    async def _suspended(
         self,
+        answers: AnswerSource,
         handler: Handler,
         request: CallRequest,
-        in_place: AnswerSource | None,
-        convert: Convert | None,
-        state: CallState,
         call_id: bytes,
         round_no: int,
         binding: Binding | None,
         principal: str | None,
     ) -> RoundReply:
+        """The ``input_required`` reply of a round waiting for answers: the next token."""
+        assert isinstance(answers, StatelessAnswers), "questions asked in place never suspend"
+        requests = {key: rendered.request() for key, rendered in answers.pending.items()}
         call_hex = call_id.hex()
-        stateless: StatelessAnswers | None = None
-        if in_place is None:
-            stateless = StatelessAnswers(
-                state,
-                request.input_responses,
-                request.scope.capabilities,
-                self.tokens.trust_unsolicited_answers,
+        try:
+            sealed = await self.seal(
+                answers.next_state, binding or self._binding(request), principal, call_id, round_no
             )
-            answers: AnswerSource = stateless
-        else:
-            answers = in_place
-        executed = await execute_round(
-            handler,
-            request.arguments,
-            request.scope,
-            call_hex,
-            round_no,
-            state,
-            answers,
-            hooks=self.hooks,
-            overrides=self.overrides,
-            convert=convert,
-        )
-        if executed.outcome is Outcome.COMPLETE:
-            reply = RoundReply(ReplyKind.COMPLETE, executed.value, call_hex, round_no)
-        elif executed.outcome is Outcome.FAILED:
-            if executed.unexpected is not None:
-                log.error("%s %r failed", handler.role, handler.name, exc_info=executed.unexpected)
-            reply = _failed(handler, request, executed.error or "", call_hex, round_no)
-        else:
-            assert stateless is not None, "an in-place answer source never suspends a round"
-            requests = {key: rendered.request() for key, rendered in stateless.pending.items()}
-            try:
-                sealed = await self.seal(
-                    answers.next_state,
-                    binding or self._binding(request),
-                    principal,
-                    call_id,
-                    round_no,
-                )
-            except OversizedState as exc:
-                reply = _failed(handler, request, str(exc), call_hex, round_no)
-            else:
-                reply = RoundReply(
-                    ReplyKind.INPUT_REQUIRED, None, call_hex, round_no, requests, sealed
-                )
-        reply.trace = answers
-        return reply
+        except OversizedState as exc:
+            return _failed(handler, request, str(exc), call_hex, round_no)
+        return RoundReply(ReplyKind.INPUT_REQUIRED, None, call_hex, round_no, requests, sealed)
 
     async def seal(
         self,
@@ -331,6 +315,17 @@ class RoundRunner:
             "replica": self.replica_id,
             "code": handler.code_fingerprint,
         }
+
+
+def _ended(
+    executed: Executed, handler: Handler, request: CallRequest, call_id: str, round_no: int
+) -> RoundReply:
+    """The reply of a round that completed or failed."""
+    if executed.outcome is Outcome.COMPLETE:
+        return RoundReply(ReplyKind.COMPLETE, executed.value, call_id, round_no)
+    if executed.unexpected is not None:
+        log.error("%s %r failed", handler.role, handler.name, exc_info=executed.unexpected)
+    return _failed(handler, request, executed.error or "", call_id, round_no)
 
 
 def _failed(
