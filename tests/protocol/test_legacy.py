@@ -202,14 +202,14 @@ LEGACY_HEADERS = {
 }
 
 
-def initialize(request_id: int = 1) -> dict[str, Any]:
+def initialize(request_id: int = 1, capabilities: dict[str, Any] | None = None) -> dict[str, Any]:
     return {
         "jsonrpc": "2.0",
         "id": request_id,
         "method": "initialize",
         "params": {
             "protocolVersion": "2025-11-25",
-            "capabilities": {"elicitation": {}},
+            "capabilities": {"elicitation": {}} if capabilities is None else capabilities,
             "clientInfo": {"name": "test", "version": "1"},
         },
     }

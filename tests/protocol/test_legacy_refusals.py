@@ -18,34 +18,13 @@ import pytest
 from examples.bookshop import build as build_bookshop
 from tests.conftest import KEY
 from tests.http_helpers import asgi_client
+from tests.protocol.test_legacy import initialize, order
 
 ROOT = Path(__file__).resolve().parents[2]
 MISSING_CLIENT_CAPABILITY = -32021
 INVALID_PARAMS = -32602
 pytestmark = pytest.mark.anyio
 HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
-
-
-def initialize(capabilities: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": capabilities,
-            "clientInfo": {"name": "host", "version": "1"},
-        },
-    }
-
-
-def order(request_id: int, title: str) -> dict[str, Any]:
-    return {
-        "jsonrpc": "2.0",
-        "id": request_id,
-        "method": "tools/call",
-        "params": {"name": "order_book", "arguments": {"title": title}},
-    }
 
 
 def unknown_prompt(request_id: int) -> dict[str, Any]:
@@ -59,7 +38,7 @@ def unknown_prompt(request_id: int) -> dict[str, Any]:
 
 async def test_over_http_a_question_to_a_client_without_the_capability_is_32021() -> None:
     async with asgi_client(build_bookshop(keys=[KEY]).streamable_http_app()) as http:
-        opened = await http.post("/mcp", json=initialize({}), headers=HEADERS)
+        opened = await http.post("/mcp", json=initialize(capabilities={}), headers=HEADERS)
         session = {**HEADERS, "MCP-Session-Id": opened.headers["mcp-session-id"]}
         refused = await http.post("/mcp", json=order(2, "Neuromancer"), headers=session)
         unknown = await http.post("/mcp", json=unknown_prompt(3), headers=session)
@@ -84,7 +63,7 @@ def test_over_stdio_the_refusal_is_an_error_response_and_the_process_serves_on()
         env={"PYTHONPATH": str(ROOT), "ENGINE_KEYS": KEY, "ENGINE_STORE": "none"},
     )
     assert process.stdin and process.stdout
-    for message in (initialize({}), order(2, "Neuromancer"), unknown_prompt(3)):
+    for message in (initialize(capabilities={}), order(2, "Neuromancer"), unknown_prompt(3)):
         process.stdin.write(json.dumps(message).encode() + b"\n")
         process.stdin.flush()
     replies = {}
