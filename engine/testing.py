@@ -25,6 +25,7 @@ from engine.debug.tokens import describe_request_state
 from engine.protocol.dispatch import dispatch
 from engine.protocol.jsonrpc import dumps, loads
 from engine.protocol.modern import META_CAPABILITIES, META_VERSION, MODERN, Exchange
+from engine.state.seal import KeyRing
 
 Callback = Callable[[dict[str, Any]], Any] | Callable[[dict[str, Any]], Awaitable[Any]]
 
@@ -256,6 +257,13 @@ def replay(
     return report
 
 
+def ephemeral_keys() -> KeyRing:
+    """A requestState key for this process only, chosen on purpose: ``MCPServer(keys=
+    ephemeral_keys())`` in tests and examples stays quiet, where a server given no keys at all
+    warns that no other replica could resume its calls."""
+    return KeyRing.ephemeral_ring()
+
+
 def inspect_request_state(server: MCPServer, token: str) -> dict[str, Any]:
     """What a requestState minted by ``server`` holds, opened with its keys: ``key_id``,
     ``claims`` and ``state`` (or ``state_ref`` when the state is kept in the store), as
@@ -272,6 +280,7 @@ __all__ = [
     "ReplayReport",
     "RoundLimitExceeded",
     "connect",
+    "ephemeral_keys",
     "inspect_request_state",
     "load_call",
     "load_fixture",
