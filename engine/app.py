@@ -33,6 +33,7 @@ from engine.registry import Registry
 from engine.runtime import Runtime
 from engine.settings import SERVER_OPTIONS, ServerOptions, Settings
 from engine.state.seal import KeyRing
+from engine.types import Icon
 from stores.base import Store
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -42,7 +43,10 @@ Lifespan = Callable[["MCPServer"], contextlib.AbstractAsyncContextManager[Any]]
 class MCPServer:
     """An MCP server whose tool calls run as resumable rounds that any replica can resume.
 
-    ``name``, ``instructions`` and ``version`` are what clients are told about the server. The
+    ``name``, ``instructions`` and ``version`` are what clients are told about the server, with
+    ``title``, ``description``, ``website_url`` and ``icons`` (a list of
+    :class:`~engine.types.Icon` or dicts) when given: they are its ``serverInfo``. Unlike the
+    official ``MCPServer``, only ``name`` and ``instructions`` may be given by position. The
     other options are keywords; all but ``principal`` and ``lifespan`` are declared once, in
     :class:`~engine.settings.ServerOptions`, and defaulted by ``Settings.build``.
 
@@ -106,6 +110,25 @@ class MCPServer:
         # Read on every request: attributes rather than properties.
         self.metrics: Metrics = self.runtime.metrics
         self.replica_id: str = self.settings.replica_id
+        self.server_info: dict[str, Any] = self.settings.info.server_info(name, version)
+        """``serverInfo`` as clients receive it, made once (set ``name``, ``version`` and the
+        descriptive options when the server is made)."""
+
+    @property
+    def title(self) -> str | None:
+        return self.settings.info.title
+
+    @property
+    def description(self) -> str | None:
+        return self.settings.info.description
+
+    @property
+    def website_url(self) -> str | None:
+        return self.settings.info.website_url
+
+    @property
+    def icons(self) -> list[Icon] | None:
+        return list(self.settings.info.icons) or None
 
     # --- what the runtime holds, for the protocol layer, transports and tests ----------------
 
