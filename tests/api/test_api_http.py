@@ -81,6 +81,18 @@ async def test_a_plain_asgi_handler_and_methods() -> None:
     assert [route.name for route in mcp.custom_routes.routes] == ["hook", None]
 
 
+async def test_a_plain_def_starlette_handler_runs_in_a_thread() -> None:
+    mcp = shop()
+
+    @mcp.custom_route("/sync")
+    def sync(request: Request) -> Response:
+        return PlainTextResponse(f"sync {request.method}")
+
+    async with asgi_client(mcp.streamable_http_app()) as http:
+        response = await http.get("/sync")
+    assert response.text == "sync GET"
+
+
 @pytest.mark.parametrize("path", ["/mcp", "/healthz", "/metrics", "/mcp/", "/healthz/"])
 def test_a_route_cannot_shadow_the_engines_own_paths(path: str) -> None:
     mcp = shop()
