@@ -7,7 +7,7 @@ owns in :class:`~engine.runtime.Runtime`, its configuration in :class:`~engine.s
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar, Unpack
 
 import anyio
@@ -33,6 +33,8 @@ from engine.registry import Registry
 from engine.runtime import Runtime
 from engine.settings import SERVER_OPTIONS, ServerOptions, Settings
 from engine.state.seal import KeyRing
+from engine.transports._routes import Routes
+from engine.types import Icon
 from stores.base import Store
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -42,7 +44,10 @@ Lifespan = Callable[["MCPServer"], contextlib.AbstractAsyncContextManager[Any]]
 class MCPServer:
     """An MCP server whose tool calls run as resumable rounds that any replica can resume.
 
-    ``name``, ``instructions`` and ``version`` are what clients are told about the server. The
+    ``name``, ``instructions`` and ``version`` are what clients are told about the server, with
+    ``title``, ``description``, ``website_url`` and ``icons`` (a list of
+    :class:`~engine.types.Icon` or dicts) when given: they are its ``serverInfo``. Unlike the
+    official ``MCPServer``, only ``name`` and ``instructions`` may be given by position. The
     other options are keywords; all but ``principal`` and ``lifespan`` are declared once, in
     :class:`~engine.settings.ServerOptions`, and defaulted by ``Settings.build``.
 
@@ -99,6 +104,7 @@ class MCPServer:
         self.lifespan_context: Any = {}
         self.dependency_overrides = DependencyOverrides()
         self.registry = Registry()
+        self.custom_routes = Routes()
         self.runtime = Runtime(
             self.settings, principal=principal, hooks=self, overrides=self.dependency_overrides
         )
@@ -106,6 +112,25 @@ class MCPServer:
         # Read on every request: attributes rather than properties.
         self.metrics: Metrics = self.runtime.metrics
         self.replica_id: str = self.settings.replica_id
+        self.server_info: dict[str, Any] = self.settings.info.server_info(name, version)
+        """``serverInfo`` as clients receive it, made once (set ``name``, ``version`` and the
+        descriptive options when the server is made)."""
+
+    @property
+    def title(self) -> str | None:
+        return self.settings.info.title
+
+    @property
+    def description(self) -> str | None:
+        return self.settings.info.description
+
+    @property
+    def website_url(self) -> str | None:
+        return self.settings.info.website_url
+
+    @property
+    def icons(self) -> list[Icon] | None:
+        return list(self.settings.info.icons) or None
 
     # --- what the runtime holds, for the protocol layer, transports and tests ----------------
 
@@ -195,6 +220,28 @@ class MCPServer:
         **options: Unpack[ResourceOptions],
     ) -> Resource:
         return self.registry.add_resource(Resource(fn, uri, name=name, **options))
+
+    def custom_route(
+        self,
+        path: str,
+        methods: Sequence[str] = ("GET",),
+        name: str | None = None,
+        include_in_schema: bool = True,
+    ) -> Callable[[F], F]:
+        """Serve ``path`` (beside ``/mcp``, over HTTP) with the decorated handler.
+
+        The handler is a plain ASGI app, ``async def app(scope, receive, send)``, or, when
+        Starlette is installed, ``async def handler(request) -> Response`` as the official
+        server takes. ``GET`` also answers ``HEAD``; another method gets ``405``. Paths are exact
+        (no ``{param}`` templates), and ``/mcp``, ``/healthz`` and ``/metrics`` are refused.
+        ``name`` is kept on the route (``mcp.custom_routes``); ``include_in_schema`` is accepted
+        for the official signature and has no effect (there is no OpenAPI schema). Register
+        routes before making the app: ``streamable_http_app()`` reads them once. They are not
+        behind the Host/Origin check of ``/mcp`` (as ``/healthz``), but are behind middleware
+        and CORS.
+        """
+        del include_in_schema
+        return _registering(lambda fn: self.custom_routes.add(path, methods, fn, name))
 
     # --- listings -------------------------------------------------------------------------------
 
@@ -315,12 +362,32 @@ class MCPServer:
 
     # --- running ------------------------------------------------------------------------------
 
-    def streamable_http_app(self, **options: Any) -> Any:
-        """A plain ASGI application serving this server on ``/mcp`` (see ``docs/running.md``)."""
-        from engine.transports.http import StreamableHTTPApp
+    def streamable_http_app(
+        self,
+        *,
+        middleware: Sequence[Any] | None = None,
+        cors_origins: Iterable[str] | None = None,
+        **options: Any,
+    ) -> Any:
+        """A plain ASGI application serving this server on ``/mcp`` (see ``docs/running.md``),
+        and its custom routes.
 
-        return StreamableHTTPApp(
-            self, extra_allowed_hosts=self.settings.serve.extra_allowed_hosts, **options
+        ``middleware``: ASGI middleware factories, ``lambda app: wrapped_app`` (a middleware
+        class taking the app as its one argument is one), or Starlette ``Middleware`` objects;
+        the first is the outermost. ``cors_origins``: the browser origins allowed to call this
+        server (``["*"]`` for any); CORS is off without them. Each is also an allowed origin
+        of the DNS-rebinding check. ``options``: ``path``, ``allowed_hosts``,
+        ``allowed_origins``, ``max_body_bytes``, ``freeze_after_startup``.
+        """
+        from engine.transports.http import http_app
+
+        return http_app(
+            self,
+            routes=self.custom_routes,
+            middleware=middleware,
+            cors_origins=cors_origins,
+            extra_allowed_hosts=self.settings.serve.extra_allowed_hosts,
+            **options,
         )
 
     def run(

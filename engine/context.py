@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, cast
 import anyio.to_thread
 from pydantic import BaseModel, TypeAdapter
 
+from engine._internal.logbridge import log_message
 from engine._internal.notify import Notify
 from engine.questions.answers import PENDING, AnswerSource
 from engine.questions.kinds import Elicit, ElicitURL, ListRoots, Question, Sample
@@ -36,6 +37,8 @@ if TYPE_CHECKING:
     from engine.app import MCPServer
 
 log = logging.getLogger("engine.rounds")
+
+LOG_LEVEL_META = "io.modelcontextprotocol/logLevel"
 
 LifespanT = TypeVar("LifespanT")
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -247,6 +250,38 @@ class Context(Generic[LifespanT]):
         if message is not None:
             params["message"] = message
         await self._scope.notify("notifications/progress", params)
+
+    async def log(self, level: str, data: Any, *, logger_name: str | None = None) -> None:
+        """Send ``notifications/message`` ``{level, logger?, data}`` to this request's client.
+
+        Only when the client asked for ``level`` or a lower one (2026-07-28: the request's
+        ``_meta["io.modelcontextprotocol/logLevel"]``; 2025-11-25: the session's
+        ``logging/setLevel``, ``info`` by default) and the request can carry notifications; a
+        message below that level, or to a client that did not ask, is dropped silently. ``level``
+        is one of ``debug``, ``info``, ``notice``, ``warning``, ``error``, ``critical``,
+        ``alert``, ``emergency`` (another raises ``ValueError``); ``data`` any JSON value.
+        """
+        scope = self._scope
+        requested = scope.meta.get(LOG_LEVEL_META)
+        await log_message(
+            level,
+            data,
+            logger_name,
+            requested=requested if type(requested) is str else None,
+            notify=scope.notify,
+        )
+
+    async def debug(self, data: Any, *, logger_name: str | None = None) -> None:
+        await self.log("debug", data, logger_name=logger_name)
+
+    async def info(self, data: Any, *, logger_name: str | None = None) -> None:
+        await self.log("info", data, logger_name=logger_name)
+
+    async def warning(self, data: Any, *, logger_name: str | None = None) -> None:
+        await self.log("warning", data, logger_name=logger_name)
+
+    async def error(self, data: Any, *, logger_name: str | None = None) -> None:
+        await self.log("error", data, logger_name=logger_name)
 
     async def close_sse_stream(self) -> None:
         """Close this request's event stream now (2025-11-25 over HTTP); the call goes on, and

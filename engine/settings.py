@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from engine.state.seal import KeyRing, KeySpec
+from engine.types import Icon
 
 if TYPE_CHECKING:
     from stores.base import Store
@@ -43,6 +44,10 @@ class ServerOptions(TypedDict, total=False):
     legacy_answer_timeout: float
     list_ttl_ms: int
     replica_id: str | None
+    title: str | None
+    description: str | None
+    website_url: str | None
+    icons: Iterable[Icon | Mapping[str, Any]] | None
 
 
 SERVER_OPTIONS = ServerOptions.__optional_keys__
@@ -90,6 +95,29 @@ class LegacySettings:
 
 
 @dataclass(frozen=True, slots=True)
+class InfoSettings:
+    """What clients are told about the server besides its name and version (``serverInfo``)."""
+
+    title: str | None
+    description: str | None
+    website_url: str | None
+    icons: tuple[Icon, ...]
+
+    def server_info(self, name: str, version: str) -> dict[str, Any]:
+        """The wire ``serverInfo`` (an ``Implementation``): only the fields that were given."""
+        info: dict[str, Any] = {"name": name, "version": version}
+        if self.title is not None:
+            info["title"] = self.title
+        if self.description is not None:
+            info["description"] = self.description
+        if self.website_url is not None:
+            info["websiteUrl"] = self.website_url
+        if self.icons:
+            info["icons"] = [icon.to_wire() for icon in self.icons]
+        return info
+
+
+@dataclass(frozen=True, slots=True)
 class ServeSettings:
     """How ``mcp.run()`` serves over HTTP; from the environment only."""
 
@@ -112,6 +140,7 @@ class Settings:
     journal: JournalSettings
     legacy: LegacySettings
     serve: ServeSettings
+    info: InfoSettings
 
     @classmethod
     def build(
@@ -184,7 +213,26 @@ class Settings:
                     if host.strip()
                 ),
             ),
+            info=InfoSettings(
+                title=options.get("title"),
+                description=options.get("description"),
+                website_url=options.get("website_url"),
+                icons=_icons(options.get("icons")),
+            ),
         )
+
+
+def _icons(icons: Iterable[Any] | None) -> tuple[Icon, ...]:
+    """Icons as given: ``engine.types.Icon``, a dict (``src``, ``mimeType``, ``sizes``,
+    ``theme``), or another pydantic model of those fields (the official ``mcp_types.Icon``)."""
+    checked = []
+    for icon in icons or ():
+        if not isinstance(icon, Icon):
+            dump = getattr(icon, "model_dump", None)
+            raw = dump(mode="json", by_alias=True, exclude_none=True) if dump else icon
+            icon = Icon.model_validate(raw)
+        checked.append(icon)
+    return tuple(checked)
 
 
 def _key_ring(keys: Iterable[KeySpec] | KeyRing | None, env: Environ) -> KeyRing | None:

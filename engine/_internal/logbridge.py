@@ -5,6 +5,10 @@ A handler writes to Python's logging like any program. When the request opted in
 records emitted while serving it, at or above that level, also go to the client on the request's
 stream. Nothing is sent to a client that did not ask, and nothing the application's logging
 configuration filters out (set your loggers' levels as for any program).
+
+``ctx.log()`` (and ``ctx.debug/info/warning/error``) sends one message through the same filter:
+:func:`log_message`. A message below the level asked for is dropped silently, as the official
+server drops it.
 """
 
 from __future__ import annotations
@@ -55,10 +59,15 @@ _current: contextvars.ContextVar[_Forwarding | None] = contextvars.ContextVar(
 )
 
 
+def _admitted(threshold: int | None, levelno: int) -> bool:
+    """The one filter: a level was asked for, and this message is at or above it."""
+    return threshold is not None and levelno >= threshold
+
+
 class _Bridge(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         forwarding = _current.get()
-        if forwarding is None or record.levelno < forwarding.threshold:
+        if forwarding is None or not _admitted(forwarding.threshold, record.levelno):
             return
         if record.name.startswith("engine.") or record.name.startswith("uvicorn"):
             return
@@ -79,6 +88,41 @@ class _Bridge(logging.Handler):
             RuntimeError,
         ):
             pass  # a client that cannot keep up, or a request that ended, loses log lines
+
+
+async def log_message(
+    level: str,
+    data: Any,
+    logger: str | None,
+    *,
+    requested: str | None,
+    notify: Notify | None,
+) -> None:
+    """``ctx.log``: one ``notifications/message`` to the client of this request, if it asked.
+
+    Inside :func:`forwarding_logs` (a 2025-11-25 request: the session's level) the message joins
+    the block's records, in order, through the same threshold. Elsewhere ``requested`` is the
+    level the request itself asked for (2026-07-28: ``_meta["io.modelcontextprotocol/logLevel"]``)
+    and ``notify`` its stream; without either nothing is sent.
+    """
+    levelno = LEVELS.get(level)
+    if levelno is None:
+        raise ValueError(f"Unknown log level {level!r}: use one of {', '.join(LEVELS)}")
+    forwarding = _current.get()
+    threshold = forwarding.threshold if forwarding is not None else LEVELS.get(requested or "")
+    if not _admitted(threshold, levelno) or (forwarding is None and notify is None):
+        return
+    params: dict[str, Any] = {"level": level}
+    if logger is not None:
+        params["logger"] = logger
+    params["data"] = data
+    try:
+        if forwarding is not None:
+            await forwarding.sender.send(params)
+        elif notify is not None:
+            await notify("notifications/message", params)
+    except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+        pass  # the request's stream is gone: its log lines go with it
 
 
 _installed = False

@@ -73,7 +73,7 @@ async def _initialize(server: Served, params: Any, exchange: LegacyExchange) -> 
     result: dict[str, Any] = {
         "protocolVersion": version,
         "capabilities": server.capabilities(),
-        "serverInfo": {"name": server.name, "version": server.version},
+        "serverInfo": server.server_info,
     }
     if server.instructions:
         result["instructions"] = server.instructions

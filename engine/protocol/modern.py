@@ -223,5 +223,5 @@ def _decorate(server: Served, result: dict[str, Any]) -> None:
     meta = result.get("_meta")
     if type(meta) is not dict:
         meta = result["_meta"] = {}
-    meta[META_SERVER_INFO] = {"name": server.name, "version": server.version}
+    meta[META_SERVER_INFO] = server.server_info
     meta[META_REPLICA] = server.replica_id

@@ -25,6 +25,12 @@ class Served(Protocol):
     def instructions(self) -> str | None: ...
 
     @property
+    def server_info(self) -> dict[str, Any]:
+        """The wire ``serverInfo``: ``name``, ``version`` and the optional ``title``,
+        ``description``, ``websiteUrl`` and ``icons``."""
+        ...
+
+    @property
     def replica_id(self) -> str: ...
 
     @property

@@ -7,7 +7,9 @@ its server's lifespan when it receives the ASGI lifespan events itself.
 This module routes a request and answers a POST; the Host and Origin checks are in
 :mod:`engine.transports._origin`, the answers that are event streams (a call that notifies,
 ``subscriptions/listen``) in :mod:`engine.transports._modern_streams`, and 2025-11-25 clients
-are served by :mod:`engine.transports.legacy_http`.
+are served by :mod:`engine.transports.legacy_http`. Custom routes (``@mcp.custom_route``) are in
+:mod:`engine.transports._routes`, CORS in :mod:`engine.transports._cors`; :func:`http_app`
+wraps the app in those and in ASGI middleware only when some are asked for.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from engine.errors import INVALID_REQUEST, PARSE_ERROR, MCPError
@@ -26,6 +28,7 @@ from engine.protocol.modern import META_VERSION, Exchange
 from engine.transports import _headers as header_rules
 from engine.transports import legacy_http
 from engine.transports._asgi import (
+    Header,
     Receive,
     Scope,
     Send,
@@ -34,8 +37,10 @@ from engine.transports._asgi import (
     send_plain,
     until_disconnect,
 )
+from engine.transports._cors import CORSPolicy, with_cors
 from engine.transports._modern_streams import listen, stream_call
 from engine.transports._origin import OriginPolicy
+from engine.transports._routes import App, Routes
 from engine.transports._served import Hosted
 from engine.transports._sse import KEEPALIVE_SECONDS
 
@@ -75,9 +80,14 @@ class StreamableHTTPApp:
         max_body_bytes: int = DEFAULT_MAX_BODY,
         freeze_after_startup: bool = False,
         extra_allowed_hosts: Iterable[str] = (),
+        routes: Mapping[str, Mapping[str, App]] | None = None,
     ) -> None:
         self.server = server
         self.path = path.rstrip("/") or "/"
+        self.routes = dict(routes or {})
+        """Custom routes, ``{path: {method: ASGI app}}``, looked up before a 404."""
+        if self.path in self.routes:
+            raise ValueError(f"A custom route takes {self.path}, this app's MCP endpoint")
         self.origins = OriginPolicy(allowed_hosts, allowed_origins, extra_allowed_hosts)
         self._refuse_origin = self.origins.refusal
         self.max_body_bytes = max_body_bytes
@@ -109,6 +119,8 @@ class StreamableHTTPApp:
                 body = self.server.metrics.exposition().encode()
                 metrics_type = b"text/plain; version=0.0.4"
                 await send_plain(send, 200, body, self.replica_header, content_type=metrics_type)
+            elif route in self.routes:
+                await self._custom(self.routes[route], scope, receive, send)
             else:
                 await send_plain(send, 404, b"Not Found", self.replica_header)
             return
@@ -130,6 +142,16 @@ class StreamableHTTPApp:
             await send_plain(send, 405, b"Method Not Allowed", self.replica_header, allow)
             return
         await self._post(scope, receive, send, headers)
+
+    async def _custom(
+        self, endpoints: Mapping[str, App], scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        endpoint = endpoints.get(scope["method"])
+        if endpoint is None:
+            allow = (b"allow", ", ".join(sorted(endpoints)).encode())
+            await send_plain(send, 405, b"Method Not Allowed", self.replica_header, allow)
+            return
+        await endpoint(scope, receive, send)
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         stack = contextlib.AsyncExitStack()
@@ -261,6 +283,91 @@ class StreamableHTTPApp:
         await send_json(send, 200 if healthy else 503, dumps(details), self.replica_header)
 
 
+Middleware = Callable[[App], App] | Any
+"""An ASGI middleware factory, ``lambda app: wrapped_app`` (a middleware class taking the app
+as its one argument is one), or a Starlette ``Middleware(cls, *args, **kwargs)``."""
+
+
+class WrappedHTTPApp(StreamableHTTPApp):
+    """A :class:`StreamableHTTPApp` inside ASGI middleware and/or CORS; only made when some are
+    asked for, so the plain app's requests never pay for them."""
+
+    def __init__(
+        self,
+        server: Hosted,
+        *,
+        middleware: Sequence[Middleware] = (),
+        cors: CORSPolicy | None = None,
+        **options: Any,
+    ) -> None:
+        super().__init__(server, **options)
+        app: App = super().__call__
+        for item in reversed(middleware):  # the first given is the outermost
+            app = _wrap(item, app)
+        if cors is not None:
+            # Outermost: a preflight is answered before any middleware (authentication, say)
+            # could refuse it for lacking the credentials a browser never sends on one.
+            app = with_cors(app, cors, _exposed(self.replica_header))
+        self._outer = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self._outer(scope, receive, send)
+
+
+def _exposed(replica: Header) -> list[str]:
+    return ["Mcp-Session-Id", replica[0].decode().title()]
+
+
+def _wrap(item: Any, app: App) -> App:
+    if callable(item):
+        wrapped: App = item(app)
+    elif all(hasattr(item, attr) for attr in ("cls", "args", "kwargs")):
+        wrapped = item.cls(app, *item.args, **item.kwargs)  # starlette.middleware.Middleware
+    else:
+        raise TypeError(
+            f"middleware must be ASGI middleware factories (lambda app: wrapped_app) or "
+            f"Starlette Middleware objects, got {item!r}"
+        )
+    if not callable(wrapped):
+        raise TypeError(f"middleware {item!r} returned {wrapped!r}, not an ASGI application")
+    return wrapped
+
+
+def http_app(
+    server: Hosted,
+    *,
+    routes: Routes | None = None,
+    middleware: Sequence[Middleware] | None = None,
+    cors_origins: Iterable[str] | None = None,
+    allowed_origins: Iterable[str] | None = None,
+    **options: Any,
+) -> StreamableHTTPApp:
+    """The app ``mcp.streamable_http_app()`` makes: plain, unless ``middleware`` or
+    ``cors_origins`` are given. An origin allowed for CORS is an allowed origin for the
+    DNS-rebinding check too."""
+    table = routes.table() if routes is not None else None
+    if isinstance(middleware, str | bytes) or not isinstance(middleware, Sequence | type(None)):
+        raise TypeError("middleware must be a list of ASGI middleware factories")
+    cors = None
+    if cors_origins is not None:
+        cors = CORSPolicy(cors_origins, routes.methods if routes is not None else ())
+        if not cors.any_origin and not cors.allowed:
+            cors = None  # an empty list allows no origin: CORS stays off
+        else:
+            allowed = ["*"] if cors.any_origin else cors.origins
+            allowed_origins = [*(allowed_origins or ()), *allowed]
+    if not middleware and cors is None:
+        return StreamableHTTPApp(server, routes=table, allowed_origins=allowed_origins, **options)
+    return WrappedHTTPApp(
+        server,
+        middleware=middleware or (),
+        cors=cors,
+        routes=table,
+        allowed_origins=allowed_origins,
+        **options,
+    )
+
+
 def _closing(send: Send) -> Send:
     """``send``, with ``Connection: close`` added to the response's headers."""
 
@@ -275,4 +382,4 @@ def _closing(send: Send) -> Send:
 _CLOSE = (b"connection", b"close")
 
 
-__all__ = ["PARSE_ERROR", "StreamableHTTPApp"]
+__all__ = ["PARSE_ERROR", "StreamableHTTPApp", "WrappedHTTPApp", "http_app"]

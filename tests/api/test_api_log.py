@@ -1,0 +1,152 @@
+"""``ctx.log`` and ``ctx.debug/info/warning/error``, as the official ``Context`` has them: a
+``notifications/message`` to the client of this request, only at the levels it asked for."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx2
+import mcp_types as types
+import pytest
+from mcp import Client as OfficialClient
+from mcp.client.streamable_http import streamable_http_client
+
+from engine import Context, MCPServer
+from engine.testing import Client
+from tests.conftest import KEY
+from tests.fleet_helpers import serve_asgi
+from tests.http_helpers import asgi_client, call, post
+
+pytestmark = pytest.mark.anyio
+
+LOG_LEVEL = "io.modelcontextprotocol/logLevel"
+TIMEOUT = 20.0
+
+
+def chatty() -> MCPServer:
+    mcp = MCPServer("Chatty", keys=[KEY])
+
+    @mcp.tool()
+    async def work(ctx: Context) -> str:
+        await ctx.debug("looking closely")
+        await ctx.info("started")
+        await ctx.warning({"disk": 0.93}, logger_name="disk")
+        await ctx.error([1, "two", None])
+        await ctx.log("notice", 42, logger_name="count")
+        await ctx.log("emergency", True)
+        return "done"
+
+    @mcp.tool()
+    async def bad_level(ctx: Context) -> str:
+        await ctx.log("verbose", "?")
+        return "unreachable"
+
+    return mcp
+
+
+async def call_with_meta(client: Client, name: str, **meta: Any) -> dict[str, Any]:
+    return await client.send("tools/call", {"name": name, "_meta": {**client.meta(), **meta}})
+
+
+def messages(client: Client) -> list[dict[str, Any]]:
+    return [n["params"] for n in client.notifications if n["method"] == "notifications/message"]
+
+
+async def test_a_modern_request_hears_what_it_asked_for_and_above() -> None:
+    async with Client(chatty()) as client:
+        result = await call_with_meta(client, "work", **{LOG_LEVEL: "warning"})
+    assert result["content"][0]["text"] == "done"
+    assert messages(client) == [
+        {"level": "warning", "logger": "disk", "data": {"disk": 0.93}},
+        {"level": "error", "data": [1, "two", None]},
+        {"level": "emergency", "data": True},
+    ]
+
+
+async def test_debug_asked_for_hears_everything() -> None:
+    async with Client(chatty()) as client:
+        await call_with_meta(client, "work", **{LOG_LEVEL: "debug"})
+    assert [m["level"] for m in messages(client)] == [
+        "debug",
+        "info",
+        "warning",
+        "error",
+        "notice",
+        "emergency",
+    ]
+    assert {"level": "notice", "logger": "count", "data": 42} in messages(client)
+
+
+async def test_a_request_that_did_not_ask_hears_nothing_and_nothing_fails() -> None:
+    async with Client(chatty()) as client:
+        result = await client.call_tool("work")
+        unknown = await call_with_meta(client, "work", **{LOG_LEVEL: "chatty"})
+    assert result.text == "done"
+    assert unknown["content"][0]["text"] == "done"
+    assert messages(client) == []
+
+
+async def test_a_request_without_a_stream_sends_nothing_and_succeeds() -> None:
+    async with asgi_client(chatty().streamable_http_app()) as http:
+        response = await post(http, call("work"))
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "application/json"
+    assert json.loads(response.text)["result"]["content"][0]["text"] == "done"
+
+
+async def test_over_http_the_messages_come_on_the_request_stream() -> None:
+    body = call("work")
+    body["params"]["_meta"][LOG_LEVEL] = "error"
+    async with asgi_client(chatty().streamable_http_app()) as http:
+        response = await post(http, body)
+    assert response.headers["content-type"].startswith("text/event-stream")
+    events = [
+        json.loads(line[5:]) for line in response.text.splitlines() if line.startswith("data:")
+    ]
+    assert [e.get("method") for e in events] == ["notifications/message"] * 2 + [None]
+    assert events[0]["params"] == {"level": "error", "data": [1, "two", None]}
+    assert events[-1]["result"]["content"][0]["text"] == "done"
+
+
+async def test_an_unknown_level_is_the_handlers_error(caplog: pytest.LogCaptureFixture) -> None:
+    async with Client(chatty()) as client:
+        result = await call_with_meta(client, "bad_level", **{LOG_LEVEL: "debug"})
+    assert result["isError"] is True
+    assert "Unknown log level 'verbose'" in caplog.text
+
+
+@pytest.mark.filterwarnings("ignore:The logging capability is deprecated")
+async def test_a_legacy_session_hears_its_set_level_info_by_default() -> None:
+    heard: list[types.LoggingMessageNotificationParams] = []
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        heard.append(params)
+
+    app = chatty().streamable_http_app()
+    async with (
+        serve_asgi(app) as base,
+        httpx2.AsyncClient(trust_env=False, timeout=TIMEOUT) as http,
+    ):
+        url = base.rstrip("/") + "/mcp"
+        client = OfficialClient(
+            streamable_http_client(url, http_client=http),
+            mode="legacy",
+            read_timeout_seconds=TIMEOUT,
+            logging_callback=on_log,
+        )
+        async with client:
+            await client.call_tool("work", {})
+            by_default = [(p.level, p.logger, p.data) for p in heard]
+            heard.clear()
+            await client.set_logging_level("error")
+            await client.call_tool("work", {})
+            after_set = [(p.level, p.logger, p.data) for p in heard]
+    assert by_default == [
+        ("info", None, "started"),
+        ("warning", "disk", {"disk": 0.93}),
+        ("error", None, [1, "two", None]),
+        ("notice", "count", 42),
+        ("emergency", None, True),
+    ]
+    assert after_set == [("error", None, [1, "two", None]), ("emergency", None, True)]
