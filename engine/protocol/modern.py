@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from engine._internal.logbridge import forwarding_logs
 from engine._internal.notify import Notify
 from engine.calls.reply import CallRequest, ReplyKind, RoundReply
 from engine.context import RequestScope
@@ -31,6 +32,7 @@ META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
 META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 META_REPLICA = "engine/replica"
 META_CALL = "engine/call"
+META_LOG_LEVEL = "io.modelcontextprotocol/logLevel"
 INPUT_METHODS = frozenset({"tools/call", "prompts/get", "resources/read"})
 
 
@@ -198,7 +200,12 @@ async def handle(server: Served, message: Message, exchange: Exchange) -> bytes:
     scope = RequestScope(  # positional: keyword arguments are slower, on every request
         message.id, message.method, version, capabilities, exchange.headers, meta, exchange.notify
     )
-    outcome = await operation(server, params, scope)
+    level = meta.get(META_LOG_LEVEL)
+    if level is None or exchange.notify is None:
+        outcome = await operation(server, params, scope)
+    else:  # the client asked for log records at this level, on this request's stream
+        async with forwarding_logs(level, exchange.notify):
+            outcome = await operation(server, params, scope)
     if type(outcome) is RoundReply:
         server.metrics.round_served(message.method, outcome.kind)
         if outcome.cached is not None:

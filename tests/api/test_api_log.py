@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 import httpx2
@@ -150,3 +151,25 @@ async def test_a_legacy_session_hears_its_set_level_info_by_default() -> None:
         ("emergency", None, True),
     ]
     assert after_set == [("error", None, [1, "two", None]), ("emergency", None, True)]
+
+
+def logs_through_python_logging() -> MCPServer:
+    mcp = MCPServer("Logging", keys=[KEY])
+
+    @mcp.tool()
+    async def work() -> str:
+        logging.getLogger("app.work").warning("disk at %d%%", 93)
+        logging.getLogger("app.work").debug("details")
+        return "done"
+
+    return mcp
+
+
+async def test_python_logging_reaches_a_modern_request_that_asked_for_its_level() -> None:
+    async with Client(logs_through_python_logging()) as client:
+        await call_with_meta(client, "work", **{LOG_LEVEL: "warning"})
+        asked = messages(client)
+        client.notifications.clear()
+        await call_with_meta(client, "work")
+    assert asked == [{"level": "warning", "logger": "app.work", "data": "disk at 93%"}]
+    assert messages(client) == []  # not asked for: nothing sent
