@@ -96,11 +96,10 @@ def read_only_dir(as_user: tuple[list[str], Path]) -> Iterator[Path]:
 
 
 async def order_dune_over_stdio(drop: list[str], home: Path, cwd: Path) -> types.CallToolResult:
+    command, *args = [*drop, sys.executable, "-m", "engine", "serve", "--stdio", BOOKSHOP]
     server = StdioServerParameters(
-        command=drop[0] if drop else sys.executable,
-        args=[*drop[1:], sys.executable, "-m", "engine", "serve", "--stdio", BOOKSHOP]
-        if drop
-        else ["-m", "engine", "serve", "--stdio", BOOKSHOP],
+        command=command,
+        args=args,
         # No ENGINE_STORE: the default store is what is under test.
         env={"HOME": str(home), "PYTHONPATH": str(ROOT), "ENGINE_KEYS": KEY},
         cwd=cwd,
