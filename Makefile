@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint typecheck imports pytest conformance clean fleet e2e bench
+.PHONY: install demo test lint typecheck imports pytest conformance interop clean fleet e2e bench
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -34,6 +34,11 @@ test: lint typecheck imports pytest
 
 conformance: $(STAMP)
 	$(BIN)/python tests/run_conformance.py 2026-07-28 2025-11-25
+
+# Real MCP clients (pinned; fetched once from npm and PyPI into ~/.cache/engine-interop). They
+# also run in `make test`; this runs only them.
+interop: $(STAMP)
+	$(BIN)/pytest -m interop $(PYTEST_ARGS)
 
 fleet: $(STAMP)
 	$(BIN)/python deploy/fleet.py $(FLEET_ARGS)
