@@ -47,9 +47,18 @@ def store_error(exc: StoreUnavailable, metrics: Metrics | None = None) -> MCPErr
 
 
 def status_of(error: MCPError) -> int:
+    """The HTTP status of a 2026-07-28 error response."""
     if isinstance(error, StoreOutage):
         return 503
     return STATUS.get(error.code, 400)
+
+
+def legacy_status_of(error: MCPError) -> int:
+    """The HTTP status of a 2025-11-25 error response to a request that reached its method:
+    200, as that era's clients expect a JSON-RPC error to come (they take any other status for
+    a failed POST and drop the error), except 503 for a store outage, which a client or proxy
+    should retry."""
+    return 503 if isinstance(error, StoreOutage) else 200
 
 
 def error_of(exc: Exception, metrics: Metrics) -> MCPError:

@@ -22,7 +22,7 @@ from engine.errors import INVALID_REQUEST, MCPError
 from engine.fleet.sessions import LegacySession
 from engine.protocol import legacy
 from engine.protocol.dispatch import error_response
-from engine.protocol.errors import error_of, status_of, store_error
+from engine.protocol.errors import error_of, legacy_status_of, status_of, store_error
 from engine.protocol.jsonrpc import dumps, error_bytes, notification_bytes, parse, result_bytes
 from engine.transports._asgi import Header, Receive, Send, cancel_on_disconnect, send_json
 from engine.transports._legacy_streams import (
@@ -143,7 +143,7 @@ async def post(
                     body = result_bytes(message.id, await legacy.handle(server, message, exchange))
                 except Exception as exc:
                     error = error_of(exc, server.metrics)
-                    status, body = status_of(error), error_bytes(message.id, error)
+                    status, body = legacy_status_of(error), error_bytes(message.id, error)
                 tg.cancel_scope.cancel()
         finally:
             inflight.pop((session_id, request_id), None)
