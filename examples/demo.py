@@ -1,12 +1,14 @@
 """``make demo``: two replicas on 127.0.0.1, one order whose rounds alternate between them.
 
-Both replicas get the same freshly generated key. The client below is plain ``urllib``: it runs
-the multi-round loop itself, so every request and response is visible. After the transcript
-both replicas keep serving until Ctrl-C (``--once`` stops right away).
+Both replicas get the same freshly generated key and one SQLite store in a temporary directory.
+The client below is plain ``urllib``: it runs the multi-round loop itself, so every request and
+response is visible. After the transcript the demo stops both replicas, removes the temporary
+directory and exits 0; with ``--serve`` the replicas keep serving until Ctrl-C (or SIGTERM).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import secrets
@@ -90,14 +92,53 @@ def show(title: str, payload: Any) -> None:
     print(f"\n{title}\n{json.dumps(payload, indent=2, ensure_ascii=False)}")
 
 
-def main(once: bool) -> int:
+class Stopped(Exception):
+    """SIGTERM or SIGHUP arrived: leave through ``finally``, which stops the replicas."""
+
+
+def on_signal(signum: int, frame: object) -> None:
+    raise Stopped
+
+
+def stop(replicas: list[subprocess.Popen[bytes]]) -> None:
+    for replica in replicas:
+        if replica.poll() is None:
+            replica.terminate()
+    for replica in replicas:
+        try:
+            replica.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            replica.kill()
+            replica.wait()
+
+
+def serve(replicas: list[subprocess.Popen[bytes]], logs: list[Path]) -> int:
+    print("\nBoth replicas keep serving. Point any MCP client that speaks protocol")
+    print("2026-07-28 at either URL above (the official `mcp` Client does), and send the")
+    print("rounds of one call to different replicas: either one resumes it.")
+    print("Serving; press Ctrl-C to stop.")
+    while True:
+        for replica, log in zip(replicas, logs, strict=True):
+            if replica.poll() is not None:
+                print(f"A replica exited ({replica.returncode}):\n{log.read_text()[-2000:]}")
+                return 1
+        time.sleep(0.2)
+
+
+def main(keep_serving: bool) -> int:
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+    for signum in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+        if signum is not None:
+            signal.signal(signum, on_signal)
     key = secrets.token_hex(32)
     workdir = tempfile.mkdtemp(prefix="engine-demo-")
     store = f"sqlite:///{workdir}/calls.sqlite3"
     ports = {"A": free_port(), "B": free_port()}
     logs = {name: Path(workdir) / f"replica-{name}.log" for name in ports}
-    replicas = [start_replica(name, port, key, store, logs[name]) for name, port in ports.items()]
+    replicas: list[subprocess.Popen[bytes]] = []
     try:
+        for name, port in ports.items():
+            replicas.append(start_replica(name, port, key, store, logs[name]))
         for (name, port), replica in zip(ports.items(), replicas, strict=True):
             wait_listening(port, replica, logs[name])
         urls = [f"http://127.0.0.1:{port}/mcp" for port in ports.values()]
@@ -120,23 +161,40 @@ def main(once: bool) -> int:
                 print(f"\n  The user is asked: {question['params']['message']}  → yes")
                 answers[request_key] = {"action": "accept", "content": {"confirm": True}}
             params = {**params, "inputResponses": answers, "requestState": result["requestState"]}
-        if once:
-            return 0
-        print("\nBoth replicas keep serving. Point any MCP client that speaks protocol")
-        print("2026-07-28 at either URL above (the official `mcp` Client does), and send the")
-        print("rounds of one call to different replicas: either one resumes it.")
-        print("Press Ctrl-C to stop.")
-        signal.sigwait({signal.SIGINT, signal.SIGTERM})
+        if result.get("resultType") != "complete" or result.get("isError"):
+            print("\nThe order did not complete.")
+            return 1
+        if keep_serving:
+            return serve(replicas, list(logs.values()))
+        stop(replicas)
+        print("\nThe call is complete; both replicas are stopped.")
+        print("`python examples/demo.py --serve` keeps them serving instead.")
         return 0
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Stopped):
         return 0
     finally:
-        for replica in replicas:
-            replica.terminate()
-        for replica in replicas:
-            replica.wait(timeout=10)
+        for signum in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C must not skip the cleanup
+            signal.signal(signum, signal.SIG_IGN)
+        stop(replicas)
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python examples/demo.py",
+        description=(
+            "Start two replicas of the bookshop on 127.0.0.1 (one key, one SQLite store in a "
+            "temporary directory), order an out-of-stock book so that its two rounds are served "
+            "by different replicas, then stop the replicas, remove the directory and exit."
+        ),
+    )
+    parser.add_argument(
+        "--serve",
+        action="store_true",
+        help="after the exchange, keep both replicas serving until Ctrl-C or SIGTERM",
+    )
+    return parser.parse_args(argv)
+
+
 if __name__ == "__main__":
-    sys.exit(main(once="--once" in sys.argv))
+    sys.exit(main(keep_serving=parse_args(sys.argv[1:]).serve))
