@@ -66,10 +66,3 @@ def _check_db(text: str, shown: str) -> None:
             f"Redis URL {shown!r}: the database index must be a whole number from 0, as in "
             f"redis://host:6379/0, got {text!r}"
         )
-
-
-def check_store_url(url: str) -> None:
-    """A store URL checked without importing its backend: ValueError saying what is wrong."""
-    from ._open import check_url
-
-    check_url(url)

@@ -27,9 +27,11 @@ from engine.cli.shared import (
     EXIT_TEMPFAIL,
     TRACEBACK_ENV,
     CLIError,
+    StoreChoice,
     check_keys,
     json_object,
     load_server,
+    shown_url,
     store_url,
 )
 
@@ -52,7 +54,7 @@ def _serve(args: argparse.Namespace) -> int:
     else:
         os.environ["ENGINE_STORE"] = store.url
     if store.url is not None:
-        _reach(store.url)
+        _reach(store)
     if args.stdio:
         server = load_server(args.target, traceback=args.traceback)
         store.announce()
@@ -78,27 +80,34 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _reach(url: str) -> None:
-    """Refuse to start on a Redis store that does not answer: a replica that cannot reach its
-    store cannot carry a call across rounds. Exit status 75 (EX_TEMPFAIL), which a supervisor
-    may retry; a store lost later is reported by /healthz."""
-    from stores._urls import REDIS_SCHEMES, redacted
-
-    if url.partition("://")[0].lower() not in REDIS_SCHEMES:
-        return
+def _reach(store: StoreChoice) -> None:
+    """Open the store once before serving: a malformed URL is refused (exit 2), and so is a
+    store that does not answer, since a replica that cannot reach its store cannot carry a call
+    across rounds: exit status 75 (EX_TEMPFAIL), which a supervisor may retry. A store lost
+    later is reported by /healthz."""
     import anyio
 
     from stores import StoreUnavailable, open_store
 
+    assert store.url is not None
+    try:
+        opened = open_store(store.url)  # checks the URL before it imports the backend
+    except ValueError as exc:
+        raise CLIError(f"{store.source}: {exc}") from None
+    except Exception as exc:  # a SQLite file that cannot be opened, say
+        reason = " ".join(str(exc).split())
+        raise CLIError(
+            f"{store.source}: cannot open the store {shown_url(store.url)}: {reason}"
+        ) from None
+
     async def ping() -> None:
-        store = open_store(url)
         try:
             with anyio.fail_after(10):
-                await store.ping()
+                await opened.ping()
         finally:
-            await store.aclose()
+            await opened.aclose()
 
-    shown = redacted(url)
+    shown = shown_url(store.url)
     try:
         anyio.run(ping)
     except (StoreUnavailable, TimeoutError) as exc:

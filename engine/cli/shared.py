@@ -8,6 +8,7 @@ import inspect
 import json
 import logging
 import os
+import re
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -231,34 +232,32 @@ def _held_logs() -> Iterator[_Held]:
 def check_keys(text: str, source: str) -> None:
     """``--keys`` / ``ENGINE_KEYS``: ``SECRET[,SECRET2]``, each optionally ``id=SECRET``, each
     secret at least 32 bytes. CLIError naming the entry at fault (never the secret itself)."""
-    from engine.state.seal import _LABEL, MIN_SECRET_BYTES, KeyRing
+    from engine.state.seal import MIN_SECRET_BYTES, KeyRing
 
     parts = [part.strip() for part in text.split(",")]
     if not any(parts):
         raise CLIError(
             f"{source} is empty; give SECRET[,SECRET2] (`python -m engine keygen` makes one)"
         )
+    try:
+        KeyRing.from_env(text)
+    except ValueError as exc:
+        refused = exc
+    else:
+        return
     for number, part in enumerate(parts, 1):
-        if not part:
-            continue  # "a,,b" and a trailing comma: KeyRing.from_env skips them too
+        if not part or len(part.encode()) >= MIN_SECRET_BYTES:
+            continue  # empty entries are skipped; a long one is a secret, '=' or not
         label, sep, secret = part.partition("=")
-        labelled = bool(sep) and _LABEL.fullmatch(label) is not None
-        if labelled and len(secret.encode()) >= MIN_SECRET_BYTES:
-            continue  # ID=SECRET, as KeyRing.from_env reads it
-        if len(part.encode()) >= MIN_SECRET_BYTES:
-            continue  # a secret (which may hold an '=' of its own)
-        if labelled and not secret:
+        if sep and label and not secret:
             raise CLIError(f"{source}: key {label!r} has nothing after '='; write ID=SECRET")
-        which = f"key {label!r}" if labelled else f"entry {number}"
-        size = len((secret if labelled else part).encode())
+        which = f"key {label!r}" if sep and label else f"entry {number}"
+        size = len((secret if sep and label else part).encode())
         raise CLIError(
             f"{source}: {which} has a secret of {size} bytes; a secret needs at least "
             f"{MIN_SECRET_BYTES}: generate one with `python -m engine keygen`"
         )
-    try:
-        KeyRing.from_env(text)
-    except ValueError as exc:
-        raise CLIError(f"{source}: {exc}") from None
+    raise CLIError(f"{source}: {refused}")
 
 
 # --- the store --------------------------------------------------------------------------------
@@ -309,6 +308,7 @@ class StoreChoice:
     url: str | None
     note: str
     level: int = logging.INFO
+    source: str = "the default store"
 
     def announce(self) -> None:
         log.log(self.level, "%s", self.note)
@@ -319,8 +319,6 @@ def store_url(given: str | None) -> StoreChoice:
     ``none`` disables. A given URL is checked (CLIError when it is malformed) and a SQLite
     file's directory created; when the default's cannot be, the server runs on ``memory://``
     with a warning: a stdio server that a desktop host launches anywhere must still start."""
-    from stores._urls import check_store_url, redacted
-
     env = os.environ.get("ENGINE_STORE", "").strip()
     source = "--store" if given else "ENGINE_STORE" if env else None
     if source is None:
@@ -328,22 +326,21 @@ def store_url(given: str | None) -> StoreChoice:
     url = (given or env).strip()
     if url.lower() == "none":
         return StoreChoice(None, f"store: none ({source} none): calls live in their tokens only")
-    try:
-        check_store_url(url)
-    except ValueError as exc:
-        raise CLIError(f"{source}: {exc}") from None
-    if url.startswith("sqlite:///"):
-        path = Path(url[len("sqlite:///") :])
+    path = Path(url[len("sqlite:///") :])
+    if url.startswith("sqlite:///") and path.name and not {"?", "#"} & set(url):
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            with path.open("ab"):  # a probe: as root, permission bits say nothing
-                pass
         except OSError as exc:
             raise CLIError(
-                f"{source}: cannot write the SQLite store {path} ({exc.strerror or exc}); give "
-                "a file in a directory this user can write"
+                f"{source}: cannot create {path.parent} for the SQLite store "
+                f"({exc.strerror or exc}); give a file in a directory this user can write"
             ) from None
-    return StoreChoice(url, f"store: {redacted(url)} (from {source})")
+    return StoreChoice(url, f"store: {shown_url(url)} (from {source})", source=source)
+
+
+def shown_url(url: str) -> str:
+    """``url`` with the password of ``//user:password@`` masked, for a log or an error line."""
+    return re.sub(r"(//[^/?#:@]*:)[^/?#]*@", r"\1***@", url)
 
 
 def _default_store_created() -> StoreChoice:
