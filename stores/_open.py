@@ -6,7 +6,7 @@ and sqlite3.
 
 from __future__ import annotations
 
-from ._urls import redacted
+from ._urls import REDIS_SCHEMES, check_redis_url, redacted
 from .base import Store
 
 ACCEPTED = (
@@ -23,22 +23,39 @@ def open_store(url_or_store: str | Store) -> Store:
             return url_or_store
         raise TypeError(f"expected a store URL or a Store, got {type(url_or_store).__name__}")
     url = url_or_store.strip()
-    scheme = url.partition("://")[0].lower() if "://" in url else ""
+    scheme = check_url(url)  # a bad URL fails before its backend is imported
     if scheme == "memory":
-        if url.lower() != "memory://":
-            raise ValueError("the memory store takes no host, path or options: use 'memory://'")
         from .memory import MemoryStore
 
         return MemoryStore()
     if scheme == "sqlite":
-        path = _sqlite_path(url)  # a bad URL fails before sqlite3 is imported
         from .sqlite import SQLiteStore
 
-        return SQLiteStore(path)
-    if scheme in ("redis", "rediss", "unix", "redis+cluster", "rediss+cluster"):
-        from .redis import RedisStore
+        return SQLiteStore(_sqlite_path(url))
+    from .redis import RedisStore
 
-        return RedisStore(url)  # it reads the URL's ?prefix= itself
+    return RedisStore(url)  # it reads the URL's ?prefix= itself
+
+
+def check_url(url: str) -> str:
+    """The scheme of a store URL that `open_store` can open; ValueError saying what is wrong."""
+    url = url.strip()
+    scheme = url.partition("://")[0].lower() if "://" in url else ""
+    if scheme == "memory":
+        if url.lower() != "memory://":
+            raise ValueError("the memory store takes no host, path or options: use 'memory://'")
+        return scheme
+    if scheme == "sqlite":
+        _sqlite_path(url)
+        return scheme
+    if scheme in REDIS_SCHEMES:
+        check_redis_url(url)
+        return scheme
+    if not scheme:
+        raise ValueError(
+            f"{redacted(url)!r} is not a store URL (it has no scheme://); accepted forms: "
+            f"{ACCEPTED}"
+        )
     raise ValueError(f"unsupported store URL {redacted(url)!r}; accepted forms: {ACCEPTED}")
 
 

@@ -16,7 +16,6 @@ import os
 import secrets
 import sys
 import time
-import traceback
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,7 +23,7 @@ from typing import Any, TypeVar
 
 import anyio
 
-from engine.cli.shared import DEFAULT_STORE, CLIError, json_object, load_server
+from engine.cli.shared import CLIError, default_store, json_object, load_server
 
 T = TypeVar("T")
 
@@ -34,7 +33,7 @@ T = TypeVar("T")
 
 def reading_url(given: str | None) -> str:
     """The store the journal commands read; refuses what cannot hold another process's journal."""
-    url = (given or os.environ.get("ENGINE_STORE") or DEFAULT_STORE).strip()
+    url = (given or os.environ.get("ENGINE_STORE") or default_store()).strip()
     source = "--store" if given else "ENGINE_STORE" if os.environ.get("ENGINE_STORE") else None
     if url.lower() == "none":
         raise CLIError(
@@ -198,13 +197,7 @@ def replay(args: argparse.Namespace) -> int:
     # The app must not open the store the journal came from, and never seals a token here.
     os.environ.pop("ENGINE_STORE", None)
     os.environ.setdefault("ENGINE_KEYS", secrets.token_hex(32))
-    try:
-        app = load_server(args.app)
-    except SystemExit as exc:
-        raise CLIError(str(exc.code).removeprefix("error: ")) from None
-    except Exception:
-        traceback.print_exc()
-        raise CLIError(f"importing {args.app} failed (traceback above)") from None
+    app = load_server(args.app, traceback=args.traceback)
     report = anyio.run(lambda: replay_call(app, call, arguments=arguments))
     print(report.render())
     return 0 if report.ok else 1

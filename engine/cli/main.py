@@ -22,25 +22,108 @@ import sys
 from typing import Any
 
 from engine.cli import journal as cli_journal
-from engine.cli.shared import DEFAULT_STORE, CLIError, json_object, load_server, store_url
+from engine.cli.shared import (
+    DEFAULT_STORE_SHOWN,
+    EXIT_TEMPFAIL,
+    TRACEBACK_ENV,
+    CLIError,
+    StoreChoice,
+    check_keys,
+    json_object,
+    load_server,
+    shown_url,
+    store_url,
+)
 
 
 def _serve(args: argparse.Namespace) -> int:
+    if not 0 <= args.port <= 65535:
+        raise CLIError(
+            f"--port {args.port}: a port is a number from 1 to 65535 (0 picks any free one)"
+        )
     if args.keys:
+        check_keys(args.keys, "--keys")
         os.environ["ENGINE_KEYS"] = args.keys
+    elif os.environ.get("ENGINE_KEYS"):
+        check_keys(os.environ["ENGINE_KEYS"], "ENGINE_KEYS")
     if args.replica:
         os.environ["ENGINE_REPLICA_ID"] = args.replica
     store = store_url(args.store)
-    if store is None:
+    if store.url is None:
         os.environ.pop("ENGINE_STORE", None)
     else:
-        os.environ["ENGINE_STORE"] = store
-    server = load_server(args.target)
+        os.environ["ENGINE_STORE"] = store.url
+    if store.url is not None:
+        _reach(store)
     if args.stdio:
+        server = load_server(args.target, traceback=args.traceback)
+        store.announce()
         server.run("stdio")
-    else:
+        return 0
+    from engine.transports.serving import CannotListen, check_listenable
+
+    try:
+        check_listenable(args.host, args.port)  # before the import, whose logs would come first
+        server = load_server(args.target, traceback=args.traceback)
+        store.announce()
         server.run("streamable-http", host=args.host, port=args.port)
+    except CannotListen as exc:
+        if exc.in_use:
+            raise CLIError(
+                f"port {exc.port} on {exc.host} is in use; stop the server listening there or "
+                "serve on another with --port N"
+            ) from None
+        raise CLIError(
+            f"cannot listen on {exc.host} port {exc.port} ({exc.reason}); check --host (an "
+            "address of this machine, or 0.0.0.0) and --port (below 1024 needs privileges)"
+        ) from None
     return 0
+
+
+def _reach(store: StoreChoice) -> None:
+    """Open the store once before serving: a malformed URL is refused (exit 2), and so is a
+    store that does not answer, since a replica that cannot reach its store cannot carry a call
+    across rounds: exit status 75 (EX_TEMPFAIL), which a supervisor may retry. A store lost
+    later is reported by /healthz."""
+    import anyio
+
+    from stores import StoreUnavailable, open_store
+
+    assert store.url is not None
+    try:
+        opened = open_store(store.url)  # checks the URL before it imports the backend
+    except ValueError as exc:
+        raise CLIError(f"{store.source}: {exc}") from None
+    except Exception as exc:  # a SQLite file that cannot be opened, say
+        reason = " ".join(str(exc).split())
+        raise CLIError(
+            f"{store.source}: cannot open the store {shown_url(store.url)}: {reason}"
+        ) from None
+
+    async def ping() -> None:
+        try:
+            with anyio.fail_after(10):
+                await opened.ping()
+        finally:
+            await opened.aclose()
+
+    shown = shown_url(store.url)
+    try:
+        anyio.run(ping)
+    except (StoreUnavailable, TimeoutError) as exc:
+        said = str(exc).partition(" The request can be retried")[0].rstrip(". ")
+        reason = " ".join(said.split()) or "no answer in 10 s"
+        raise CLIError(
+            f"cannot reach the store {shown}: {reason}; start Redis or fix --store "
+            "(or ENGINE_STORE); exit status 75 means try again later",
+            code=EXIT_TEMPFAIL,
+        ) from None
+    except Exception as exc:  # the server answered with an error: AUTH, SELECT of a bad index
+        reason = " ".join(str(exc).split())
+        hint = (
+            "; Redis has databases 0-15 unless configured otherwise" if "DB index" in reason else ""
+        )
+        raise CLIError(f"the store {shown} refused the connection: {reason}{hint}") from None
 
 
 def _keygen(args: argparse.Namespace) -> int:
@@ -52,8 +135,9 @@ def _keygen(args: argparse.Namespace) -> int:
 
 
 def _call(args: argparse.Namespace) -> int:
-    from engine.cli.terminal_client import CallOptions, parse_answer, run_call
+    from engine.cli.terminal_client import CallOptions, check_url, parse_answer, run_call
 
+    check_url(args.url)
     arguments = json_object(args.json, "--json") if args.json is not None else {}
     answers: dict[str, Any] = {}
     for pair in args.answer:
@@ -81,8 +165,9 @@ DESCRIPTION = """\
 Serve an MCP server file, try its tools from the terminal, and debug its calls from the journal.
 
 The journal commands (calls, show, replay, export) read the store that serve writes: --store,
-else ENGINE_STORE, else sqlite:///.engine/calls.sqlite3. Every command takes --help; see
-docs/replay.md for a walk-through."""
+else ENGINE_STORE, else calls.sqlite3 in your data directory (serve prints where). Every
+command takes --help; see docs/replay.md for a walk-through, and docs/running.md ("When
+something is wrong") for what each error line means."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -93,7 +178,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     store_help = (
-        f"the server's store URL (default: ENGINE_STORE, else {DEFAULT_STORE}); SQLite or Redis"
+        f"the server's store URL (default: ENGINE_STORE, else {DEFAULT_STORE_SHOWN}); "
+        "SQLite or Redis"
     )
 
     def command(name: str, summary: str, epilog: str | None = None) -> argparse.ArgumentParser:
@@ -114,7 +200,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--replica", help="this replica's id, shown in responses")
     serve.add_argument(
         "--store",
-        help=f"store URL (or ENGINE_STORE; default {DEFAULT_STORE}; 'none' for no store)",
+        help=f"store URL (or ENGINE_STORE; default {DEFAULT_STORE_SHOWN}; 'none' for no store)",
+    )
+    serve.add_argument(
+        "--traceback",
+        action="store_true",
+        help=f"print the traceback when importing FILE.py fails (or {TRACEBACK_ENV}=1)",
     )
     serve.set_defaults(func=_serve)
 
@@ -191,6 +282,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--args",
         metavar="JSON",
         help="the call's arguments, when the server did not record them",
+    )
+    replay.add_argument(
+        "--traceback",
+        action="store_true",
+        help=f"print the traceback when importing the app fails (or {TRACEBACK_ENV}=1)",
     )
     replay.set_defaults(func=cli_journal.replay)
 

@@ -15,6 +15,7 @@ server refused the request, or could not be reached).
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from collections.abc import Mapping
@@ -46,6 +47,95 @@ def parse_argument(pair: str, schema: Mapping[str, Any] | None) -> tuple[str, An
             f"--arg {name}: the tool wants {' or '.join(sorted(kinds))}, and {text!r} is not "
             "JSON; for example --arg count=3 or --arg tags='[\"a\"]'"
         ) from None
+
+
+def check_url(url: str) -> None:
+    """``call``'s URL: an http(s) URL, or a CLIError that says what to give instead."""
+    from urllib.parse import urlsplit
+
+    from engine.cli.shared import CLIError
+
+    parts = urlsplit(url)
+    if parts.scheme in ("http", "https") and parts.netloc:
+        return
+    example = "http://127.0.0.1:8000/mcp"
+    if os.path.exists(url) or url.endswith(".py"):
+        raise CLIError(
+            f"{url} is a file, not a URL; serve it (python -m engine serve {url}) and call "
+            f"its endpoint: python -m engine call {example} TOOL"
+        )
+    if "://" not in url:
+        raise CLIError(f"{url!r} is not a URL; give the MCP endpoint, like http://{url}")
+    raise CLIError(f"{url!r} is not an http(s) URL; give the server's MCP endpoint, like {example}")
+
+
+def _is(kind: str, value: Any) -> bool:
+    """Whether ``value`` (decoded JSON) is of the JSON schema type ``kind``."""
+    if kind == "null":
+        return value is None
+    if kind == "boolean":
+        return isinstance(value, bool)
+    if isinstance(value, bool):
+        return False
+    if kind == "integer":
+        return isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+    if kind == "number":
+        return isinstance(value, int | float)
+    kinds: dict[str, type] = {"string": str, "array": list, "object": dict}
+    return kind not in kinds or isinstance(value, kinds[kind])
+
+
+def answer_problem(request: Mapping[str, Any], answer: Any) -> str | None:
+    """What is wrong with a ``--answer`` for this question, checked against what the question
+    says it wants (a form's fields, types, choices, bounds); ``None`` when nothing is."""
+    if request.get("method") != "elicitation/create":
+        return None
+    params = request.get("params") or {}
+    actions = ("accept", "decline", "cancel")
+    if not isinstance(answer, dict) or answer.get("action") not in actions:
+        return 'give an object whose "action" is "accept", "decline" or "cancel"'
+    if answer["action"] != "accept" or params.get("mode", "form") != "form":
+        return None
+    content = answer.get("content")
+    if not isinstance(content, dict):
+        return 'an accepted form needs "content": an object of the form\'s fields'
+    schema = params.get("requestedSchema") or {}
+    props = schema.get("properties") or {}
+    problems = [
+        f"content.{name}: required" for name in schema.get("required") or [] if name not in content
+    ]
+    for name, value in content.items():
+        prop = props.get(name)
+        if not isinstance(prop, dict):
+            problems.append(f"content.{name}: not a field of the form ({', '.join(props)})")
+            continue
+        problem = _value_problem(prop, value)
+        if problem is not None:
+            problems.append(f"content.{name}: {problem}")
+    return "; ".join(problems) or None
+
+
+def _value_problem(prop: Mapping[str, Any], value: Any) -> str | None:
+    kinds = schema_types(prop)
+    shown = json.dumps(value)
+    if kinds and not any(_is(kind, value) for kind in kinds):
+        return f"expected {' or '.join(sorted(kinds))}, got {shown}"
+    choices = prop.get("enum")
+    if isinstance(choices, list) and value not in choices:
+        return f"expected one of {', '.join(map(json.dumps, choices))}, got {shown}"
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        low, high = prop.get("minimum"), prop.get("maximum")
+        if isinstance(low, int | float) and value < low:
+            return f"expected at least {low}, got {shown}"
+        if isinstance(high, int | float) and value > high:
+            return f"expected at most {high}, got {shown}"
+    if isinstance(value, str):
+        short, long = prop.get("minLength"), prop.get("maxLength")
+        if isinstance(short, int) and len(value) < short:
+            return f"expected at least {short} characters, got {shown}"
+        if isinstance(long, int) and len(value) > long:
+            return f"expected at most {long} characters, got {shown}"
+    return None
 
 
 def parse_answer(pair: str) -> tuple[str, Any]:
@@ -82,10 +172,11 @@ def run_call(options: CallOptions, console: Console | None = None) -> int:
     except ProtocolFailure as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_PROTOCOL
-    except NoMoreInput:
+    except NoMoreInput as exc:
+        why = f"{exc.args[0]}, and " if exc.args else ""
         print(
-            "error: standard input ended while a question needed an answer; answer it with "
-            "--answer KEY=JSON (the key is shown in brackets above)",
+            f"error: {why}standard input ended while a question needed an answer; answer it "
+            "with --answer KEY=JSON (the key is shown in brackets above)",
             file=sys.stderr,
         )
         return EXIT_PROTOCOL
@@ -109,6 +200,7 @@ def _run(options: CallOptions, console: Console, session: Session) -> int:
     scripted = dict(options.answers)
     headers = param_headers(tool, arguments)
     params: dict[str, Any] = {"name": options.tool, "arguments": arguments}
+    sent: dict[str, Any] = {}
     for number in range(1, options.max_rounds + 1):
         answering = params.get("inputResponses") or {}
         about = f"answering {', '.join(answering)}" if answering else json.dumps(arguments)
@@ -138,16 +230,34 @@ def _run(options: CallOptions, console: Console, session: Session) -> int:
         for key, request in requests.items():
             method = request.get("method") if isinstance(request, dict) else None
             console.say(f"[{key}] {method}")
+            if key in sent:
+                console.say(
+                    f"  the server asked {key} again: it did not take the answer sent "
+                    f"({json.dumps(sent[key])})"
+                )
+            rejected = None
             if key in scripted:
-                responses[key] = scripted.pop(key)
-                console.say(f"  answered from --answer: {json.dumps(responses[key])}")
-                continue
+                given = scripted.pop(key)
+                rejected = answer_problem(request if isinstance(request, dict) else {}, given)
+                if rejected is None:
+                    responses[key] = given
+                    console.say(f"  answered from --answer: {json.dumps(given)}")
+                    continue
+                console.say(f"  --answer {key} does not fit the question: {rejected}")
             answer = ANSWERERS.get(str(method))
             if answer is None:
                 raise ProtocolFailure(
                     f"the server asked {method!r}, which this client cannot answer"
                 )
-            responses[key] = answer(console, request.get("params") or {})
+            try:
+                responses[key] = answer(console, request.get("params") or {})
+            except NoMoreInput:
+                if rejected is None:
+                    raise
+                raise NoMoreInput(
+                    f"--answer {key} does not fit the question ({rejected})"
+                ) from None
+        sent = responses
         params = {**params, "inputResponses": responses, "requestState": state}
     raise ProtocolFailure(
         f"no final result after {options.max_rounds} rounds; raise --max-rounds if the tool "

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import math
 import os
@@ -158,9 +159,41 @@ def serve_app(
     serve(app, host=host, port=port, settings=settings)
 
 
+class CannotListen(OSError):
+    """``host:port`` cannot be listened on (in use, not this machine's address, a privileged
+    port): found before uvicorn starts, so it is one line rather than a log after startup."""
+
+    def __init__(self, host: str, port: int, reason: str, *, in_use: bool) -> None:
+        self.host, self.port, self.reason, self.in_use = host, port, reason, in_use
+        what = "is in use" if in_use else f"cannot be listened on ({reason})"
+        super().__init__(f"port {port} on {host} {what}")
+
+
+def check_listenable(host: str, port: int) -> None:
+    """Bind each address uvicorn would bind for ``host:port``, as it does (``SO_REUSEADDR``),
+    and let go; `CannotListen` when one fails. A process that takes the port between this and
+    uvicorn's own bind still gets uvicorn's error."""
+    try:
+        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise CannotListen(host, port, str(exc.strerror or exc), in_use=False) from None
+    for family, kind, proto, _, address in dict.fromkeys(found):
+        with socket.socket(family, kind, proto) as sock:
+            if os.name != "nt":  # on Windows it would let two servers share the port
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6 and hasattr(socket, "IPPROTO_IPV6"):
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            try:
+                sock.bind(address)
+            except OSError as exc:
+                in_use = exc.errno == errno.EADDRINUSE
+                raise CannotListen(host, port, exc.strerror or str(exc), in_use=in_use) from None
+
+
 def serve(app: StreamableHTTPApp, *, host: str, port: int, settings: dict[str, Any]) -> None:
     """Run ``app`` until SIGTERM or Ctrl-C (what ``uvicorn.run`` does for one process, with the
-    drain above)."""
+    drain above). `CannotListen` before anything starts when ``host:port`` cannot be bound."""
+    check_listenable(host, port)
     config = uvicorn.Config(app, host=host, port=port, lifespan="on", **settings)
     http, loop = stack(config)
     log.info("HTTP parsed by %s, on the %s event loop", http, loop)
