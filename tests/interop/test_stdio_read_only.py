@@ -125,7 +125,6 @@ async def test_control_a_writable_directory_serves(as_user: tuple[list[str], Pat
     assert text_of(result) == "Ordered 'Dune'."
 
 
-@pytest.mark.xfail(strict=True, reason="default stdio store under the working directory")
 async def test_a_read_only_working_directory_serves(
     as_user: tuple[list[str], Path], read_only_dir: Path
 ) -> None:
