@@ -32,4 +32,8 @@ class Resolve:
         self.key = key
 
     def __repr__(self) -> str:
-        return f"Resolve({callable_name(self.fn)}, once={self.once}, key={self.key!r})"
+        """As it is written: ``Resolve(check_stock)``, with only the options given."""
+        options = (", once=True" if self.once else "") + (
+            f", key={self.key!r}" if self.key is not None else ""
+        )
+        return f"Resolve({callable_name(self.fn)}{options})"

@@ -70,8 +70,46 @@ mcp = MCPServer("Varargs")
 def ping(*args: str) -> str:
     return "pong"
 """
+RESOLVE_DEFAULT = """\
+from pydantic import BaseModel
+
+from engine import MCPServer, Resolve
+
+mcp = MCPServer("Shop")
+
+
+class Stock(BaseModel):
+    copies: int
+
+
+async def check_stock(title: str) -> Stock:
+    return Stock(copies=1)
+
+
+@mcp.tool()
+async def reserve(title: str, stock: Stock = Resolve(check_stock)) -> str:
+    return title
+"""
+FORM_NOT_A_MODEL = """\
+from typing import Annotated
+
+from engine import Elicit, MCPServer, Resolve
+
+mcp = MCPServer("Shop")
+
+
+async def confirm(title: str) -> Elicit[dict]:
+    return Elicit(f"Order {title}?", dict)
+
+
+@mcp.tool()
+async def order(title: str, ok: Annotated[dict, Resolve(confirm)]) -> str:
+    return title
+"""
 FILES = {
     "server.py": SERVER,
+    "fastapi_style.py": RESOLVE_DEFAULT,
+    "form.py": FORM_NOT_A_MODEL,
     "broken.py": BROKEN,
     "twice.py": TWICE,
     "varargs.py": VARARGS,
@@ -144,6 +182,8 @@ CASES: dict[str, list[str]] = {
     "import-raises": ["serve", "broken.py"],
     "duplicate-tool": ["serve", "twice.py"],
     "bad-signature": ["serve", "varargs.py"],
+    "resolve-default": ["serve", "fastapi_style.py"],
+    "form-not-a-model": ["serve", "form.py"],
     "call-file": ["call", "todo.py", "ping"],
     "call-no-scheme": ["call", "localhost:8000/mcp", "ping"],
     "store-scheme": ["serve", "server.py", "--store", "postgres://db/calls"],

@@ -30,7 +30,7 @@ def test_a_resolver_given_as_a_default_value_is_refused_with_the_annotated_spell
 
     message = str(refused.value)
     assert "parameter 'stock'" in message
-    assert "stock: Annotated[Stock, Resolve(check_stock, once=False, key=None)]" in message
+    assert "stock: Annotated[Stock, Resolve(check_stock)]" in message
     assert mcp.tools == {}
 
 
