@@ -8,7 +8,9 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	# The build backend's notice about editable installs does not apply (packages are listed
+	# explicitly in pyproject.toml): keep a first `make demo` quiet.
+	PYTHONWARNINGS=ignore $(BIN)/python -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
 install: $(STAMP)
