@@ -13,8 +13,8 @@ import itertools
 import json
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import IO, Any
 
 PROTOCOL = "2026-07-28"
 CAPABILITIES: dict[str, Any] = {"elicitation": {"form": {}, "url": {}}, "sampling": {}, "roots": {}}
@@ -22,6 +22,20 @@ CAPABILITIES: dict[str, Any] = {"elicitation": {"form": {}, "url": {}}, "samplin
 
 class ProtocolFailure(Exception):
     """The exchange cannot go on; the message says why and what to try."""
+
+
+Notify = Callable[[str, dict[str, Any]], None]
+"""Called with each notification (method, params) that arrives before a request's response."""
+
+
+def request_meta(extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The ``_meta`` every 2026-07-28 request carries, plus ``extra`` (``progressToken``...)."""
+    return {
+        "io.modelcontextprotocol/protocolVersion": PROTOCOL,
+        "io.modelcontextprotocol/clientCapabilities": CAPABILITIES,
+        "io.modelcontextprotocol/clientInfo": {"name": "engine-call", "version": "1"},
+        **(extra or {}),
+    }
 
 
 def header_text(value: str) -> str:
@@ -39,19 +53,21 @@ class Session:
         self.timeout = timeout
         self.ids = itertools.count(1)
         self.replica = "?"
+        self.where = url
+        self.notify: Notify | None = None
+
+    def close(self) -> None:
+        pass
 
     def request(
-        self, method: str, params: dict[str, Any], headers: Mapping[str, str] | None = None
+        self,
+        method: str,
+        params: dict[str, Any],
+        headers: Mapping[str, str] | None = None,
+        meta: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         request_id = next(self.ids)
-        params = {
-            **params,
-            "_meta": {
-                "io.modelcontextprotocol/protocolVersion": PROTOCOL,
-                "io.modelcontextprotocol/clientCapabilities": CAPABILITIES,
-                "io.modelcontextprotocol/clientInfo": {"name": "engine-call", "version": "1"},
-            },
-        }
+        params = {**params, "_meta": request_meta(meta)}
         body = json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
         sent = {
             "Content-Type": "application/json",
@@ -68,7 +84,10 @@ class Session:
             with urllib.request.urlopen(http, timeout=self.timeout) as response:
                 self.replica = response.headers.get("x-engine-replica", "?")
                 kind = response.headers.get("content-type", "")
-                raw = response.read()
+                if "text/event-stream" in kind:
+                    message = read_stream(response, request_id, self.notify)
+                else:
+                    message = response_message(response.read(), kind, request_id)
         except urllib.error.HTTPError as exc:
             raw, kind = exc.read(), exc.headers.get("content-type", "")
             message = response_message(raw, kind, request_id)
@@ -84,23 +103,50 @@ class Session:
                 f"cannot reach {self.url} ({reason}); is the server running? Start one with "
                 "`python -m engine serve FILE.py`"
             ) from None
-        else:
-            message = response_message(raw, kind, request_id)
-            if message is None:
-                raise ProtocolFailure(f"{self.url} did not answer with a JSON-RPC response")
-        error = message.get("error")
-        if isinstance(error, dict):
-            data = f" {json.dumps(error['data'])}" if error.get("data") is not None else ""
-            raise ProtocolFailure(
-                f"{method} failed: {error.get('code')} {error.get('message')}{data}"
-            )
-        result = message.get("result")
-        if not isinstance(result, dict):
-            raise ProtocolFailure(f"{method}: the response has no result object")
-        meta = result.get("_meta")
-        if isinstance(meta, dict) and isinstance(meta.get("engine/replica"), str):
-            self.replica = meta["engine/replica"]
-        return result
+        if message is None:
+            raise ProtocolFailure(f"{self.url} did not answer with a JSON-RPC response")
+        return result_of(method, message, self)
+
+
+def result_of(method: str, message: Mapping[str, Any], session: Any) -> dict[str, Any]:
+    """A JSON-RPC response's result object, or the ProtocolFailure its error says."""
+    error = message.get("error")
+    if isinstance(error, dict):
+        data = f" {json.dumps(error['data'])}" if error.get("data") is not None else ""
+        raise ProtocolFailure(f"{method} failed: {error.get('code')} {error.get('message')}{data}")
+    result = message.get("result")
+    if not isinstance(result, dict):
+        raise ProtocolFailure(f"{method}: the response has no result object")
+    meta = result.get("_meta")
+    if isinstance(meta, dict) and isinstance(meta.get("engine/replica"), str):
+        session.replica = meta["engine/replica"]
+    return result
+
+
+def read_stream(stream: IO[bytes], request_id: int, notify: Notify | None) -> dict[str, Any] | None:
+    """Read an event stream as it comes: notifications go to ``notify`` (so progress shows while
+    the tool runs), and the response with ``request_id`` ends it; ``None`` if it never came."""
+    data: list[str] = []
+    for raw_line in stream:
+        line = raw_line.decode(errors="replace").rstrip("\r\n")
+        if line.startswith("data:"):
+            data.append(line[5:].lstrip())
+            continue
+        if line or not data:
+            continue
+        text, data = "\n".join(data), []
+        try:
+            message = json.loads(text)
+        except ValueError:
+            continue
+        if not isinstance(message, dict):
+            continue
+        if message.get("id") == request_id and ("result" in message or "error" in message):
+            return message
+        if "id" not in message and isinstance(message.get("method"), str) and notify:
+            params = message.get("params")
+            notify(message["method"], params if isinstance(params, dict) else {})
+    return None
 
 
 def response_message(raw: bytes, kind: str, request_id: int) -> dict[str, Any] | None:

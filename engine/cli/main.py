@@ -34,6 +34,7 @@ from engine.cli.shared import (
     shown_url,
     store_url,
 )
+from engine.cli.terminal_client import LOG_LEVELS
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -135,9 +136,10 @@ def _keygen(args: argparse.Namespace) -> int:
 
 
 def _call(args: argparse.Namespace) -> int:
-    from engine.cli.terminal_client import CallOptions, check_url, parse_answer, run_call
+    from engine.cli.connections import check_target
+    from engine.cli.terminal_client import CallOptions, parse_answer, run_call
 
-    check_url(args.url)
+    check_target(args.target, args.stdio)
     arguments = json_object(args.json, "--json") if args.json is not None else {}
     answers: dict[str, Any] = {}
     for pair in args.answer:
@@ -147,18 +149,49 @@ def _call(args: argparse.Namespace) -> int:
             raise CLIError(str(exc)) from None
         answers[key] = value
     options = CallOptions(
-        url=args.url,
+        url=args.target,
         tool=args.tool,
         arguments=arguments,
         raw_arguments=list(args.arg),
         answers=answers,
         max_rounds=args.max_rounds,
         timeout=args.timeout,
+        stdio=args.stdio,
+        log_level=args.log_level,
+        traceback=args.traceback,
     )
     return run_call(options)
 
 
+def _list(args: argparse.Namespace) -> int:
+    import json
+
+    from engine.cli.connections import open_connection
+    from engine.cli.http_session import ProtocolFailure
+    from engine.cli.listing import gather, print_listing
+
+    connection = open_connection(args.target, args.stdio, args.timeout, traceback=args.traceback)
+    try:
+        found = gather(connection)
+    except ProtocolFailure as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        connection.close()
+    if args.json:
+        print(json.dumps(found, indent=2, ensure_ascii=False))
+    else:
+        print_listing(found)
+    return 0
+
+
 # --- the parser ----------------------------------------------------------------------------------
+
+TARGET_HELP = (
+    "the server: its MCP endpoint (http://127.0.0.1:8000/mcp), or a server file "
+    "FILE.py[:ATTR] run in this process"
+)
+STDIO_HELP = "run CMD and speak to the server on its stdin/stdout instead of TARGET"
 
 
 DESCRIPTION = """\
@@ -214,13 +247,13 @@ def build_parser() -> argparse.ArgumentParser:
         "call a tool from the terminal, answering its questions at prompts",
         "exit status: 0 result, 1 error result, 2 protocol error\n\nexamples:\n"
         "  python -m engine call http://127.0.0.1:8000/mcp order_book --arg title=Dune\n"
+        "  python -m engine call server.py order_book --arg title=Dune\n"
+        "  python -m engine call --stdio 'python -m engine serve server.py --stdio' TOOL\n"
         '  python -m engine call URL order_book --json \'{"title": "Neuromancer"}\' \\\n'
         '      --answer \'confirm_backorder={"action": "accept", "content": '
         '{"confirm": true}}\'',
     )
-    call.add_argument(
-        "url", metavar="URL", help="the server's MCP endpoint, e.g. http://127.0.0.1:8000/mcp"
-    )
+    call.add_argument("target", metavar="TARGET", nargs="?", help=TARGET_HELP)
     call.add_argument("tool", metavar="TOOL", help="the tool's name")
     call.add_argument(
         "--arg",
@@ -243,7 +276,40 @@ def build_parser() -> argparse.ArgumentParser:
     call.add_argument(
         "--timeout", type=float, default=60.0, metavar="SECONDS", help="per request (60)"
     )
+    call.add_argument("--stdio", metavar="CMD", help=STDIO_HELP)
+    call.add_argument(
+        "--log-level",
+        default="info",
+        choices=LOG_LEVELS,
+        help="show the server's log messages at this level and above (info)",
+    )
+    call.add_argument(
+        "--traceback",
+        action="store_true",
+        help=f"print the traceback when importing FILE.py fails (or {TRACEBACK_ENV}=1)",
+    )
     call.set_defaults(func=_call)
+
+    listing = command(
+        "list",
+        "list a server's tools, prompts, resources and resource templates, with their schemas",
+        "exit status: 0 listed, 2 protocol or usage error\n\nexamples:\n"
+        "  python -m engine list http://127.0.0.1:8000/mcp\n"
+        "  python -m engine list server.py --json\n"
+        "  python -m engine list --stdio 'python -m engine serve server.py --stdio'",
+    )
+    listing.add_argument("target", metavar="TARGET", nargs="?", help=TARGET_HELP)
+    listing.add_argument("--stdio", metavar="CMD", help=STDIO_HELP)
+    listing.add_argument("--json", action="store_true", help="print JSON instead of text")
+    listing.add_argument(
+        "--timeout", type=float, default=60.0, metavar="SECONDS", help="per request (60)"
+    )
+    listing.add_argument(
+        "--traceback",
+        action="store_true",
+        help=f"print the traceback when importing FILE.py fails (or {TRACEBACK_ENV}=1)",
+    )
+    listing.set_defaults(func=_list)
 
     calls = command("calls", "list recorded calls, most recently active first")
     calls.add_argument("--store", help=store_help)

@@ -15,16 +15,20 @@ server refused the request, or could not be reached).
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.cli.http_session import ProtocolFailure, Session, param_headers
+from engine.cli.connections import Connection, open_connection
+from engine.cli.http_session import ProtocolFailure, param_headers
 from engine.cli.prompts import ANSWERERS, Console, NoMoreInput, schema_types
+from engine.cli.style import Live
 from engine.debug.render import describe_result
+
+LOG_LEVEL_META = "io.modelcontextprotocol/logLevel"
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
 EXIT_OK, EXIT_ERROR_RESULT, EXIT_PROTOCOL = 0, 1, 2
 
@@ -47,26 +51,6 @@ def parse_argument(pair: str, schema: Mapping[str, Any] | None) -> tuple[str, An
             f"--arg {name}: the tool wants {' or '.join(sorted(kinds))}, and {text!r} is not "
             "JSON; for example --arg count=3 or --arg tags='[\"a\"]'"
         ) from None
-
-
-def check_url(url: str) -> None:
-    """``call``'s URL: an http(s) URL, or a CLIError that says what to give instead."""
-    from urllib.parse import urlsplit
-
-    from engine.cli.shared import CLIError
-
-    parts = urlsplit(url)
-    if parts.scheme in ("http", "https") and parts.netloc:
-        return
-    example = "http://127.0.0.1:8000/mcp"
-    if os.path.exists(url) or url.endswith(".py"):
-        raise CLIError(
-            f"{url} is a file, not a URL; serve it (python -m engine serve {url}) and call "
-            f"its endpoint: python -m engine call {example} TOOL"
-        )
-    if "://" not in url:
-        raise CLIError(f"{url!r} is not a URL; give the MCP endpoint, like http://{url}")
-    raise CLIError(f"{url!r} is not an http(s) URL; give the server's MCP endpoint, like {example}")
 
 
 def _is(kind: str, value: Any) -> bool:
@@ -154,22 +138,34 @@ def parse_answer(pair: str) -> tuple[str, Any]:
 
 @dataclass
 class CallOptions:
-    url: str
+    url: str | None
     tool: str
     arguments: dict[str, Any]
     raw_arguments: list[str] = field(default_factory=list)
     answers: dict[str, Any] = field(default_factory=dict)
     max_rounds: int = 20
     timeout: float = 60.0
+    stdio: str | None = None
+    log_level: str = "info"
+    traceback: bool = False
 
 
 def run_call(options: CallOptions, console: Console | None = None) -> int:
     """Run the call to its end; the exit status (0 result, 1 error result, 2 protocol error)."""
     console = console or Console()
-    session = Session(options.url, options.timeout)
+    live = Live(console.stdout)
     try:
-        return _run(options, console, session)
+        session = open_connection(
+            options.url, options.stdio, options.timeout, traceback=options.traceback
+        )
     except ProtocolFailure as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_PROTOCOL
+    session.notify = live
+    try:
+        return _run(options, console, session, live)
+    except ProtocolFailure as exc:
+        live.done()
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_PROTOCOL
     except NoMoreInput as exc:
@@ -180,15 +176,17 @@ def run_call(options: CallOptions, console: Console | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_PROTOCOL
+    finally:
+        session.close()
 
 
-def _run(options: CallOptions, console: Console, session: Session) -> int:
+def _run(options: CallOptions, console: Console, session: Connection, live: Live) -> int:
     listed = session.request("tools/list", {}).get("tools") or []
     tools = {t.get("name"): t for t in listed if isinstance(t, dict)}
     tool = tools.get(options.tool)
     if tool is None:
         raise ProtocolFailure(
-            f"{options.url} has no tool {options.tool!r}; it has: {', '.join(map(str, tools))}"
+            f"{session.where} has no tool {options.tool!r}; it has: {', '.join(map(str, tools))}"
         )
     arguments = dict(options.arguments)
     try:
@@ -205,7 +203,9 @@ def _run(options: CallOptions, console: Console, session: Session) -> int:
         answering = params.get("inputResponses") or {}
         about = f"answering {', '.join(answering)}" if answering else json.dumps(arguments)
         console.say(f"round {number} → tools/call {options.tool} {about}")
-        result = session.request("tools/call", params, headers)
+        meta = {"progressToken": f"call-{number}", LOG_LEVEL_META: options.log_level}
+        result = session.request("tools/call", params, headers, meta)
+        live.done()
         kind = result.get("resultType", "complete")
         if kind != "input_required":
             console.say(f"round {number} ← {kind} (replica {session.replica})")
