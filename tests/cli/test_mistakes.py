@@ -113,7 +113,6 @@ FILES = {
     "broken.py": BROKEN,
     "twice.py": TWICE,
     "varargs.py": VARARGS,
-    "todo.py": SERVER,
 }
 WRONG_ANSWER = 'confirm_backorder={"action": "accept", "content": {"confirm": "maybe"}}'
 
@@ -184,7 +183,6 @@ CASES: dict[str, list[str]] = {
     "bad-signature": ["serve", "varargs.py"],
     "resolve-default": ["serve", "fastapi_style.py"],
     "form-not-a-model": ["serve", "form.py"],
-    "call-file": ["call", "todo.py", "ping"],
     "call-no-scheme": ["call", "localhost:8000/mcp", "ping"],
     "store-scheme": ["serve", "server.py", "--store", "postgres://db/calls"],
     "store-sqlite-no-file": ["serve", "server.py", "--store", "sqlite:///"],
