@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, cast
 import anyio.to_thread
 from pydantic import BaseModel, TypeAdapter
 
-from engine._internal.logbridge import log_message
+from engine._internal.logbridge import log_message, notify_in_order
 from engine._internal.notify import Notify
 from engine.questions.answers import PENDING, AnswerSource
 from engine.questions.kinds import Elicit, ElicitURL, ListRoots, Question, Sample
@@ -249,7 +249,7 @@ class Context(Generic[LifespanT]):
             params["total"] = total
         if message is not None:
             params["message"] = message
-        await self._scope.notify("notifications/progress", params)
+        await notify_in_order(self._scope.notify, "notifications/progress", params)
 
     async def log(self, level: str, data: Any, *, logger_name: str | None = None) -> None:
         """Send ``notifications/message`` ``{level, logger?, data}`` to this request's client.

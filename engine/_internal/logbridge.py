@@ -50,7 +50,7 @@ def mcp_level(levelno: int) -> str:
 @dataclass(slots=True)
 class _Forwarding:
     threshold: int
-    sender: MemoryObjectSendStream[dict[str, Any]]
+    sender: MemoryObjectSendStream[tuple[str, dict[str, Any]]]
     loop_thread: int
 
 
@@ -76,11 +76,12 @@ class _Bridge(logging.Handler):
             "logger": record.name,
             "data": record.getMessage(),
         }
+        item = ("notifications/message", params)
         try:
             if threading.get_ident() == forwarding.loop_thread:
-                forwarding.sender.send_nowait(params)
+                forwarding.sender.send_nowait(item)
             else:
-                anyio.from_thread.run_sync(forwarding.sender.send_nowait, params)
+                anyio.from_thread.run_sync(forwarding.sender.send_nowait, item)
         except (
             anyio.WouldBlock,
             anyio.BrokenResourceError,
@@ -118,11 +119,25 @@ async def log_message(
     params["data"] = data
     try:
         if forwarding is not None:
-            await forwarding.sender.send(params)
+            await forwarding.sender.send(("notifications/message", params))
         elif notify is not None:
             await notify("notifications/message", params)
     except (anyio.BrokenResourceError, anyio.ClosedResourceError):
         pass  # the request's stream is gone: its log lines go with it
+
+
+async def notify_in_order(notify: Notify, method: str, params: dict[str, Any]) -> None:
+    """Send a notification of this request (``notifications/progress``, say) after the log
+    lines queued before it: inside :func:`forwarding_logs` it joins their queue, so the client
+    hears them in the order the handler emitted them."""
+    forwarding = _current.get()
+    if forwarding is None:
+        await notify(method, params)
+        return
+    try:
+        await forwarding.sender.send((method, params))
+    except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+        await notify(method, params)  # the block is ending: straight to the stream
 
 
 _installed = False
@@ -143,13 +158,13 @@ async def forwarding_logs(level: str | None, notify: Notify | None) -> AsyncIter
         yield
         return
     _install()
-    sender, receiver = anyio.create_memory_object_stream[dict[str, Any]](256)
+    sender, receiver = anyio.create_memory_object_stream[tuple[str, dict[str, Any]]](256)
     token = _current.set(_Forwarding(threshold, sender, threading.get_ident()))
 
     async def pump() -> None:
         async with receiver:
-            async for params in receiver:
-                await notify("notifications/message", params)
+            async for method, params in receiver:
+                await notify(method, params)
 
     try:
         async with anyio.create_task_group() as tg:

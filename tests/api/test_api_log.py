@@ -173,3 +173,24 @@ async def test_python_logging_reaches_a_modern_request_that_asked_for_its_level(
         await call_with_meta(client, "work")
     assert asked == [{"level": "warning", "logger": "app.work", "data": "disk at 93%"}]
     assert messages(client) == []  # not asked for: nothing sent
+
+
+def reports_and_logs() -> MCPServer:
+    mcp = MCPServer("Steps", keys=[KEY])
+
+    @mcp.tool()
+    async def steps(ctx: Context) -> str:
+        for n in (1, 2):
+            await ctx.info(f"step {n}")
+            logging.getLogger("app.steps").warning("after step %d", n)
+            await ctx.report_progress(n, 2)
+        return "done"
+
+    return mcp
+
+
+async def test_log_lines_and_progress_reach_the_client_in_the_order_the_tool_sent_them() -> None:
+    async with Client(reports_and_logs()) as client:
+        await call_with_meta(client, "steps", **{LOG_LEVEL: "info", "progressToken": "p"})
+    heard = [n["params"].get("data", n["params"].get("progress")) for n in client.notifications]
+    assert heard == ["step 1", "after step 1", 1, "step 2", "after step 2", 2]
