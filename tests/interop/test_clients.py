@@ -22,7 +22,9 @@ import httpx2
 import mcp_types as types
 import pytest
 from mcp import Client
+from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 
 from tests.conftest import KEY
 from tests.fleet_helpers import ROOT, EngineProcess, RoundRobinProxy, engine_fleet, serve_asgi
@@ -269,3 +271,38 @@ async def test_mcp1_gets_an_empty_list_as_structured_content(
     assert output["protocolVersion"] == "2025-11-25"
     assert output["isError"] is False
     assert output["structuredContent"] == {"result": []}
+
+
+# --- 4. a client without the elicitation capability: -32021, and the server serves on ----------
+
+
+def stdio_bookshop() -> StdioServerParameters:
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "engine", "serve", "--stdio", "--store", "none", BOOKSHOP],
+        cwd=str(ROOT),
+        env={**os.environ, "ENGINE_KEYS": KEY},
+    )
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+@pytest.mark.parametrize("transport", ["http", "stdio"])
+async def test_mcp2_without_elicitation_gets_32021_and_the_server_serves_on(
+    mode: str, transport: str, bookshop: EngineProcess
+) -> None:
+    with anyio.fail_after(STEP_TIMEOUT):
+        async with contextlib.AsyncExitStack() as stack:
+            if transport == "http":
+                http = await stack.enter_async_context(
+                    httpx2.AsyncClient(timeout=httpx2.Timeout(10.0), trust_env=False)
+                )
+                target: Any = streamable_http_client(bookshop.url, http_client=http)
+            else:
+                target = stdio_bookshop()
+            client = await stack.enter_async_context(Client(target, mode=mode))
+            with pytest.raises(MCPError) as refused:
+                await client.call_tool("order_book", {"title": "Neuromancer"})
+            served = await client.call_tool("order_book", {"title": "Dune"})
+    assert refused.value.error.code == -32021
+    assert refused.value.error.data == {"requiredCapabilities": {"elicitation": {"form": {}}}}
+    assert served.content == [types.TextContent(type="text", text="Ordered 'Dune'.")]
