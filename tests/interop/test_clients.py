@@ -306,3 +306,19 @@ async def test_mcp2_without_elicitation_gets_32021_and_the_server_serves_on(
     assert refused.value.error.code == -32021
     assert refused.value.error.data == {"requiredCapabilities": {"elicitation": {"form": {}}}}
     assert served.content == [types.TextContent(type="text", text="Ordered 'Dune'.")]
+
+
+async def test_mcp1_without_elicitation_gets_32021_and_the_server_serves_on(
+    mcp1_python: Path, bookshop: EngineProcess, tmp_path: Path
+) -> None:
+    done = await run(
+        [str(mcp1_python), str(HERE / "mcp1_refused.py"), bookshop.url],
+        client_env(tmp_path / "home"),
+    )
+    output = stdout_json(done)
+    assert output["sdk"] == clients.MCP1_VERSION
+    assert output["refused"] == {
+        "code": -32021,
+        "data": {"requiredCapabilities": {"elicitation": {"form": {}}}},
+    }
+    assert output["served"][0]["text"] == "Ordered 'Dune'."
