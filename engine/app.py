@@ -51,6 +51,11 @@ class MCPServer:
     other options are keywords; all but ``principal`` and ``lifespan`` are declared once, in
     :class:`~engine.settings.ServerOptions`, and defaulted by ``Settings.build``.
 
+    A second function registered under a tool's or prompt's name, or a resource's URI, is
+    refused with ``ValueError``; ``warn_on_duplicate_tools``, ``warn_on_duplicate_prompts`` and
+    ``warn_on_duplicate_resources`` keep the first instead, with a warning (``True``) or
+    without (``False``), as the official server does.
+
     Tokens (see docs/state.md):
 
     - ``keys``: the requestState secrets every replica shares (``ENGINE_KEYS``); without any, a
@@ -103,7 +108,7 @@ class MCPServer:
         self.lifespan = lifespan
         self.lifespan_context: Any = {}
         self.dependency_overrides = DependencyOverrides()
-        self.registry = Registry()
+        self.registry = Registry(self.settings.registry)
         self.custom_routes = Routes()
         self.runtime = Runtime(
             self.settings, principal=principal, hooks=self, overrides=self.dependency_overrides

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -10,6 +11,9 @@ from engine.handlers.base import Handler
 from engine.handlers.prompt import Prompt
 from engine.handlers.resource import Resource
 from engine.handlers.tool import Tool
+from engine.settings import Duplicates, RegistrySettings
+
+log = logging.getLogger("engine.registry")
 
 Completer = Callable[..., Any]
 """``completer(ref, argument, context)`` -> suggested values (or an awaitable of them)."""
@@ -18,7 +22,8 @@ Completer = Callable[..., Any]
 class Registry:
     """The handlers registered on one server; analysed when added, looked up per request."""
 
-    def __init__(self) -> None:
+    def __init__(self, duplicates: RegistrySettings | None = None) -> None:
+        self.duplicates = duplicates or RegistrySettings("refuse", "refuse", "refuse")
         self.tools: dict[str, Tool] = {}
         self.prompts: dict[str, Prompt] = {}
         self.resources: dict[str, Resource] = {}
@@ -30,7 +35,9 @@ class Registry:
     def add_tool(self, tool: Tool) -> Tool:
         """Register ``tool``; the same function again is a no-op, another one under a name
         already taken is refused (it would replace the first without a word)."""
-        known = _known(self.tools, tool.name, tool, "a tool", "@mcp.tool(name=...)")
+        known = _known(
+            self.tools, tool.name, tool, "a tool", "@mcp.tool(name=...)", self.duplicates.tools
+        )
         if known is None:
             self.tools[tool.name] = known = tool
         return known
@@ -40,14 +47,23 @@ class Registry:
             raise KeyError(f"Unknown tool: {name}")
 
     def add_prompt(self, prompt: Prompt) -> Prompt:
-        known = _known(self.prompts, prompt.name, prompt, "a prompt", "@mcp.prompt(name=...)")
+        known = _known(
+            self.prompts,
+            prompt.name,
+            prompt,
+            "a prompt",
+            "@mcp.prompt(name=...)",
+            self.duplicates.prompts,
+        )
         if known is None:
             self.prompts[prompt.name] = known = prompt
         return known
 
     def add_resource(self, resource: Resource) -> Resource:
         table = self.templates if resource.is_template else self.resources
-        known = _known(table, resource.uri, resource, "a resource", "another URI")
+        known = _known(
+            table, resource.uri, resource, "a resource", "another URI", self.duplicates.resources
+        )
         if known is None:
             table[resource.uri] = known = resource
         return known
@@ -80,17 +96,24 @@ class Registry:
 H = TypeVar("H", bound=Handler)
 
 
-def _known(table: dict[str, H], key: str, handler: H, kind: str, rename: str) -> H | None:
-    """The handler already registered under ``key`` for the same function, ``None`` when the
-    key is free; ``ValueError`` when another function holds it."""
+def _known(
+    table: dict[str, H], key: str, handler: H, kind: str, rename: str, duplicates: Duplicates
+) -> H | None:
+    """The handler already registered under ``key``, or ``None`` when the key is free. Another
+    function under a taken key is refused (``ValueError``), or, as the official server's
+    ``warn_on_duplicate_*`` switches do, the first is kept, with a warning or without."""
     existing = table.get(key)
     if existing is None:
         return None
-    if existing.fn == handler.fn:
+    if existing.fn == handler.fn or duplicates == "keep":
+        return existing
+    taken = f"{kind.capitalize()} {key!r} is already registered (by {callable_name(existing.fn)})"
+    if duplicates == "warn":
+        log.warning("%s; %s is not registered", taken, callable_name(handler.fn))
         return existing
     raise ValueError(
-        f"{kind.capitalize()} {key!r} is already registered (by {callable_name(existing.fn)}); "
-        f"register {callable_name(handler.fn)} as {kind} with {rename}, or remove the first one"
+        f"{taken}; register {callable_name(handler.fn)} as {kind} with {rename}, or remove the "
+        "first one"
     )
 
 

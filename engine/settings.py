@@ -11,7 +11,7 @@ import math
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
 
 from engine.state.seal import KeyRing, KeySpec
 from engine.types import Icon
@@ -48,6 +48,9 @@ class ServerOptions(TypedDict, total=False):
     description: str | None
     website_url: str | None
     icons: Iterable[Icon | Mapping[str, Any]] | None
+    warn_on_duplicate_tools: bool
+    warn_on_duplicate_prompts: bool
+    warn_on_duplicate_resources: bool
 
 
 SERVER_OPTIONS = ServerOptions.__optional_keys__
@@ -92,6 +95,24 @@ class LegacySettings:
 
     session_ttl: float
     answer_timeout: float
+
+
+Duplicates = Literal["refuse", "warn", "keep"]
+"""What registering a second function under a taken name does: refuse it (``ValueError``), or
+keep the first with a warning or without one (the official server's two switch settings)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RegistrySettings:
+    """What a name (or URI) already taken does to the next registration, per kind."""
+
+    tools: Duplicates
+    prompts: Duplicates
+    resources: Duplicates
+
+
+def _duplicates(flag: bool | None) -> Duplicates:
+    return "refuse" if flag is None else "warn" if flag else "keep"
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +162,7 @@ class Settings:
     legacy: LegacySettings
     serve: ServeSettings
     info: InfoSettings
+    registry: RegistrySettings
 
     @classmethod
     def build(
@@ -218,6 +240,11 @@ class Settings:
                 description=options.get("description"),
                 website_url=options.get("website_url"),
                 icons=_icons(options.get("icons")),
+            ),
+            registry=RegistrySettings(
+                tools=_duplicates(options.get("warn_on_duplicate_tools")),
+                prompts=_duplicates(options.get("warn_on_duplicate_prompts")),
+                resources=_duplicates(options.get("warn_on_duplicate_resources")),
             ),
         )
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from engine import MCPServer
@@ -59,3 +61,41 @@ async def test_adding_the_same_function_again_changes_nothing() -> None:
     assert mcp.add_tool(first, name="greet") is registered
     async with Client(mcp) as client:
         assert (await client.call_tool("greet")).text == "first"
+
+
+def test_the_official_switches_keep_the_first_with_a_warning_or_without(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    warned = MCPServer(
+        "Shop",
+        keys=[KEY],
+        warn_on_duplicate_tools=True,
+        warn_on_duplicate_prompts=True,
+        warn_on_duplicate_resources=True,
+    )
+    with caplog.at_level(logging.WARNING, logger="engine.registry"):
+        warned.add_tool(first, name="greet")
+        warned.add_tool(second, name="greet")
+        warned.add_prompt(first, name="hello")
+        warned.add_prompt(second, name="hello")
+        warned.add_resource(first, "notes://today")
+        warned.add_resource(second, "notes://today")
+    assert warned.tools["greet"].fn is first
+    assert warned.prompts["hello"].fn is first
+    assert warned.resources["notes://today"].fn is first
+    assert [r.getMessage() for r in caplog.records if r.name == "engine.registry"] == [
+        "A tool 'greet' is already registered (by first); second is not registered",
+        "A prompt 'hello' is already registered (by first); second is not registered",
+        "A resource 'notes://today' is already registered (by first); second is not registered",
+    ]
+
+    caplog.clear()
+    quiet = MCPServer("Shop", keys=[KEY], warn_on_duplicate_tools=False)
+    with caplog.at_level(logging.WARNING, logger="engine.registry"):
+        quiet.add_tool(first, name="greet")
+        quiet.add_tool(second, name="greet")
+    assert quiet.tools["greet"].fn is first
+    assert not [r for r in caplog.records if r.name == "engine.registry"]
+    with pytest.raises(ValueError, match="A prompt 'hello' is already registered"):
+        quiet.add_prompt(first, name="hello")
+        quiet.add_prompt(second, name="hello")  # only the tools switch was given
