@@ -22,6 +22,18 @@ DELETED_BLOB = "deleted"
 the session back (for one TTL from then), and this marker keeps it deleted on every replica for
 longer than what was written back can live."""
 MAX_LOCAL = 100_000
+CLIENT_INFO_KEYS = ("name", "version", "title")
+CLIENT_INFO_CHARS = 256
+"""What a session keeps of ``clientInfo``: these string fields, each cut to this many characters.
+A session lives for its TTL and a replica holds up to ``MAX_LOCAL``, so nothing a client sends
+is kept unbounded."""
+CAPABILITY_KEYS: dict[str, tuple[str, ...]] = {
+    "elicitation": ("form", "url"),
+    "sampling": ("tools", "context"),
+    "roots": ("listChanged",),
+}
+"""The client capabilities a session keeps, with their known sub-keys (each an object, kept
+empty, or a flag); anything else a client declares is dropped."""
 
 
 @dataclass(slots=True)
@@ -61,6 +73,36 @@ class LegacySession:
         if version != 1:
             return None
         return cls(sid, protocol, caps, info, level, list(subs), touched)
+
+
+def bounded_client_info(info: Any) -> dict[str, str]:
+    """``clientInfo`` as a session keeps it: ``name``, ``version`` and ``title``, strings only,
+    each at most ``CLIENT_INFO_CHARS`` long."""
+    if not isinstance(info, dict):
+        return {}
+    return {
+        key: value[:CLIENT_INFO_CHARS]
+        for key in CLIENT_INFO_KEYS
+        if isinstance(value := info.get(key), str)
+    }
+
+
+def bounded_capabilities(capabilities: Any) -> dict[str, Any]:
+    """Client capabilities as a session keeps them: the known keys and sub-keys only, each
+    sub-key's object emptied (the server reads presence, never content)."""
+    if not isinstance(capabilities, dict):
+        return {}
+    kept: dict[str, Any] = {}
+    for key, subkeys in CAPABILITY_KEYS.items():
+        declared = capabilities.get(key)
+        if not isinstance(declared, dict):
+            continue
+        kept[key] = {
+            sub: {} if isinstance(value, dict) else value
+            for sub in subkeys
+            if sub in declared and isinstance(value := declared[sub], (dict, bool))
+        }
+    return kept
 
 
 def new_session_id() -> str:

@@ -18,7 +18,12 @@ from engine.calls.reply import CallRequest, ReplyKind, RoundReply
 from engine.context import RequestScope, Session
 from engine.errors import INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, MCPError
 from engine.fleet.backchannel import BackChannelAnswers, Outbox
-from engine.fleet.sessions import LegacySession, new_session_id
+from engine.fleet.sessions import (
+    LegacySession,
+    bounded_capabilities,
+    bounded_client_info,
+    new_session_id,
+)
 from engine.handlers.results import error_result
 from engine.protocol.common import LISTINGS, Listing, arguments_param, complete, string_param
 from engine.protocol.jsonrpc import Message, dumps
@@ -66,8 +71,12 @@ async def _initialize(server: Served, params: Any, exchange: LegacyExchange) -> 
             {"supported": LEGACY_VERSIONS, "requested": requested},
         )
     version = requested if requested in LEGACY_VERSIONS else LATEST
-    info = params.get("clientInfo") if isinstance(params.get("clientInfo"), dict) else {}
-    session = LegacySession(new_session_id(), version, capabilities, info or {})
+    session = LegacySession(
+        new_session_id(),
+        version,
+        bounded_capabilities(capabilities),
+        bounded_client_info(params.get("clientInfo")),
+    )
     await server.sessions.save(session)
     exchange.new_session = session
     result: dict[str, Any] = {
