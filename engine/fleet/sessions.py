@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import msgpack
+from pydantic_core import to_json
 
 from stores import Store
 
@@ -87,9 +88,15 @@ def bounded_client_info(info: Any) -> dict[str, str]:
     }
 
 
+OTHER_CAPABILITIES_BYTES = 4096
+"""JSON bytes of the capabilities the engine does not read (``experimental``, extensions) a
+session keeps as sent, for handlers that look at them; past that they are dropped."""
+
+
 def bounded_capabilities(capabilities: Any) -> dict[str, Any]:
-    """Client capabilities as a session keeps them: the known keys and sub-keys only, each
-    sub-key's object emptied (the server reads presence, never content)."""
+    """Client capabilities as a session keeps them: the known keys and sub-keys, each
+    sub-key's object emptied (the server reads presence, never content), and other keys as
+    sent while they fit in ``OTHER_CAPABILITIES_BYTES``."""
     if not isinstance(capabilities, dict):
         return {}
     kept: dict[str, Any] = {}
@@ -102,6 +109,14 @@ def bounded_capabilities(capabilities: Any) -> dict[str, Any]:
             for sub in subkeys
             if sub in declared and isinstance(value := declared[sub], (dict, bool))
         }
+    room = OTHER_CAPABILITIES_BYTES
+    for key, value in capabilities.items():
+        if key in CAPABILITY_KEYS or not isinstance(key, str):
+            continue
+        size = len(key) + len(to_json(value, fallback=str))
+        if size <= room:
+            kept[key] = value
+            room -= size
     return kept
 
 

@@ -101,3 +101,15 @@ async def test_many_hostile_initializes_do_not_grow_the_replica() -> None:
     print(f"RSS grew {grown / 2**20:.1f} MiB over {n} hostile initializes")
     assert all(session is not None for session in kept)
     assert grown < budget, f"RSS grew {grown / 2**20:.1f} MiB, budget {budget / 2**20:.0f} MiB"
+
+
+def test_capabilities_the_engine_does_not_read_are_kept_while_small() -> None:
+    from engine.fleet.sessions import OTHER_CAPABILITIES_BYTES, bounded_capabilities
+
+    declared = {
+        "elicitation": {"form": {"junk": "x" * 1000}, "unknown": {}},
+        "experimental": {"tasks": {"list": {}}},
+        "huge": {"blob": "x" * (2 * OTHER_CAPABILITIES_BYTES)},
+    }
+    kept = bounded_capabilities(declared)
+    assert kept == {"elicitation": {"form": {}}, "experimental": {"tasks": {"list": {}}}}
