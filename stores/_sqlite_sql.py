@@ -7,6 +7,8 @@ what has expired reads the time from the store's `Clock`. Writes that read first
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
@@ -66,6 +68,52 @@ def transaction(conn: sqlite3.Connection, mode: str = "IMMEDIATE") -> Iterator[N
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
+
+
+PRIVATE_FILE = 0o600
+PRIVATE_DIR = 0o700
+SIDE_FILES = ("-wal", "-shm")
+
+
+def make_private(path: str) -> bool:
+    """Create the database file, and any missing parent directories, for the owner only (files
+    0600, directories 0700, whatever the umask), before SQLite creates it 0644. True when the
+    file was created here; an existing file (or directory) keeps its mode."""
+    make_private_directories(path)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, PRIVATE_FILE)
+    except FileExistsError:
+        return False
+    try:
+        os.fchmod(fd, PRIVATE_FILE)
+    finally:
+        os.close(fd)
+    return True
+
+
+def make_private_directories(path: str) -> None:
+    """The missing parent directories of `path`, created 0700 whatever the umask."""
+    missing: list[str] = []
+    parent = os.path.dirname(os.path.abspath(path))
+    while parent and not os.path.exists(parent):
+        missing.append(parent)
+        parent = os.path.dirname(parent)
+    for directory in reversed(missing):
+        try:
+            os.mkdir(directory, PRIVATE_DIR)
+        except FileExistsError:
+            continue  # made meanwhile by another process: its mode is its own
+        os.chmod(directory, PRIVATE_DIR)
+
+
+def private_side_files(path: str) -> None:
+    """SQLite gives -wal and -shm the database file's mode; make sure of it for a private
+    database file (no group or other bits), whatever the SQLite build or umask."""
+    if os.stat(path).st_mode & 0o077:
+        return  # a file made readable by others keeps its mode, and so do its side files
+    for suffix in SIDE_FILES:
+        with contextlib.suppress(FileNotFoundError):
+            os.chmod(path + suffix, PRIVATE_FILE)
 
 
 def connect(path: str, op_timeout: float) -> sqlite3.Connection:

@@ -32,7 +32,6 @@ import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
-from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
@@ -78,6 +77,17 @@ QUICK_JOURNAL_BYTES = 256 * 1024
 events and bytes (an event larger than that goes to a worker thread)."""
 
 
+def create_private_file(path: str | os.PathLike[str]) -> bool:
+    """Create a store file as `SQLiteStore` does: 0600, its missing directories 0700, whatever
+    the umask. True when it was created; an existing file keeps its mode."""
+    return sql.make_private(os.fspath(path))
+
+
+def create_private_directories(path: str | os.PathLike[str]) -> None:
+    """The missing directories above the store file `path`, created 0700 as `SQLiteStore` does."""
+    sql.make_private_directories(os.fspath(path))
+
+
 class SQLiteStore:
     """A `Store` in one SQLite file; pass the same path again to pick up where it left off."""
 
@@ -107,8 +117,9 @@ class SQLiteStore:
         self._poll_interval = poll_interval
         self._next_purge = 0.0
         try:
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            sql.make_private(self.path)
             self._conn: sqlite3.Connection | None = sql.connect(self.path, op_timeout)
+            sql.private_side_files(self.path)
             try:
                 self._quick: sqlite3.Connection | None = sql.connect_quick(self.path)
             except BaseException:

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 import anyio
 
-from engine.cli.shared import CLIError, default_store, json_object, load_server
+from engine.cli.shared import CLIError, default_store, given_keys, json_object, load_server
 
 T = TypeVar("T")
 
@@ -212,9 +212,11 @@ def inspect(args: argparse.Namespace) -> int:
     from engine.state.seal import PREFIX, KeyRing
 
     token = (sys.stdin.read() if args.token == "-" else args.token).strip()
-    keys = args.keys or os.environ.get("ENGINE_KEYS")
+    keys = given_keys(args.keys, args.keys_file)
     if not keys:
-        raise CLIError("give the server's keys: --keys SECRET[,SECRET2] (or ENGINE_KEYS)")
+        raise CLIError(
+            "give the server's keys: --keys-file PATH, ENGINE_KEYS or --keys SECRET[,SECRET2]"
+        )
     try:
         ring = KeyRing.from_env(keys)
     except ValueError as exc:

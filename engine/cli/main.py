@@ -28,7 +28,7 @@ from engine.cli.shared import (
     TRACEBACK_ENV,
     CLIError,
     StoreChoice,
-    check_keys,
+    given_keys,
     json_object,
     load_server,
     shown_url,
@@ -42,11 +42,9 @@ def _serve(args: argparse.Namespace) -> int:
         raise CLIError(
             f"--port {args.port}: a port is a number from 1 to 65535 (0 picks any free one)"
         )
-    if args.keys:
-        check_keys(args.keys, "--keys")
-        os.environ["ENGINE_KEYS"] = args.keys
-    elif os.environ.get("ENGINE_KEYS"):
-        check_keys(os.environ["ENGINE_KEYS"], "ENGINE_KEYS")
+    keys = given_keys(args.keys, args.keys_file)
+    if keys is not None:
+        os.environ["ENGINE_KEYS"] = keys
     if args.replica:
         os.environ["ENGINE_REPLICA_ID"] = args.replica
     store = store_url(args.store)
@@ -229,7 +227,16 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--stdio", action="store_true", help="serve on stdin/stdout instead")
-    serve.add_argument("--keys", help="comma-separated requestState secrets (or ENGINE_KEYS)")
+    serve.add_argument(
+        "--keys",
+        help="comma-separated requestState secrets (shown by ps: prefer --keys-file or "
+        "ENGINE_KEYS)",
+    )
+    serve.add_argument(
+        "--keys-file",
+        metavar="PATH",
+        help="a file of the secrets, comma- or newline-separated, as ENGINE_KEYS holds them",
+    )
     serve.add_argument("--replica", help="this replica's id, shown in responses")
     serve.add_argument(
         "--store",
@@ -371,7 +378,12 @@ def build_parser() -> argparse.ArgumentParser:
         "exit status: 0 decoded, 1 the keys do not open it, 2 usage error",
     )
     inspect.add_argument("token", metavar="TOKEN", help="the requestState ('-' reads stdin)")
-    inspect.add_argument("--keys", help="the server's secrets, comma-separated (or ENGINE_KEYS)")
+    inspect.add_argument(
+        "--keys", help="the server's secrets, comma-separated (or --keys-file, ENGINE_KEYS)"
+    )
+    inspect.add_argument(
+        "--keys-file", metavar="PATH", help="a file of the server's secrets, as serve takes"
+    )
     inspect.add_argument("--store", help="read state kept by reference from this store")
     inspect.set_defaults(func=cli_journal.inspect)
 

@@ -260,6 +260,53 @@ def check_keys(text: str, source: str) -> None:
     raise CLIError(f"{source}: {refused}")
 
 
+KEYS_VISIBLE = (
+    "warning: --keys puts the secrets in the process list, where other users of this machine "
+    "can read them; pass --keys-file PATH or set ENGINE_KEYS instead"
+)
+
+
+def given_keys(keys: str | None, keys_file: str | None) -> str | None:
+    """The secrets from ``--keys``, ``--keys-file`` or ``ENGINE_KEYS`` (in that order), checked;
+    None when none is given. ``--keys`` warns, once, that the process list shows it."""
+    if keys and keys_file:
+        raise CLIError("give --keys or --keys-file, not both (--keys-file keeps them out of ps)")
+    if keys:
+        check_keys(keys, "--keys")
+        print(KEYS_VISIBLE, file=sys.stderr)
+        return keys
+    if keys_file:
+        text = read_keys_file(keys_file)
+        check_keys(text, f"--keys-file {keys_file}")
+        return text
+    env = os.environ.get("ENGINE_KEYS")
+    if env:
+        check_keys(env, "ENGINE_KEYS")
+        return env
+    return None
+
+
+def read_keys_file(path: str) -> str:
+    """``--keys-file``: what ``ENGINE_KEYS`` holds, the secrets separated by commas or newlines;
+    whitespace around them and blank lines are ignored. Comma-separated, as ``ENGINE_KEYS``."""
+    try:
+        with open(path, encoding="utf-8") as file:
+            text = file.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise CLIError(
+            f"--keys-file {path}: cannot read it ({reason}); give a file this user can read, "
+            "holding SECRET[,SECRET2]"
+        ) from None
+    parts = [part.strip() for line in text.splitlines() for part in line.split(",")]
+    if not any(parts):
+        raise CLIError(
+            f"--keys-file {path} is empty; write SECRET[,SECRET2] in it "
+            "(`python -m engine keygen` makes one)"
+        )
+    return ",".join(part for part in parts if part)
+
+
 # --- the store --------------------------------------------------------------------------------
 
 APP_NAME = "mcp-engine"
@@ -328,8 +375,10 @@ def store_url(given: str | None) -> StoreChoice:
         return StoreChoice(None, f"store: none ({source} none): calls live in their tokens only")
     path = Path(url[len("sqlite:///") :])
     if url.startswith("sqlite:///") and path.name and not {"?", "#"} & set(url):
+        from stores.sqlite import create_private_directories
+
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            create_private_directories(path)
         except OSError as exc:
             raise CLIError(
                 f"{source}: cannot create {path.parent} for the SQLite store "
@@ -344,11 +393,13 @@ def shown_url(url: str) -> str:
 
 
 def _default_store_created() -> StoreChoice:
+    from stores.sqlite import create_private_file
+
     try:
         path = user_data_dir() / STORE_FILE
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("ab"):  # a probe: as root, permission bits say nothing
-            pass
+        if not create_private_file(path):  # 0600: it holds arguments and results
+            with path.open("ab"):  # a probe: as root, permission bits say nothing
+                pass
     except (OSError, ValueError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         where = f" {exc.filename}" if isinstance(exc, OSError) and exc.filename else ""

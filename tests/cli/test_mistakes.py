@@ -113,6 +113,7 @@ FILES = {
     "broken.py": BROKEN,
     "twice.py": TWICE,
     "varargs.py": VARARGS,
+    "empty.keys": "\n   \n , \n",
 }
 WRONG_ANSWER = 'confirm_backorder={"action": "accept", "content": {"confirm": "maybe"}}'
 
@@ -192,6 +193,9 @@ CASES: dict[str, list[str]] = {
     "keys-short": ["serve", "server.py", "--keys", "abc123"],
     "keys-id-short": ["serve", "server.py", "--keys", "k1=abc"],
     "port-range": ["serve", "server.py", "--port", "99999"],
+    "keys-file-missing": ["serve", "server.py", "--keys-file", "nokeys"],
+    "keys-file-empty": ["serve", "server.py", "--keys-file", "empty.keys"],
+    "keys-and-file": ["serve", "server.py", "--keys", "x" * 32, "--keys-file", "empty.keys"],
 }
 """The rows that need nothing but a command line; the others have a test of their own below."""
 ENVIRONMENTS = {"store-env": {"ENGINE_STORE": "calls.db"}, "keys-env": {"ENGINE_KEYS": "k1="}}
