@@ -7,6 +7,7 @@ owns in :class:`~engine.runtime.Runtime`, its configuration in :class:`~engine.s
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar, Unpack
 
@@ -36,6 +37,15 @@ from engine.state.seal import KeyRing
 from engine.transports._routes import Routes
 from engine.types import Icon
 from stores.base import Store
+
+log = logging.getLogger("engine.app")
+
+REPLAY_WARNING = (
+    "without a store, a round's requestState can be replayed until it expires and a tool body "
+    "can run once per replay; configure store= (sqlite:///... or redis://...) for single-use "
+    "rounds"
+)
+"""Logged once as a server with tools starts running without a store (see docs/deployment.md)."""
 
 F = TypeVar("F", bound=Callable[..., Any])
 Lifespan = Callable[["MCPServer"], contextlib.AbstractAsyncContextManager[Any]]
@@ -448,6 +458,8 @@ class MCPServer:
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[MCPServer]:
         """Serve: the lifespan (if any), the store, and the relay of the notification bus."""
+        if self.tools and self.runtime.store is None:
+            log.warning(REPLAY_WARNING)
         async with contextlib.AsyncExitStack() as stack:
             if self.lifespan is not None:
                 value = await stack.enter_async_context(self.lifespan(self))

@@ -201,6 +201,22 @@ def _schema_version(conn: sqlite3.Connection, path: str) -> int:
 
 # --- operations ---
 
+HEALTH_PROBE_BYTES = 64 * 1024
+"""What `probe_write` commits: more than a typical round's records, so a file or disk too full
+for rounds refuses the probe too (64 KiB a health check, removed at once)."""
+_HEALTH_KEY = ("~health", "probe")
+"""A blob no call can own (call ids never start with ``~``)."""
+
+
+def probe_write(conn: sqlite3.Connection, clock: Clock) -> None:
+    """Commit `HEALTH_PROBE_BYTES` to the log, then delete them: raises ``SQLITE_FULL`` (as
+    ``OperationalError``) when the disk or ``max_page_count`` leaves no room. A probe whose delete
+    fails expires within a minute."""
+    with transaction(conn):
+        put_blob(conn, clock, _HEALTH_KEY, bytes(HEALTH_PROBE_BYTES), 60.0)
+    with transaction(conn):
+        conn.execute("DELETE FROM blobs WHERE call_id = ? AND blob_id = ?", _HEALTH_KEY)
+
 
 def put_blob(
     conn: sqlite3.Connection, clock: Clock, key: tuple[str, str], data: bytes, ttl: float

@@ -199,7 +199,8 @@ class Store(Protocol):
 
     # --- lifecycle ---
     async def ping(self) -> None:
-        """Raise `StoreUnavailable` unless the backend answers."""
+        """Raise `StoreUnavailable` unless the backend answers; SQLite also checks that it takes
+        a write (a full disk refuses every round while reads still answer)."""
         ...
 
     async def aclose(self) -> None:

@@ -273,7 +273,7 @@ class MemoryStore:
     # --- lifecycle ---
 
     async def ping(self) -> None:
-        await self._enter()
+        await self._enter()  # memory always takes a write
 
     async def aclose(self) -> None:
         self._closed = True

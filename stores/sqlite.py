@@ -428,7 +428,9 @@ class SQLiteStore:
                     await anyio.to_thread.run_sync(conn.close)
 
     async def ping(self) -> None:
-        await self._run("ping", lambda conn, _: conn.execute("SELECT 1").fetchone(), write=False)
+        """The file accepts a write (see `stores._sqlite_sql.probe_write`): a full disk refuses
+        every round while a read still answers."""
+        await self._run("health write", sql.probe_write, write=True)
 
     async def aclose(self) -> None:
         self._bus.close()
