@@ -92,6 +92,34 @@ class EngineProcess:
                 self.process.wait(timeout)
 
 
+@contextlib.contextmanager
+def healthy_until_stopped(
+    process: subprocess.Popen[bytes], port: int, log: Path, timeout: float = 20.0
+) -> Iterator[None]:
+    """Wait for a served ``process`` to answer ``/healthz`` on ``port`` (its log in the error
+    when it does not), then stop it when the block ends."""
+    import urllib.request
+
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1):
+                    break
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(log.read_text()) from None
+                time.sleep(0.1)
+        yield
+    finally:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+
+
 def _spawn_engine(
     target: str,
     replica: str,

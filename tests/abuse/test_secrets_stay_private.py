@@ -9,8 +9,6 @@ import os
 import stat
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,7 +16,7 @@ import httpx
 
 from tests.cli.test_cli import environment
 from tests.conftest import KEY
-from tests.fleet_helpers import ROOT, free_port
+from tests.fleet_helpers import ROOT, free_port, healthy_until_stopped
 from tests.http_helpers import assert_result, call, headers_for, request, text_of
 
 YES = {"action": "accept", "content": {"confirm": True}}
@@ -42,24 +40,8 @@ def served(*options: str, log: Path) -> Iterator[tuple[str, subprocess.Popen[byt
             stderr=subprocess.STDOUT,
             preexec_fn=lambda: os.umask(0o022),
         )
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1):
-                    break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(log.read_text()) from None
-                time.sleep(0.1)
+    with healthy_until_stopped(process, port, log):
         yield f"http://127.0.0.1:{port}", process
-    finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 def post(base: str, body: dict[str, object]) -> httpx.Response:

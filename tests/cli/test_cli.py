@@ -21,7 +21,7 @@ import pytest
 
 from engine.cli.main import main
 from tests.conftest import KEY, OTHER_KEY
-from tests.fleet_helpers import ROOT, free_port
+from tests.fleet_helpers import ROOT, free_port, healthy_until_stopped
 
 YES = '{"action": "accept", "content": {"confirm": true}}'
 ANSWER_YES = f"confirm_backorder={YES}"
@@ -69,24 +69,8 @@ def serving(app: str, directory: Path) -> Iterator[Server]:
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1):
-                    break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(log_path.read_text()) from None
-                time.sleep(0.1)
+    with healthy_until_stopped(process, port, log_path):
         yield Server(f"http://127.0.0.1:{port}/mcp", store, path)
-    finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
 
 
 @pytest.fixture(scope="module")

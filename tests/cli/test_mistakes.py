@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.test_cli import Server, environment, serving
+from tests.conftest import redis_for_tests
 from tests.fleet_helpers import ROOT
 
 TABLE = ROOT / "docs/running.md"
@@ -240,9 +241,7 @@ def test_a_port_in_use_is_found_before_uvicorn_starts(workdir: Path) -> None:
 
 
 def test_a_database_index_the_server_refuses_is_one_line(workdir: Path) -> None:
-    url = os.environ.get("ENGINE_TEST_REDIS_URL")
-    if not url:
-        pytest.skip("needs a Redis: run under tests/redis_server.py")
+    url = redis_for_tests()
     hostport = url.split("://", 1)[1].split("/", 1)[0].rpartition("@")[2]
     done = run(["serve", "server.py", "--store", f"redis://{hostport}/99"], workdir)
     check("redis-db-refused", done, **{"HOST:PORT": hostport})

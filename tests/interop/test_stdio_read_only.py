@@ -26,6 +26,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from tests.conftest import KEY
 from tests.fleet_helpers import ROOT
+from tests.interop import clients
 
 pytestmark = [pytest.mark.anyio, pytest.mark.interop]
 
@@ -41,9 +42,9 @@ def unprivileged() -> tuple[list[str], pwd.struct_passwd | None]:
     try:
         nobody = pwd.getpwnam("nobody")
     except KeyError:
-        pytest.skip("running as root, which ignores directory permissions, and no user 'nobody'")
+        clients.cannot_run("running as root, which ignores directory permissions; no user 'nobody'")
     if setpriv is None:
-        pytest.skip("running as root, which ignores directory permissions, and no setpriv")
+        clients.cannot_run("running as root, which ignores directory permissions; no setpriv")
     drop = [
         setpriv,
         f"--reuid={nobody.pw_uid}",
