@@ -236,7 +236,9 @@ class _TestServer(uvicorn.Server):
 @contextlib.asynccontextmanager
 async def serve_asgi(app: Any, start_timeout: float = 10.0) -> AsyncIterator[str]:
     """Run ``app`` with uvicorn on a fresh loopback socket; yields ``http://127.0.0.1:PORT``."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # Named as TCP, so asyncio turns Nagle off on its connections as it does for its own
+    # listeners; a socket of protocol 0 leaves it on, and every split response waits 40 ms.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((LOOPBACK, 0))
     port = sock.getsockname()[1]
