@@ -14,6 +14,18 @@ from urllib.parse import urlsplit
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 ORIGIN_DECISIONS = 1024
 """Distinct (``Host``, ``Origin``) pairs whose decision is remembered."""
+REMEMBERED_CHARS = 512
+"""A pair longer than this (a host name is at most 253 characters) is decided every time and
+never remembered, so the table holds at most ``ORIGIN_DECISIONS`` small pairs."""
+QUOTED_CHARS = 100
+"""How much of a refused value an error message repeats."""
+
+
+def quoted(value: str) -> str:
+    """``value`` for an error message: repr'd, cut to ``QUOTED_CHARS``."""
+    if len(value) <= QUOTED_CHARS:
+        return repr(value)
+    return f"{value[:QUOTED_CHARS]!r}... ({len(value)} characters)"
 
 
 def host_only(value: str) -> str:
@@ -54,6 +66,8 @@ class OriginPolicy:
         except KeyError:
             pass
         decision = self.decide(*key)
+        if sum(len(value or "") for value in key) > REMEMBERED_CHARS:
+            return decision
         if len(self._decisions) >= ORIGIN_DECISIONS:
             self._decisions.clear()
         self._decisions[key] = decision
@@ -61,7 +75,7 @@ class OriginPolicy:
 
     def decide(self, host: str | None, origin: str | None) -> str | None:
         if not self.any_host and host is not None and host_only(host) not in self.allowed_hosts:
-            return f"Host {host!r} is not allowed; add it to allowed_hosts (ENGINE_ALLOWED_HOSTS)"
+            return f"Host {quoted(host)} is not allowed; add it to allowed_hosts (ENGINE_ALLOWED_HOSTS)"
         if origin is None or self.any_origin:
             return None
         if origin.rstrip("/").lower() in self.allowed_origins:
@@ -69,4 +83,4 @@ class OriginPolicy:
         origin_host = host_only(urlsplit(origin).netloc)
         if origin_host in self.allowed_hosts and origin_host in LOOPBACK_HOSTS:
             return None
-        return f"Origin {origin!r} is not allowed; add it to allowed_origins"
+        return f"Origin {quoted(origin)} is not allowed; add it to allowed_origins"
