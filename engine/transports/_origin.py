@@ -75,7 +75,10 @@ class OriginPolicy:
 
     def decide(self, host: str | None, origin: str | None) -> str | None:
         if not self.any_host and host is not None and host_only(host) not in self.allowed_hosts:
-            return f"Host {quoted(host)} is not allowed; add it to allowed_hosts (ENGINE_ALLOWED_HOSTS)"
+            return (
+                f"Host {quoted(host)} is not allowed; add it to allowed_hosts "
+                "(ENGINE_ALLOWED_HOSTS)"
+            )
         if origin is None or self.any_origin:
             return None
         if origin.rstrip("/").lower() in self.allowed_origins:
