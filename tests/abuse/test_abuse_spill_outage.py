@@ -91,9 +91,10 @@ def second(title: str, state: str) -> dict[str, Any]:
 async def test_a_hold_placed_while_the_store_is_down_is_placed_once(redis: PrivateRedis) -> None:
     holds: list[str] = []
     mcp = reserving_server(redis.url, holds, pad=2000)
-    async with serve_asgi(mcp.streamable_http_app()) as base, httpx.AsyncClient(
-        base_url=base, timeout=10
-    ) as client:
+    async with (
+        serve_asgi(mcp.streamable_http_app()) as base,
+        httpx.AsyncClient(base_url=base, timeout=10) as client,
+    ):
         await redis.kill()
         answered = await post(client, first("Dune"))
         await redis.start()
@@ -114,9 +115,10 @@ async def test_a_state_too_large_to_carry_says_the_side_effects_may_have_run(
 ) -> None:
     holds: list[str] = []
     mcp = reserving_server(redis.url, holds, pad=6000, max_token_chars=4096)
-    async with serve_asgi(mcp.streamable_http_app()) as base, httpx.AsyncClient(
-        base_url=base, timeout=10
-    ) as client:
+    async with (
+        serve_asgi(mcp.streamable_http_app()) as base,
+        httpx.AsyncClient(base_url=base, timeout=10) as client,
+    ):
         await redis.kill()
         answered = await post(client, first("Dune"))
         await redis.start()
