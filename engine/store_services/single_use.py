@@ -152,9 +152,10 @@ class RoundClaims:
         """
         task_status.started()
         interval = self.lease / RENEWALS_PER_LEASE
+        turn = anyio.current_time() + interval
         while True:
-            turn = anyio.current_time() + interval
             await anyio.sleep_until(turn)
+            turn = anyio.current_time() + interval
             async with anyio.create_task_group() as tg:
                 for hold in list(self._held):
                     tg.start_soon(self._renew, hold)
