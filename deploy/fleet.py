@@ -121,7 +121,7 @@ def render_nginx(
     *,
     listen: str,
     servers: Sequence[str],
-    workers: str = "1",
+    workers: str = "auto",
     main: Sequence[str] = (),
     access_log: str,
     temp_dir: str | None = None,
@@ -332,7 +332,6 @@ class Nginx:
             render_nginx(
                 listen=f"{LOOPBACK}:{self.port}",
                 servers=[f"{LOOPBACK}:{port}" for port in upstream_ports],
-                workers="1",
                 main=[
                     "daemon off;",
                     "master_process on;",

@@ -85,7 +85,8 @@ class MCPServer:
       :class:`~stores.Store` (``ENGINE_STORE``); none by default.
     - ``spill_threshold``: state larger than this (bytes) goes to the store by reference.
     - ``duplicate_wait``: seconds a concurrent duplicate of a round waits for the first one.
-    - ``claim_lease``: seconds a round's claim lives unless renewed by the replica running it.
+    - ``claim_lease``: seconds a round's claim lives unless renewed by the replica running it
+      (10): how long the round of a replica that died stays taken.
     - ``journal_arguments``: journal each call's arguments (``ENGINE_JOURNAL_ARGUMENTS``).
     - ``journal_ttl``: seconds the journal keeps a call.
     - ``journal_sample``: the share of calls journaled, 0 to 1 (``ENGINE_JOURNAL_SAMPLE``).

@@ -55,6 +55,11 @@ class ServerOptions(TypedDict, total=False):
 
 SERVER_OPTIONS = ServerOptions.__optional_keys__
 
+DEFAULT_CLAIM_LEASE = 10.0
+"""Seconds a round's claim lives unless renewed: how long the round of a replica that died stays
+taken before a retry may run it (renewing costs one store write per running round per quarter of
+it)."""
+
 _ON = ("1", "true", "yes", "on")
 _OFF = ("0", "false", "no", "off")
 
@@ -212,7 +217,7 @@ class Settings:
                 store=store if store is not None else env.get("ENGINE_STORE") or None,
                 spill_threshold=options.get("spill_threshold", 4 * 1024),
                 duplicate_wait=options.get("duplicate_wait", 2.0),
-                claim_lease=options.get("claim_lease", 30.0),
+                claim_lease=options.get("claim_lease", DEFAULT_CLAIM_LEASE),
             ),
             journal=JournalSettings(
                 arguments=journal_arguments,

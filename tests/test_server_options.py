@@ -56,7 +56,7 @@ def test_options_not_given_take_their_defaults() -> None:
         None,
         4096,
         2.0,
-        30.0,
+        10.0,
     )
     journal = settings.journal
     assert (journal.arguments, journal.ttl, journal.sample) == (False, 24 * 3600, 1.0)

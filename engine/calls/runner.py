@@ -36,6 +36,7 @@ from engine.state.claims import Binding, Claims, StateRef, new_call_id, principa
 from engine.state.seal import KeyRing
 from engine.store_services.services import StoreServices
 from engine.store_services.single_use import Hold, responses_fingerprint
+from stores import StoreUnavailable
 
 log = logging.getLogger("engine.calls")
 
@@ -46,6 +47,14 @@ Principal = Callable[[RequestScope], str | None]
 
 class OversizedState(ToolError):
     """The next round's state is over the inline limit and there is no store to hold it."""
+
+
+class UnkeptState(ToolError):
+    """The next round's state is over the inline limit and the store did not answer to keep it.
+
+    Not a `StoreOutage` ("nothing was recorded, retry"): the round ran, and a retry would run its
+    side effects again.
+    """
 
 
 class RoundRunner:
@@ -214,7 +223,7 @@ class RoundRunner:
             sealed = await self.seal(
                 answers.next_state, binding or self._binding(request), principal, call_id, round_no
             )
-        except OversizedState as exc:
+        except (OversizedState, UnkeptState) as exc:
             return _failed(handler, request, str(exc), call_hex, round_no)
         return RoundReply(ReplyKind.INPUT_REQUIRED, None, call_hex, round_no, requests, sealed)
 
@@ -232,7 +241,20 @@ class RoundRunner:
         carried: bytes | StateRef = encoded
         services = self.services
         if services is not None and len(encoded) > self.spill_threshold:
-            carried = await services.state.spill(call_id.hex(), encoded)
+            try:
+                carried = await services.state.keep(
+                    call_id.hex(), encoded, inline_limit=tokens.max_inline_state
+                )
+            except StoreUnavailable as exc:
+                log.error("could not keep the state of call %s: %s", call_id.hex(), exc)
+                raise UnkeptState(
+                    f"The call store did not answer while keeping this call's state "
+                    f"({len(encoded)} bytes, over the {tokens.max_inline_state} bytes a "
+                    "requestState can carry), so the call cannot continue. This round ran: its "
+                    "side effects (once=True steps) may have run and are not recorded, so calling "
+                    "again would run them again. Check what this call did before starting it "
+                    "anew."
+                ) from None
         elif services is None and len(encoded) > tokens.max_inline_state:
             raise OversizedState(
                 f"This call's state grew to {len(encoded)} bytes, over the inline limit of "
@@ -338,4 +360,4 @@ def _failed(
     raise MCPError(INVALID_PARAMS, text, data)
 
 
-__all__ = ["OversizedState", "Principal", "RoundRunner"]
+__all__ = ["OversizedState", "Principal", "RoundRunner", "UnkeptState"]

@@ -7,6 +7,7 @@ from typing import Any
 import anyio
 
 from engine._internal.metrics import Metrics
+from engine.settings import DEFAULT_CLAIM_LEASE
 from engine.store_services.journal_writer import JournalWriter
 from engine.store_services.retries import DeferredWrites
 from engine.store_services.single_use import RoundClaims
@@ -29,7 +30,7 @@ class StoreServices:
         wait_duplicates: float,
         journal_ttl: float,
         metrics: Metrics | None = None,
-        lease: float = 30.0,
+        lease: float = DEFAULT_CLAIM_LEASE,
         journal_sample: float = 1.0,
     ) -> None:
         self.retries = DeferredWrites(ttl=ttl)

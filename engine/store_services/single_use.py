@@ -22,6 +22,7 @@ from pydantic_core import to_json
 
 from engine._internal.random_pool import random_bytes
 from engine.errors import InvalidRequestState
+from engine.settings import DEFAULT_CLAIM_LEASE
 from engine.state.claims import sorted_keys
 from engine.store_services.retries import DeferredWrites, Write
 from stores import Claim, Store, StoreUnavailable
@@ -29,6 +30,10 @@ from stores import Claim, Store, StoreUnavailable
 log = logging.getLogger(__name__)
 
 _NOT_HELD = contextlib.nullcontext()
+
+RENEWALS_PER_LEASE = 4
+"""A held claim is renewed this many times a lease, so a renewal or two may fail or come late (a
+store operation may take its whole timeout) before the lease lapses under a live round."""
 
 
 def responses_fingerprint(responses: Any) -> bytes:
@@ -93,7 +98,7 @@ class RoundClaims:
         *,
         ttl: int,
         wait_duplicates: float,
-        lease: float = 30.0,
+        lease: float = DEFAULT_CLAIM_LEASE,
     ) -> None:
         self.store = store
         self.retries = retries
@@ -139,25 +144,37 @@ class RoundClaims:
         return _NOT_HELD if hold is None else _Holding(self._held, hold)
 
     async def run(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
-        """Every third of a lease, renew every claim this process holds."""
+        """``RENEWALS_PER_LEASE`` times a lease, renew every claim this process holds.
+
+        The renewals of one turn run concurrently, so a slow store delays each by its own
+        round trip, not by those of every other held claim; a turn that overruns its interval
+        is followed by the next at once.
+        """
         task_status.started()
+        interval = self.lease / RENEWALS_PER_LEASE
+        turn = anyio.current_time() + interval
         while True:
-            await anyio.sleep(self.lease / 3)
-            for hold in list(self._held):
-                try:
-                    held = await self.store.renew(
-                        hold.call_id, hold.round_no, hold.fingerprint, hold.owner, self.lease
-                    )
-                except StoreUnavailable as exc:
-                    log.warning("could not renew the claim on call %s: %s", hold.call_id, exc)
-                    continue
-                if not held and hold in self._held:
-                    log.warning(
-                        "lost the claim on round %s of call %s while running it",
-                        hold.round_no,
-                        hold.call_id,
-                    )
-                    self._held.discard(hold)
+            await anyio.sleep_until(turn)
+            turn = anyio.current_time() + interval
+            async with anyio.create_task_group() as tg:
+                for hold in list(self._held):
+                    tg.start_soon(self._renew, hold)
+
+    async def _renew(self, hold: Hold) -> None:
+        try:
+            held = await self.store.renew(
+                hold.call_id, hold.round_no, hold.fingerprint, hold.owner, self.lease
+            )
+        except StoreUnavailable as exc:
+            log.warning("could not renew the claim on call %s: %s", hold.call_id, exc)
+            return
+        if not held and hold in self._held:
+            log.warning(
+                "lost the claim on round %s of call %s while running it",
+                hold.round_no,
+                hold.call_id,
+            )
+            self._held.discard(hold)
 
     async def settle(self, hold: Hold, response: bytes) -> None:
         """Keep the round's response for duplicates, for the full TTL.

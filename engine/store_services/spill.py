@@ -2,24 +2,30 @@
 
 The token then carries a `StateRef` (the blob's id and its SHA-256) instead of the state, so it
 stays small; the next round, on any replica, fetches the blob and checks it against the digest.
+When the store does not answer, a state that still fits the token travels inline instead: the
+round has run by then (a ``once=True`` resolver's side effect among what it did), so failing it
+with "retry" would make the client run it again.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 
 from engine._internal.metrics import Metrics
 from engine._internal.random_pool import random_bytes
 from engine.errors import InvalidRequestState
 from engine.state.claims import StateRef
-from stores import Store
+from stores import Store, StoreUnavailable
+
+log = logging.getLogger(__name__)
 
 
 class StateSpill:
     """Spills a call's state to the store and fetches it back.
 
-    A store outage raises `StoreUnavailable`: the protocol layer answers it with a retryable
-    error, since nothing was recorded.
+    A store outage while fetching raises `StoreUnavailable`: the protocol layer answers it with a
+    retryable error, since nothing was recorded. While spilling, see :meth:`keep`.
     """
 
     def __init__(self, store: Store, *, ttl: int, metrics: Metrics | None = None) -> None:
@@ -34,6 +40,24 @@ class StateSpill:
         if self.metrics is not None:
             self.metrics.inc("engine_state_spills_total")
         return StateRef(blob_id, hashlib.sha256(state).digest())
+
+    async def keep(self, call_id: str, state: bytes, *, inline_limit: int) -> bytes | StateRef:
+        """What the next token carries: a reference to the spilled state, or, when the store
+        does not answer and the state is at most ``inline_limit`` bytes, the state itself.
+
+        A state over ``inline_limit`` that cannot be spilled raises `StoreUnavailable`.
+        """
+        try:
+            return await self.spill(call_id, state)
+        except StoreUnavailable as exc:
+            if self.metrics is not None:
+                self.metrics.inc("engine_store_errors_total")
+            if len(state) > inline_limit:
+                raise
+            log.warning(
+                "state of call %s carried inline, the store did not answer: %s", call_id, exc
+            )
+            return state
 
     async def fetch(self, call_id: str, ref: StateRef) -> bytes:
         blob = await self.store.get_blob(call_id, ref.blob_id)

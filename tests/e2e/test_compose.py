@@ -180,12 +180,15 @@ def test_nginx_mounts_the_rendered_template(services: dict[str, Any]) -> None:
     )
     servers = re.findall(r"^\s*server (\S+) ", conf, flags=re.MULTILINE)
     assert servers == [f"{name}:{COMPOSE_REPLICA_PORT}" for name in REPLICAS]
-    assert re.search(rf"^\s*listen {COMPOSE_NGINX_PORT};", conf, flags=re.MULTILINE)
+    assert re.search(rf"^\s*listen {COMPOSE_NGINX_PORT}\b[^;]*;", conf, flags=re.MULTILINE)
     for directive in (
         "proxy_http_version 1.1;",
         "proxy_buffering off;",
         "proxy_next_upstream error timeout http_502 http_503;",
-        "keepalive 32;",
+        "keepalive 256;",
+        "worker_processes auto;",
+        "worker_connections 16384;",
+        "worker_rlimit_nofile 32768;",
     ):
         assert directive in conf
 
