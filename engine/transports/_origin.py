@@ -14,6 +14,9 @@ from urllib.parse import urlsplit
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 ORIGIN_DECISIONS = 1024
 """Distinct (``Host``, ``Origin``) pairs whose decision is remembered."""
+REMEMBERED_CHARS = 256
+"""A ``Host`` or ``Origin`` longer than this is decided every time, never remembered, so the
+table holds at most ``ORIGIN_DECISIONS`` short pairs (and their short refusals)."""
 
 
 def host_only(value: str) -> str:
@@ -54,6 +57,8 @@ class OriginPolicy:
         except KeyError:
             pass
         decision = self.decide(*key)
+        if len(key[0] or "") > REMEMBERED_CHARS or len(key[1] or "") > REMEMBERED_CHARS:
+            return decision
         if len(self._decisions) >= ORIGIN_DECISIONS:
             self._decisions.clear()
         self._decisions[key] = decision
