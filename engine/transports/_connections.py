@@ -67,6 +67,9 @@ class ConnectionGuard:
         self.bodies: dict[Any, None] = {}
         self.lingering: dict[asyncio.Transport, float] = {}
         """Refused connections, each with the time it is closed at the latest."""
+        self.closed: dict[str, int] = {}
+        """Connections closed or refused since the last sweep, by why: logged once a sweep,
+        so a flood of them is one line a second rather than one per connection."""
         self.too_large = _answer(
             b"431 Request Header Fields Too Large",
             f"The request line and headers may take {limits.max_head_bytes} bytes at most; "
@@ -86,7 +89,7 @@ class ConnectionGuard:
             oldest = next(iter(self.heads), None)
             if oldest is None:
                 return False
-            oldest.drop("shed: a new connection needed its place")
+            oldest.drop("shed (idle, or still sending its head) to make room for a new one")
         self.open += 1
         return True
 
@@ -101,8 +104,17 @@ class ConnectionGuard:
             transport.write_eof()
         self.lingering[transport] = now + LINGER
 
+    def count(self, why: str) -> None:
+        self.closed[why] = self.closed.get(why, 0) + 1
+
     def sweep(self, now: float) -> None:
         """Close the connections past a deadline: heads and bodies too slow, refusals done."""
+        if self.closed:
+            log.warning(
+                "Connections closed by their limits (docs/security.md): %s",
+                "; ".join(f"{n} {why}" for why, n in self.closed.items()),
+            )
+            self.closed = {}
         limits = self.limits
         head_deadline = now - limits.head_timeout
         late_heads = [
@@ -111,7 +123,7 @@ class ConnectionGuard:
             if conn.guard_since is not None and conn.guard_since < head_deadline
         ]
         for conn in late_heads:
-            conn.drop("the request head did not arrive in time", answer_timeout=True)
+            conn.drop("whose head took over head_timeout", answer_timeout=True)
         late_bodies = []
         for conn in self.bodies:
             if conn.flow is not None and conn.flow.read_paused:  # the app is not reading
@@ -124,7 +136,7 @@ class ConnectionGuard:
             ):
                 late_bodies.append(conn)
         for conn in late_bodies:
-            conn.drop("the request body stalled or arrived too slowly")
+            conn.drop("whose body stalled (body_timeout) or came under min_body_rate")
         done = [transport for transport, until in self.lingering.items() if until <= now]
         for transport in done:
             del self.lingering[transport]
@@ -167,10 +179,8 @@ def guarded(protocol: type[ProtocolT], guard: ConnectionGuard) -> type[ProtocolT
             now = asyncio.get_running_loop().time()
             if not guard.admit():
                 self.guard_refused = True
-                log.warning(
-                    "Refused a connection with 503: %d connections are open, each serving a "
-                    "request (max_connections)",
-                    guard.open,
+                guard.count(
+                    f"refused with 503, all {guard.open} serving a request (max_connections)"
                 )
                 self.guard_refused_transport = stream
                 guard.linger(stream, guard.unavailable, now)
@@ -279,17 +289,14 @@ def guarded(protocol: type[ProtocolT], guard: ConnectionGuard) -> type[ProtocolT
             self.guard_phase = -1
 
         def _guard_refuse_head(self) -> None:
-            log.warning(
-                "Answered 431: a request head exceeded %d bytes (max_head_bytes)",
-                guard.limits.max_head_bytes,
-            )
+            guard.count("answered 431, their head over max_head_bytes")
             self._guard_leave()
             self.guard_refused = True
             guard.linger(self.transport, guard.too_large, self.loop.time())
 
         def drop(self, why: str, *, answer_timeout: bool = False) -> None:
             """Close this connection, which is not serving a request, or is too slow."""
-            log.info("Closed a connection: %s", why)
+            guard.count(why)
             self._guard_leave()
             if self.guard_admitted:
                 self.guard_admitted = False

@@ -52,19 +52,26 @@ class Replica:
 
 
 @contextlib.contextmanager
-def replica(log: Path, descriptors: int | None = None, **env: str) -> Iterator[Replica]:
+def replica(
+    log: Path, descriptors: int | None = None, *, h11: bool = False, **env: str
+) -> Iterator[Replica]:
     """The bookshop served until the block ends; ``env`` adds ``ENGINE_*`` settings, and
-    ``descriptors`` sets its file-descriptor limit (soft and hard) as ``ulimit -n`` would."""
+    ``descriptors`` sets its file-descriptor limit (soft and hard) as ``ulimit -n`` would.
+    ``h11``: served by ``mcp.run`` with uvicorn's pure-Python parser instead of httptools."""
     port = free_port()
 
     def limit_descriptors() -> None:
         if descriptors is not None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (descriptors, descriptors))
 
-    argv = [sys.executable, "-m", "engine", "serve", "examples/bookshop_server.py"]
+    argv = [sys.executable, "-m", "engine", "serve", "examples/bookshop_server.py", "--port"]
+    argv += [str(port), "--store", "none", "--keys", f"k1={KEY}"]
+    if h11:
+        argv = [sys.executable, "-m", "tests.abuse.h11_bookshop", str(port)]
+        env = {"ENGINE_KEYS": f"k1={KEY}", **env}
     with log.open("ab") as out:
         process = subprocess.Popen(
-            [*argv, "--port", str(port), "--store", "none", "--keys", f"k1={KEY}"],
+            argv,
             cwd=ROOT,
             env=environment(**env),
             stdout=out,

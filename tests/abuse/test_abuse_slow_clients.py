@@ -93,9 +93,9 @@ def test_a_stalled_or_trickled_body_is_closed_and_a_slow_steady_one_served(
                 + head.encode()
                 + b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body)
             )
-            for start in range(0, len(body), 8):  # past the timeout in all, never stalling
-                steady.sendall(body[start : start + 8])
-                time.sleep(0.2)  # 40 bytes/s, over 10
+            for start in range(0, len(body), 16):  # past the timeout in all, never stalling
+                steady.sendall(body[start : start + 16])
+                time.sleep(0.2)  # 80 bytes/s, over 10
             answer = read_answer(steady, timeout=10)
         assert status_of(answer) == 200, answer
 
@@ -148,3 +148,29 @@ def test_a_connection_beyond_a_cap_of_busy_requests_gets_a_clean_503(tmp_path: P
             sock.close()
         time.sleep(0.5)
         assert_result(server.legitimate_call())
+
+
+def test_h11_is_held_to_the_same_limits(tmp_path: Path) -> None:
+    env = {**SHORT, "ENGINE_BODY_TIMEOUT": "2", "ENGINE_MAX_CONNECTIONS": "20"}
+    env["ENGINE_MAX_HEAD_BYTES"] = "4096"
+    with replica(tmp_path / "serve.log", h11=True, **env) as server:
+        with server.connect() as sock:
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: " + b"p" * 5000)
+            assert status_of(read_answer(sock, timeout=10)) == 431
+        with server.connect() as sock:
+            closed_after(sock)
+        with server.connect() as sock, trickling(sock, HEAD):
+            assert status_of(closed_after(sock)[1]) == 408
+        with server.connect() as sock:
+            sock.sendall(HEAD + b"Content-Length: 100\r\n\r\n{")
+            closed_after(sock)
+        with contextlib.ExitStack() as stack:
+            for sock in slow_connections(server, 40, b"GET /he"):
+                stack.enter_context(sock)
+            assert_result(server.legitimate_call())
+        with contextlib.ExitStack() as stack:
+            for sock in slow_connections(server, 20, HEAD + b"Content-Length: 100\r\n\r\n{"):
+                stack.enter_context(sock)
+            time.sleep(0.3)
+            with server.connect() as extra:
+                assert status_of(read_answer(extra, timeout=10)) == 503
