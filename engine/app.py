@@ -96,6 +96,16 @@ class MCPServer:
     - ``session_ttl``: seconds an idle session lives.
     - ``legacy_answer_timeout``: seconds a question asked on the back-channel waits.
 
+    Connections of ``run("streamable-http")`` (see docs/security.md; each also ``ENGINE_`` and
+    its name in capitals, ``ENGINE_MAX_HEAD_BYTES`` and so on):
+
+    - ``max_head_bytes``: a longer request line and headers get 431 (64 KiB).
+    - ``head_timeout``: seconds for a head to arrive, from the connection or its first byte (10).
+    - ``body_timeout``: seconds a body may stall; also the grace before ``min_body_rate`` (30).
+    - ``min_body_rate``: bytes per second a body must average after that grace (1024; 0: any).
+    - ``max_connections``: open connections at most; beyond, the oldest serving no request is
+      closed, or the new one gets 503 (from the file-descriptor limit, at most 10,000).
+
     And: ``lifespan(server)``, an async context manager whose value handlers read as
     ``ctx.request_context.lifespan_context``; ``list_ttl_ms``, the caching hint of listings;
     ``replica_id``, this process's name in results and logs (``ENGINE_REPLICA_ID``).
@@ -449,6 +459,7 @@ class MCPServer:
             port=port,
             drain_timeout=serve.drain_timeout if drain_timeout is None else drain_timeout,
             access_log=serve.access_log,
+            limits=serve.connections,
             uvicorn_options=given,
         )
 

@@ -51,6 +51,11 @@ class ServerOptions(TypedDict, total=False):
     warn_on_duplicate_tools: bool
     warn_on_duplicate_prompts: bool
     warn_on_duplicate_resources: bool
+    max_head_bytes: int
+    head_timeout: float
+    body_timeout: float
+    min_body_rate: float
+    max_connections: int | None
 
 
 SERVER_OPTIONS = ServerOptions.__optional_keys__
@@ -144,13 +149,31 @@ class InfoSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class ConnectionLimits:
+    """What one HTTP connection of ``mcp.run()`` may make a replica hold, and for how long."""
+
+    max_head_bytes: int
+    """The request line and headers of one request, in bytes."""
+    head_timeout: float
+    """Seconds a head may take: from the connection, or from the first byte of a later head."""
+    body_timeout: float
+    """Seconds a body may go without a byte; also the grace before `min_body_rate` counts."""
+    min_body_rate: float
+    """Bytes per second a body must average once `body_timeout` has passed (0: no minimum)."""
+    max_connections: int | None
+    """Open connections at most; ``None``: derived from the file-descriptor limit at start."""
+
+
+@dataclass(frozen=True, slots=True)
 class ServeSettings:
-    """How ``mcp.run()`` serves over HTTP; from the environment only."""
+    """How ``mcp.run()`` serves over HTTP; from the environment only, but for the connection
+    limits, which options give too."""
 
     drain_timeout: float
     gc_freeze: bool
     access_log: bool
     extra_allowed_hosts: tuple[str, ...]
+    connections: ConnectionLimits
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,6 +262,7 @@ class Settings:
                     for host in env.get("ENGINE_ALLOWED_HOSTS", "").split(",")
                     if host.strip()
                 ),
+                connections=_connection_limits(options, env),
             ),
             info=InfoSettings(
                 title=options.get("title"),
@@ -252,6 +276,43 @@ class Settings:
                 resources=_duplicates(options.get("warn_on_duplicate_resources")),
             ),
         )
+
+
+def _connection_limits(options: ServerOptions, env: Environ) -> ConnectionLimits:
+    """The connection limits: an option given wins over ``ENGINE_*``, which wins over the
+    default; each checked, so a mistake is one error at start rather than a replica that
+    refuses every request."""
+
+    def number(option: str, variable: str, default: float, *, whole: bool, low: float) -> float:
+        given = options.get(option)
+        if given is None:
+            given = env_number(env, variable, default=default, hint=f"of at least {low:g}")
+        if (
+            isinstance(given, bool)
+            or not isinstance(given, (int, float))
+            or not math.isfinite(given)
+            or given < low
+            or (whole and given != int(given))
+        ):
+            kind = "a whole number" if whole else "a number"
+            raise ValueError(
+                f"{option} ({variable}) must be {kind} of at least {low:g}, got {given!r}; "
+                f"leave it unset for the default"
+            )
+        return given
+
+    connections = None  # derived at start from the file-descriptor limit
+    if options.get("max_connections") is not None or env.get("ENGINE_MAX_CONNECTIONS", "").strip():
+        connections = int(number("max_connections", "ENGINE_MAX_CONNECTIONS", 0, whole=True, low=1))
+    return ConnectionLimits(
+        max_head_bytes=int(
+            number("max_head_bytes", "ENGINE_MAX_HEAD_BYTES", 64 * 1024, whole=True, low=1024)
+        ),
+        head_timeout=number("head_timeout", "ENGINE_HEAD_TIMEOUT", 10.0, whole=False, low=0.1),
+        body_timeout=number("body_timeout", "ENGINE_BODY_TIMEOUT", 30.0, whole=False, low=0.1),
+        min_body_rate=number("min_body_rate", "ENGINE_MIN_BODY_RATE", 1024, whole=False, low=0),
+        max_connections=connections,
+    )
 
 
 def _icons(icons: Iterable[Any] | None) -> tuple[Icon, ...]:

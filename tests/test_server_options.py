@@ -116,3 +116,18 @@ async def test_a_handler_name_may_be_given_by_position_or_by_keyword() -> None:
     assert list(mcp.prompts) == ["greeting"]
     [template] = mcp.resource_templates.values()
     assert (template.name, template.mime_type) == ("book", "text/plain")
+
+
+def test_connection_limits_come_from_options_then_the_environment_and_are_checked() -> None:
+    limits = Settings.build(name="B", environ={}).serve.connections
+    assert (limits.max_head_bytes, limits.head_timeout, limits.body_timeout) == (65536, 10, 30)
+    assert (limits.min_body_rate, limits.max_connections) == (1024, None)
+    env = {"ENGINE_MAX_CONNECTIONS": "500", "ENGINE_HEAD_TIMEOUT": "2.5"}
+    limits = Settings.build(name="B", environ=env, max_connections=9).serve.connections
+    assert (limits.max_connections, limits.head_timeout) == (9, 2.5)
+    with pytest.raises(ValueError, match=r"ENGINE_MAX_HEAD_BYTES must be a number of at least"):
+        Settings.build(name="B", environ={"ENGINE_MAX_HEAD_BYTES": "64k"})
+    with pytest.raises(ValueError, match=r"max_connections \(ENGINE_MAX_CONNECTIONS\) must be a"):
+        Settings.build(name="B", environ={}, max_connections=0)
+    with pytest.raises(ValueError, match=r"max_head_bytes .* whole number of at least 1024"):
+        Settings.build(name="B", environ={}, max_head_bytes=100)

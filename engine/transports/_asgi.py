@@ -56,6 +56,9 @@ async def send_plain(
 HEADER_SETS = 512
 """Distinct request header lists whose decoding is remembered (a client sends the same ones
 again and again; a bounded table, emptied when full, so varied headers only refill it)."""
+HEADER_SET_BYTES = 4096
+"""A header list longer than this (names and values) is decoded every time, never remembered:
+the table holds at most ``HEADER_SETS * HEADER_SET_BYTES`` of headers, twice (raw and decoded)."""
 
 _decoded: dict[tuple[Header, ...], dict[str, str]] = {}
 
@@ -73,6 +76,8 @@ def request_headers(scope: Scope) -> dict[str, str]:
         return _decode(key)
     if decoded is None:
         decoded = _decode(key)
+        if sum(len(name) + len(value) for name, value in key) > HEADER_SET_BYTES:
+            return decoded
         if len(_decoded) >= HEADER_SETS:
             _decoded.clear()
         _decoded[key] = decoded

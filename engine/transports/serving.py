@@ -9,8 +9,13 @@ its response closes the connection, and one that stays idle ends by its keep-ali
 which a proxy must outlast anyway (it gives idle connections up first, as in steady state).
 
 uvicorn's own HTTP/1.1 protocols (httptools or h11, by name or ``auto``) are served writing
-through `engine.transports._writes`, one socket write per response; a protocol class passed in
-``uvicorn_options`` is served as it is.
+through `engine.transports._writes`, one socket write per response, and held to the connection
+limits of `engine.transports._connections` (head size and time, body time and rate, the number
+of connections); a protocol class passed in ``uvicorn_options`` is served as it is.
+
+The cap on connections is kept below the process's file-descriptor limit, whose soft value is
+raised to the hard one at start: a process out of descriptors fails to accept any connection,
+the legitimate ones included, while one at its cap still sheds idle connections or answers 503.
 """
 
 from __future__ import annotations
@@ -31,10 +36,17 @@ import uvicorn
 from uvicorn.config import HTTP_PROTOCOLS, STARTUP_FAILURE
 from uvicorn.importer import import_from_string
 
+from engine.settings import ConnectionLimits
+from engine.transports._connections import ConnectionGuard, guarded
 from engine.transports._writes import coalescing
 
 if TYPE_CHECKING:
     from engine.transports.http import StreamableHTTPApp
+
+DESCRIPTORS_KEPT = 128
+"""File descriptors left beside connections: the store's, the log's, files a handler opens."""
+MAX_DEFAULT_CONNECTIONS = 10_000
+"""The derived cap's ceiling, however many descriptors the process may open."""
 
 log = logging.getLogger("engine.http")
 
@@ -48,9 +60,19 @@ def _idle(connection: Any) -> bool:
 class DrainingServer(uvicorn.Server):
     """uvicorn's server, whose shutdown first lets keep-alive connections end on their own."""
 
-    def __init__(self, config: uvicorn.Config, app: StreamableHTTPApp) -> None:
+    def __init__(
+        self, config: uvicorn.Config, app: StreamableHTTPApp, guard: ConnectionGuard | None = None
+    ) -> None:
         super().__init__(config)
         self.app = app
+        self.guard = guard
+        self._sweep_every = 1 if guard is None else max(1, round(guard.interval() * 10))
+
+    async def on_tick(self, counter: int) -> bool:
+        """uvicorn's tick (every 0.1 s), which also closes the connections past a deadline."""
+        if self.guard is not None and counter % self._sweep_every == 0:
+            self.guard.sweep(asyncio.get_running_loop().time())
+        return await super().on_tick(counter)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         for server in self.servers:
@@ -142,6 +164,7 @@ def serve_app(
     port: int,
     drain_timeout: float,
     access_log: bool,
+    limits: ConnectionLimits,
     uvicorn_options: dict[str, Any],
 ) -> None:
     """``mcp.run("streamable-http")``: serve until SIGTERM (drained) or Ctrl-C."""
@@ -156,7 +179,7 @@ def serve_app(
         "timeout_graceful_shutdown": max(1, round(drain_timeout)),
         **uvicorn_options,
     }
-    serve(app, host=host, port=port, settings=settings)
+    serve(app, host=host, port=port, settings=settings, limits=limits)
 
 
 class CannotListen(OSError):
@@ -190,10 +213,61 @@ def check_listenable(host: str, port: int) -> None:
                 raise CannotListen(host, port, exc.strerror or str(exc), in_use=in_use) from None
 
 
-def serve(app: StreamableHTTPApp, *, host: str, port: int, settings: dict[str, Any]) -> None:
+def raise_descriptor_limit() -> int | None:
+    """Raise this process's soft limit of open files to its hard limit; the limit now in force
+    (``None`` where there is none to read, as on Windows)."""
+    try:
+        import resource
+    except ImportError:
+        return None
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = hard if hard != resource.RLIM_INFINITY else 1 << 20
+    if soft == resource.RLIM_INFINITY or soft >= wanted:
+        return None if soft == resource.RLIM_INFINITY else soft
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+    except (OSError, ValueError):  # above what the kernel allows (nr_open): keep the soft one
+        return soft
+    return wanted
+
+
+def connection_cap(given: int | None, descriptors: int | None) -> int:
+    """The cap on open connections: ``given``, else what the descriptor limit leaves room for
+    (the cap, the refusals lingering beside it, and `DESCRIPTORS_KEPT`)."""
+    if descriptors is None:
+        room = MAX_DEFAULT_CONNECTIONS
+    else:
+        room = max(16, (descriptors - DESCRIPTORS_KEPT) * 8 // 9)
+    if given is None:
+        return min(room, MAX_DEFAULT_CONNECTIONS)
+    if descriptors is not None and given > room:
+        log.warning(
+            "max_connections=%d leaves too few of the %d file descriptors this process may "
+            "open (with refusals lingering and %d kept for the store and files); serving at "
+            "most %d. Raise the limit (ulimit -n) to serve more",
+            given,
+            descriptors,
+            DESCRIPTORS_KEPT,
+            room,
+        )
+        return room
+    return given
+
+
+def serve(
+    app: StreamableHTTPApp,
+    *,
+    host: str,
+    port: int,
+    settings: dict[str, Any],
+    limits: ConnectionLimits | None = None,
+) -> None:
     """Run ``app`` until SIGTERM or Ctrl-C (what ``uvicorn.run`` does for one process, with the
-    drain above). `CannotListen` before anything starts when ``host:port`` cannot be bound."""
+    drain above and, given ``limits``, the connection limits). `CannotListen` before anything
+    starts when ``host:port`` cannot be bound."""
     check_listenable(host, port)
+    if limits is not None:
+        settings = {"h11_max_incomplete_event_size": limits.max_head_bytes, **settings}
     config = uvicorn.Config(app, host=host, port=port, lifespan="on", **settings)
     http, loop = stack(config)
     log.info("HTTP parsed by %s, on the %s event loop", http, loop)
@@ -209,9 +283,23 @@ def serve(app: StreamableHTTPApp, *, host: str, port: int, settings: dict[str, A
             "per core. Install it (pip install uvloop, a dependency of mcp-engine), or pass "
             "uvicorn_options={'loop': 'asyncio'} to choose asyncio knowingly"
         )
+    guard = None
     if isinstance(config.http, str) and http in ("httptools", "h11"):
-        config.http = coalescing(import_from_string(HTTP_PROTOCOLS[http]))
-    server = DrainingServer(config, app)
+        protocol = coalescing(import_from_string(HTTP_PROTOCOLS[http]))
+        if limits is not None:
+            cap = connection_cap(limits.max_connections, raise_descriptor_limit())
+            guard = ConnectionGuard(limits, cap)
+            protocol = guarded(protocol, guard)
+            log.info(
+                "Connections: at most %d open; heads of %d bytes within %gs; bodies stalling "
+                "%gs at most",
+                cap,
+                limits.max_head_bytes,
+                limits.head_timeout,
+                limits.body_timeout,
+            )
+        config.http = protocol
+    server = DrainingServer(config, app, guard)
     try:
         with contextlib.suppress(KeyboardInterrupt):
             server.run()

@@ -98,8 +98,10 @@ def test_run_serves_with_the_uvicorn_options_given(monkeypatch: pytest.MonkeyPat
     monkeypatch.delenv("ENGINE_ACCESS_LOG", raising=False)
     served: dict[str, Any] = {}
 
-    def serve(app: Any, *, host: str, port: int, settings: dict[str, Any]) -> None:
-        served.update(settings, app=app, host=host, port=port)
+    def serve(
+        app: Any, *, host: str, port: int, settings: dict[str, Any], limits: Any = None
+    ) -> None:
+        served.update(settings, app=app, host=host, port=port, limits=limits)
 
     monkeypatch.setattr(serving, "serve", serve)
     monkeypatch.setattr(signal, "signal", lambda *args: None)
@@ -110,6 +112,10 @@ def test_run_serves_with_the_uvicorn_options_given(monkeypatch: pytest.MonkeyPat
     assert served["app"].freeze_after_startup is True
     mcp.run("streamable-http")
     assert served["access_log"] is False  # off unless asked for
+    # The connection limits always reach the server: the defaults, or what was given.
+    assert (served["limits"].max_head_bytes, served["limits"].max_connections) == (65536, None)
+    build(keys=[KEY], max_connections=7, head_timeout=2.5).run("streamable-http")
+    assert (served["limits"].max_connections, served["limits"].head_timeout) == (7, 2.5)
     # The environment is read when a server is made.
     monkeypatch.setenv("ENGINE_ACCESS_LOG", "1")
     build(keys=[KEY]).run("streamable-http")
