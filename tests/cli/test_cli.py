@@ -337,7 +337,9 @@ def test_show_prints_the_timeline_of_a_call(server: Server, recorded: str) -> No
     assert f"  answer  confirm_backorder: {YES}" in text
     assert "  result  Backordered 'Neuromancer'; it ships in 2-3 weeks." in text
 
-    as_json = json.loads(engine("show", recorded, "--store", server.store, "--json", ENGINE_KEYS=KEY).stdout)
+    as_json = json.loads(
+        engine("show", recorded, "--store", server.store, "--json", ENGINE_KEYS=KEY).stdout
+    )
     assert [e["round"] for e in as_json["events"]] == [1, 2]
 
 

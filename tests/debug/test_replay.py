@@ -11,9 +11,9 @@ from pydantic import BaseModel
 
 from engine import Context, Elicit, MCPServer, Resolve, ToolError
 from engine.debug.journal import RecordedCall, load_call
+from engine.debug.render import timeline
 from engine.state.seal import KeyRing
 from engine.store_services.journal_records import open_event
-from engine.debug.render import timeline
 from engine.testing import Client, ReplayError, replay, replay_call
 from examples import bookshop
 from examples.bookshop import build
