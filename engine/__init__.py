@@ -3,6 +3,7 @@
 from engine.app import MCPServer
 from engine.calls.runner import Principal
 from engine.context import Context, RequestScope
+from engine.di.redacted import Redacted
 from engine.di.resolve import Resolve
 from engine.errors import InvalidSignature, MCPError, ResourceError, ToolError
 from engine.handlers.results import ReadResourceContents
@@ -33,6 +34,7 @@ __all__ = [
     "MCPServer",
     "Principal",
     "ReadResourceContents",
+    "Redacted",
     "RequestScope",
     "Resolve",
     "ResourceError",

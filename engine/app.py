@@ -87,9 +87,14 @@ class MCPServer:
     - ``duplicate_wait``: seconds a concurrent duplicate of a round waits for the first one.
     - ``claim_lease``: seconds a round's claim lives unless renewed by the replica running it
       (10): how long the round of a replica that died stays taken.
-    - ``journal_arguments``: journal each call's arguments (``ENGINE_JOURNAL_ARGUMENTS``).
+    - ``journal_arguments``: journal each call's arguments, sealed like the rest of the
+      journal (``ENGINE_JOURNAL_ARGUMENTS``; on by default, so a call replays as recorded); an
+      argument annotated ``Annotated[str, Redacted()]`` is never journaled.
     - ``journal_ttl``: seconds the journal keeps a call.
     - ``journal_sample``: the share of calls journaled, 0 to 1 (``ENGINE_JOURNAL_SAMPLE``).
+    - ``journal_max_event_bytes``: a round's journaled payload over this many bytes (64 KiB by
+      default) loses its largest parts, marked as truncated
+      (``ENGINE_JOURNAL_MAX_EVENT_BYTES``).
 
     Clients of 2025-11-25 (see docs/legacy.md):
 

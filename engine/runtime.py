@@ -56,12 +56,14 @@ class Runtime:
         self.store_services: StoreServices | None = (
             StoreServices(
                 self.store,
+                keys=self.keys,
                 ttl=settings.tokens.state_ttl,
                 wait_duplicates=settings.store.duplicate_wait,
                 journal_ttl=settings.journal.ttl,
                 metrics=self.metrics,
                 lease=settings.store.claim_lease,
                 journal_sample=settings.journal.sample,
+                journal_max_event_bytes=settings.journal.max_event_bytes,
             )
             if self.store is not None
             else None

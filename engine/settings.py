@@ -40,6 +40,7 @@ class ServerOptions(TypedDict, total=False):
     journal_arguments: bool | None
     journal_ttl: float
     journal_sample: float | None
+    journal_max_event_bytes: int | None
     session_ttl: float
     legacy_answer_timeout: float
     list_ttl_ms: int
@@ -64,6 +65,9 @@ DEFAULT_CLAIM_LEASE = 10.0
 """Seconds a round's claim lives unless renewed: how long the round of a replica that died stays
 taken before a retry may run it (renewing costs one store write per running round per quarter of
 it)."""
+
+JOURNAL_MAX_EVENT_BYTES = 64 * 1024
+"""The default cap on a journal event's payload."""
 
 _ON = ("1", "true", "yes", "on")
 _OFF = ("0", "false", "no", "off")
@@ -97,6 +101,9 @@ class JournalSettings:
     arguments: bool
     ttl: float
     sample: float
+    max_event_bytes: int
+    """A round's payload (arguments, questions, answers, checkpoints, response) larger than
+    this is journaled without its largest parts, marked as truncated."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,7 +206,8 @@ class Settings:
         """The settings of a server named ``name`` (see ``MCPServer`` for each option).
 
         An option not given takes its default, here. Those with an ``ENGINE_*`` variable
-        (``keys``, ``store``, ``replica_id``, ``journal_arguments``, ``journal_sample``) read it
+        (``keys``, ``store``, ``replica_id``, ``journal_arguments``, ``journal_sample``,
+        ``journal_max_event_bytes``) read it
         from ``environ`` (default: ``os.environ``) when not given or ``None``.
         """
         env = os.environ if environ is None else environ
@@ -210,11 +218,19 @@ class Settings:
         max_inline_state = options.get("max_inline_state")
         journal_arguments = options.get("journal_arguments")
         if journal_arguments is None:
-            journal_arguments = env_flag(env, "ENGINE_JOURNAL_ARGUMENTS", default=False)
+            journal_arguments = env_flag(env, "ENGINE_JOURNAL_ARGUMENTS", default=True)
         journal_sample = options.get("journal_sample")
         if journal_sample is None:
             journal_sample = env_number(
                 env, "ENGINE_JOURNAL_SAMPLE", default=1.0, hint="from 0 to 1"
+            )
+        journal_max_event_bytes: float | None = options.get("journal_max_event_bytes")
+        if journal_max_event_bytes is None:
+            journal_max_event_bytes = env_number(
+                env,
+                "ENGINE_JOURNAL_MAX_EVENT_BYTES",
+                default=JOURNAL_MAX_EVENT_BYTES,
+                hint="of bytes, at least 1024",
             )
         store = options.get("store")
         return cls(
@@ -246,6 +262,7 @@ class Settings:
                 arguments=journal_arguments,
                 ttl=options.get("journal_ttl", 24 * 3600),
                 sample=check_journal_sample(journal_sample),
+                max_event_bytes=check_max_event_bytes(journal_max_event_bytes),
             ),
             legacy=LegacySettings(
                 session_ttl=options.get("session_ttl", 3600),
@@ -351,6 +368,22 @@ def check_journal_sample(sample: Any) -> float:
             "rounds"
         )
     return float(sample)
+
+
+def check_max_event_bytes(size: Any) -> int:
+    """The cap on a journal event's payload, checked: a whole number of bytes, at least 1 KiB."""
+    whole = (
+        not isinstance(size, bool)
+        and isinstance(size, (int, float))
+        and math.isfinite(size)
+        and size == int(size)
+    )
+    if not whole or size < 1024:
+        raise ValueError(
+            "journal_max_event_bytes (ENGINE_JOURNAL_MAX_EVENT_BYTES) must be a whole number of "
+            f"bytes, at least 1024, got {size!r}; the default is {JOURNAL_MAX_EVENT_BYTES}"
+        )
+    return int(size)
 
 
 def env_flag(env: Environ, name: str, *, default: bool) -> bool:

@@ -59,7 +59,8 @@ def test_options_not_given_take_their_defaults() -> None:
         10.0,
     )
     journal = settings.journal
-    assert (journal.arguments, journal.ttl, journal.sample) == (False, 24 * 3600, 1.0)
+    assert (journal.arguments, journal.ttl, journal.sample) == (True, 24 * 3600, 1.0)
+    assert journal.max_event_bytes == 64 * 1024
     assert (settings.legacy.session_ttl, settings.legacy.answer_timeout) == (3600, 300)
 
 

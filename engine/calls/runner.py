@@ -318,7 +318,15 @@ class RoundRunner:
         returned."""
         trace = reply.trace
         recorded = self.journal.arguments
-        return {
+        signature = handler.signature
+        redacted = signature.redacted
+        arguments = request.arguments
+        if recorded and isinstance(arguments, dict):
+            # What the handler takes, without what it must never keep (nor extra keys a client
+            # added: the model ignores them, and so does the journal).
+            names = signature.argument_names
+            arguments = {k: v for k, v in arguments.items() if k in names and k not in redacted}
+        event = {
             "v": 1,
             "ts": time.time(),
             "kind": reply.kind.value,
@@ -326,7 +334,7 @@ class RoundRunner:
             "method": request.method,
             "protocol": request.scope.protocol_version,
             "round": reply.round_no,
-            "arguments": (request.arguments or {}) if recorded else None,
+            "arguments": (arguments or {}) if recorded else None,
             "arguments_recorded": recorded,
             "questions": reply.input_requests
             or (dict(trace.asked_in_place) if trace is not None else {}),
@@ -337,6 +345,9 @@ class RoundRunner:
             "replica": self.replica_id,
             "code": handler.code_fingerprint,
         }
+        if redacted:
+            event["redacted"] = sorted(redacted)
+        return event
 
 
 def _ended(

@@ -76,16 +76,36 @@ def _with_store(given: str | None, work: Callable[[Any], Awaitable[T]]) -> T:
         raise CLIError(str(exc)) from None
 
 
-async def _recorded(store: Any, call_id: str) -> Any:
+def _journal_keys(args: argparse.Namespace) -> Any:
+    """The key ring that opens the sealed journal: ``--keys``, ``--keys-file`` or
+    ``ENGINE_KEYS``; ``None`` when none is given (a sealed event then says what to pass)."""
+    from engine.state.seal import KeyRing
+
+    keys = given_keys(args.keys, args.keys_file)
+    if not keys:
+        return None
+    try:
+        return KeyRing.from_env(keys)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
+
+
+def _recorded_call(args: argparse.Namespace) -> Any:
+    """The call ``args`` names, read from the store and opened with the given keys."""
+    keys = _journal_keys(args)
+    return _with_store(args.store, lambda store: _recorded(store, args.call_id, keys))
+
+
+async def _recorded(store: Any, call_id: str, keys: Any) -> Any:
     """The call with this id, or with this unique id prefix."""
     from engine.debug.journal import RecordedCall, ReplayError
 
     events = await store.events(call_id)
     if events:
-        return RecordedCall.from_events(call_id, events)
+        return RecordedCall.from_events(call_id, events, keys=keys)
     matches = [c.call_id for c in await store.calls(limit=1000) if c.call_id.startswith(call_id)]
     if len(matches) == 1:
-        return RecordedCall.from_events(matches[0], await store.events(matches[0]))
+        return RecordedCall.from_events(matches[0], await store.events(matches[0]), keys=keys)
     if len(matches) > 1:
         raise ReplayError(f"{call_id!r} starts {len(matches)} call ids; give more of it")
     raise ReplayError(
@@ -167,13 +187,13 @@ def _ago(seconds: float) -> str:
 def show(args: argparse.Namespace) -> int:
     from engine.debug.render import timeline
 
-    call = _with_store(args.store, lambda store: _recorded(store, args.call_id))
+    call = _recorded_call(args)
     print(call.dumps() if args.json else timeline(call), end="" if args.json else "\n")
     return 0
 
 
 def export(args: argparse.Namespace) -> int:
-    call = _with_store(args.store, lambda store: _recorded(store, args.call_id))
+    call = _recorded_call(args)
     sys.stdout.write(call.dumps())
     return 0
 
@@ -190,10 +210,7 @@ def replay(args: argparse.Namespace) -> int:
     arguments = None
     if args.args is not None:
         arguments = json_object(args.args, "--args")
-    if args.file is not None:
-        call = RecordedCall.load(args.file)
-    else:
-        call = _with_store(args.store, lambda store: _recorded(store, args.call_id))
+    call = RecordedCall.load(args.file) if args.file is not None else _recorded_call(args)
     # The app must not open the store the journal came from, and never seals a token here.
     os.environ.pop("ENGINE_STORE", None)
     os.environ.setdefault("ENGINE_KEYS", secrets.token_hex(32))
@@ -232,6 +249,17 @@ def inspect(args: argparse.Namespace) -> int:
             shown["state"] = "kept in the store by reference: pass --store URL to read it"
         else:
             blob = _with_store(args.store, lambda store: store.get_blob(call_id, ref["blob_id"]))
+            if blob is not None:
+                from engine.store_services.spill import SPILLED_STATE
+
+                try:
+                    blob = ring.open_record(blob, SPILLED_STATE)
+                except InvalidRequestState:
+                    raise CLIError(
+                        "the state blob in the store does not open with the given keys: pass "
+                        "the keys of the server that sealed it",
+                        code=1,
+                    ) from None
             if blob is None:
                 shown["state"] = "the blob is gone from the store (expired or never written)"
             elif hashlib.sha256(blob).hexdigest() != ref["sha256"]:

@@ -335,6 +335,7 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("call_id", metavar="CALL_ID", help="the call id (or a unique prefix)")
     show.add_argument("--store", help=store_help)
     show.add_argument("--json", action="store_true", help="print the recorded events as JSON")
+    _key_options(show)
     show.set_defaults(func=cli_journal.show)
 
     replay = command(
@@ -354,8 +355,10 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument(
         "--args",
         metavar="JSON",
-        help="the call's arguments, when the server did not record them",
+        help="the call's arguments the server did not record (all, or the Redacted() ones); "
+        "they override recorded ones",
     )
+    _key_options(replay)
     replay.add_argument(
         "--traceback",
         action="store_true",
@@ -370,6 +373,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     export.add_argument("call_id", metavar="CALL_ID", help="the call id (or a unique prefix)")
     export.add_argument("--store", help=store_help)
+    _key_options(export)
     export.set_defaults(func=cli_journal.export)
 
     inspect = command(
@@ -390,6 +394,18 @@ def build_parser() -> argparse.ArgumentParser:
     keygen = command("keygen", "print a new requestState secret")
     keygen.set_defaults(func=_keygen)
     return parser
+
+
+def _key_options(command: argparse.ArgumentParser) -> None:
+    """``--keys`` and ``--keys-file``: what opens the sealed journal (else ``ENGINE_KEYS``)."""
+    command.add_argument(
+        "--keys",
+        help="the server's secrets, comma-separated, to open the sealed journal (shown by ps: "
+        "prefer --keys-file or ENGINE_KEYS)",
+    )
+    command.add_argument(
+        "--keys-file", metavar="PATH", help="a file of the server's secrets, as serve takes"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

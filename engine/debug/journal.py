@@ -6,19 +6,33 @@ The engine journals every round it serves (its questions, the answers it accepte
 dicts and reads them as :class:`RecordedRound` s; it comes from a store (:func:`load_call`) or
 from an exported fixture (:func:`load_fixture`), and exports itself as that fixture.
 Replaying (:mod:`engine.debug.replay`) and rendering (:mod:`engine.debug.render`) both start here.
+
+A store keeps each event's payload sealed with the server's key ring, so reading a call from a
+store takes the server's keys; an exported fixture holds it opened.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.errors import InvalidRequestState
 from engine.protocol.modern import MODERN
+from engine.state.seal import KeyRing, KeySpec, record_key_id
+from engine.store_services.journal_records import is_sealed, open_event
 from stores import Store
+
+Keys = KeyRing | Sequence[KeySpec] | None
+"""The keys a journal is read with: the server's ring, or its secrets as ``keys=`` takes them."""
+
+HOW_TO_GIVE_KEYS = (
+    "pass the server's keys: --keys-file PATH, ENGINE_KEYS or --keys on the command line, "
+    "keys=[...] in Python"
+)
 
 FORMAT = "engine-call/1"
 """The ``format`` of an exported call (a fixture)."""
@@ -52,6 +66,11 @@ class RecordedRound:
     code: str | None
     protocol: str | None = None
     """The protocol version the round was served in (absent from older journals)."""
+    truncated: dict[str, int] = field(default_factory=dict)
+    """Payload fields left out of the journal as too large (``journal_max_event_bytes``), with
+    their sizes in bytes: the round cannot be replayed exactly."""
+    redacted: tuple[str, ...] = ()
+    """Arguments marked ``Redacted()``: never journaled, so replay needs them given."""
 
     @classmethod
     def of(cls, event: Mapping[str, Any]) -> RecordedRound:
@@ -78,6 +97,12 @@ class RecordedRound:
             replica=event.get("replica") if isinstance(event.get("replica"), str) else None,
             code=event.get("code") if isinstance(event.get("code"), str) else None,
             protocol=event.get("protocol") if isinstance(event.get("protocol"), str) else None,
+            truncated={
+                str(k): int(v)
+                for k, v in _mapping(event.get("truncated")).items()
+                if isinstance(v, int)
+            },
+            redacted=tuple(str(name) for name in event.get("redacted") or () if name),
         )
 
     @property
@@ -112,9 +137,12 @@ class RecordedCall:
         self.rounds = [RecordedRound.of(event) for event in self.events]
 
     @classmethod
-    def from_events(cls, call_id: str, events: Iterable[Mapping[str, Any]]) -> RecordedCall:
-        """From a store's events (bytes and all)."""
-        return cls(call_id, [_jsonable_event(event) for event in events])
+    def from_events(
+        cls, call_id: str, events: Iterable[Mapping[str, Any]], *, keys: Keys = None
+    ) -> RecordedCall:
+        """From a store's events (bytes and all), their payloads opened with ``keys``."""
+        ring = keys if isinstance(keys, KeyRing) or keys is None else KeyRing(list(keys))
+        return cls(call_id, [_jsonable_event(opened(call_id, e, ring)) for e in events])
 
     @classmethod
     def from_document(cls, document: Any, source: str = "the fixture") -> RecordedCall:
@@ -187,6 +215,41 @@ class RecordedCall:
         return [by_round[n] for n in numbers]
 
 
+def opened(call_id: str, event: Mapping[str, Any], keys: KeyRing | None) -> Mapping[str, Any]:
+    """A store's event with its sealed payload opened; :class:`ReplayError` saying which keys
+    it needs when ``keys`` do not open it."""
+    if not isinstance(event, dict) or not is_sealed(event):
+        return event  # written before journals were sealed, or by hand
+    where = f"round {event.get('round', '?')} of call {call_id}"
+    if keys is None:
+        raise ReplayError(
+            f"the journal of {where} is sealed with the server's keys: {HOW_TO_GIVE_KEYS}"
+        )
+    try:
+        return open_event(event, keys)
+    except InvalidRequestState as exc:
+        sealed = event.get("sealed")
+        kid = record_key_id(sealed) if isinstance(sealed, bytes) else "?"
+        if exc.reason == "unknown key":
+            ephemeral = (
+                " The server had no keys configured, so it sealed with a key that lived only "
+                "as long as its process: configure keys (`python -m engine keygen`, ENGINE_KEYS) "
+                "for journals that outlive it."
+                if event.get("ephemeral_key")
+                else ""
+            )
+            raise ReplayError(
+                f"the journal of {where} is sealed with key id {kid}, which is not among the "
+                f"keys given (ids {', '.join(keys.labels)}): pass the keys the server had when "
+                f"it served the call; a key removed from the ring no longer opens what it "
+                f"sealed.{ephemeral}"
+            ) from None
+        raise ReplayError(
+            f"the journal of {where} does not open with the given keys (key id {kid}): it was "
+            "altered, or sealed with another secret; pass the server's exact keys"
+        ) from None
+
+
 def _jsonable_event(event: Mapping[str, Any]) -> dict[str, Any]:
     out = {str(k): jsonable(v) for k, v in event.items()}
     response = event.get("response")
@@ -208,8 +271,9 @@ def jsonable(value: Any) -> Any:
     return value
 
 
-async def load_call(store: Store, call_id: str) -> RecordedCall:
-    """A call's journal from a store; :class:`ReplayError` when the store does not have it."""
+async def load_call(store: Store, call_id: str, *, keys: Keys = None) -> RecordedCall:
+    """A call's journal from a store, opened with the server's ``keys``; :class:`ReplayError`
+    when the store does not have it or the keys do not open it."""
     events = await store.events(call_id)
     if not events:
         raise ReplayError(
@@ -217,7 +281,7 @@ async def load_call(store: Store, call_id: str) -> RecordedCall:
             "or the server journals only some calls: journal_sample); list the recorded calls "
             "with `python -m engine calls`"
         )
-    return RecordedCall.from_events(call_id, events)
+    return RecordedCall.from_events(call_id, events, keys=keys)
 
 
 def load_fixture(path: str | Path) -> RecordedCall:
@@ -227,6 +291,8 @@ def load_fixture(path: str | Path) -> RecordedCall:
 
 __all__ = [
     "FORMAT",
+    "HOW_TO_GIVE_KEYS",
+    "Keys",
     "RecordedCall",
     "RecordedRound",
     "ReplayError",

@@ -48,6 +48,12 @@ def timeline(call: RecordedCall) -> str:
             else "(not recorded: serve with ENGINE_JOURNAL_ARGUMENTS=1 to record them)"
         )
     )
+    redacted = sorted({name for r in rounds for name in r.redacted})
+    if redacted:
+        lines.append(
+            f"  redacted  {', '.join(redacted)} (marked Redacted(): never journaled; replay "
+            "needs them given with --args)"
+        )
     codes = list(dict.fromkeys(r.code for r in rounds if r.code))
     if codes:
         lines.append(f"  code      {' then '.join(codes)}")
@@ -68,6 +74,12 @@ def timeline(call: RecordedCall) -> str:
                 else ""
             )
         )
+        if recorded.truncated:
+            parts = ", ".join(f"{name} ({size} bytes)" for name, size in recorded.truncated.items())
+            lines.append(
+                f"  TRUNCATED {parts} left out of the journal (over journal_max_event_bytes): "
+                "this round cannot be replayed exactly"
+            )
         for key, answer in recorded.answers.items():
             lines.append(f"  answer  {key}: {compact(answer, 300)}")
         for key, value in recorded.checkpoints.items():

@@ -37,7 +37,8 @@ from engine.handlers.base import Handler, code_digest
 from engine.state.call import CallState
 
 HOW_TO_RECORD_ARGUMENTS = (
-    "record them by serving with journal_arguments=True (or ENGINE_JOURNAL_ARGUMENTS=1), or "
+    "record them by serving with journal_arguments=True (ENGINE_JOURNAL_ARGUMENTS=1, the "
+    "default), or "
     "give them to replay: --args '{...}' on the command line, arguments={...} in Python"
 )
 
@@ -180,11 +181,16 @@ async def replay_call(
 ) -> ReplayReport:
     """Re-run every recorded round of ``call`` against ``app``; stop at the first divergence.
 
-    ``arguments`` stands in for arguments the server did not record.
+    ``arguments`` stands in for arguments the server did not record (a ``Redacted()`` one, or
+    all of them), and overrides recorded ones.
     """
     rounds = call.ordered_rounds()
     handler = find_handler(app, call.method, call.target)
-    raw = arguments if arguments is not None else call.arguments
+    _refuse_truncated(call, rounds)
+    raw = call.arguments
+    if arguments is not None:
+        raw = {**raw, **arguments} if isinstance(raw, dict) else arguments
+    _refuse_redacted(call, rounds, raw)
     if raw is None:
         if handler.signature.argument_names:
             raise ReplayError(
@@ -234,6 +240,34 @@ async def replay_call(
                 break
             previous = live.next_state
     return report
+
+
+def _refuse_truncated(call: RecordedCall, rounds: list[RecordedRound]) -> None:
+    """A round journaled without part of its payload cannot be replayed exactly: say so."""
+    for recorded in rounds:
+        if recorded.truncated:
+            parts = ", ".join(f"{name}: {size} bytes" for name, size in recorded.truncated.items())
+            raise ReplayError(
+                f"round {recorded.round} of call {call.call_id} was journaled TRUNCATED ({parts} "
+                "left out, over journal_max_event_bytes), so it cannot be replayed exactly and "
+                "is not replayed; serve with a larger journal_max_event_bytes "
+                "(ENGINE_JOURNAL_MAX_EVENT_BYTES) to record such calls whole"
+            )
+
+
+def _refuse_redacted(call: RecordedCall, rounds: list[RecordedRound], raw: Any) -> None:
+    """Arguments marked ``Redacted()`` were never journaled: name them and how to give them."""
+    redacted = sorted({name for recorded in rounds for name in recorded.redacted})
+    given = raw if isinstance(raw, dict) else {}
+    missing = [name for name in redacted if name not in given]
+    if missing:
+        names = ", ".join(repr(name) for name in missing)
+        example = json.dumps({name: "..." for name in missing})
+        raise ReplayError(
+            f"call {call.call_id}: argument(s) {names} of {call.target!r} are marked Redacted() "
+            f"and were never journaled; give them to replay: --args '{example}' on the command "
+            f"line, arguments={example} in Python (the recorded arguments fill in the rest)"
+        )
 
 
 def _lost_answers(recorded: RecordedRound, rounds: list[RecordedRound]) -> bool:

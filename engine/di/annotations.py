@@ -12,6 +12,7 @@ import typing
 from collections.abc import Iterator
 from typing import Annotated, Any, Union, get_args, get_origin
 
+from engine.di.redacted import Redacted
 from engine.di.resolve import Resolve
 from engine.errors import InvalidSignature
 from engine.questions.kinds import (
@@ -49,6 +50,13 @@ def _annotation_text(annotation: Any) -> str:
     if isinstance(annotation, str):
         return annotation
     return getattr(annotation, "__name__", None) or repr(annotation)
+
+
+def is_redacted(annotation: Any) -> bool:
+    """Whether an argument's annotation carries a ``Redacted()`` marker."""
+    if get_origin(annotation) is not Annotated:
+        return False
+    return any(isinstance(meta, Redacted) for meta in annotation.__metadata__)
 
 
 def is_context_annotation(annotation: Any) -> bool:

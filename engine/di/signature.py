@@ -18,6 +18,7 @@ from engine._internal.introspect import flavour, type_hints
 from engine.di.annotations import (
     has_nested_resolve,
     is_context_annotation,
+    is_redacted,
     named_parameters,
     resolve_marker,
 )
@@ -46,6 +47,8 @@ class Signature:
     ``float`` or ``bool`` fields without constraints or aliases (``None`` otherwise): a value of
     exactly that type validates to itself, so such arguments skip the model (see
     :func:`engine.calls.arguments.validate_arguments`)."""
+    redacted: frozenset[str] = frozenset()
+    """Arguments marked ``Redacted()``: never journaled."""
 
     validator: SchemaValidator = field(init=False, repr=False)
     """The arguments model's validator, called directly on every round."""
@@ -67,6 +70,7 @@ def analyze(
     signature = inspect.signature(fn)
     fields: dict[str, Any] = {}
     argument_names: list[str] = []
+    redacted: set[str] = set()
     label = f"{role.capitalize()} {owner!r}"
     for param in named_parameters(signature, label, "are not supported"):
         annotation = hints.get(param.name, Any)
@@ -77,6 +81,8 @@ def analyze(
         default = ... if param.default is inspect.Parameter.empty else param.default
         fields[param.name] = (annotation, default)
         argument_names.append(param.name)
+        if is_redacted(annotation):
+            redacted.add(param.name)
     planner = Planner(owner, role, set(argument_names), overrides or {})
     sources = [
         planner.source(owner, p.name, hints.get(p.name, Any), is_handler=True)
@@ -101,4 +107,5 @@ def analyze(
         plan=planner.plan(sources),
         return_type=hints.get("return", inspect.Signature.empty),
         plain_arguments=plain_arguments(arguments),
+        redacted=frozenset(redacted),
     )

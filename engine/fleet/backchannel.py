@@ -172,7 +172,7 @@ class BackChannelAnswers:
                     f"{asker} sent the user to {params.get('url')}; finish there, then call the "
                     "tool again"
                 )
-            self.accepted[key] = answer
+            self.accepted[key] = question.question.kept(outcome)
             self.asked_in_place[key] = question.request()
             return outcome
         raise ToolError(

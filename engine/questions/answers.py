@@ -107,8 +107,9 @@ class StatelessAnswers:
                     log.info("%s got an unusable answer (%s); asking again", asker, exc)
                 else:
                     if question.settles(outcome):
-                        self.next_state.answers[key] = (question.fingerprint, answer)
-                        self.accepted[key] = answer
+                        kept = question.question.kept(outcome)  # no junk a client added
+                        self.next_state.answers[key] = (question.fingerprint, kept)
+                        self.accepted[key] = kept
                         return outcome
             else:
                 log.info(

@@ -92,6 +92,12 @@ class Question:
         """Whether this outcome answers the question for good (a URL accept does not)."""
         return True
 
+    def kept(self, outcome: Outcome) -> Any:
+        """The answer as the call's state and journal keep it: what :meth:`parse` validated
+        into ``outcome``, and nothing else a client sent along (it parses to the same
+        outcome)."""
+        raise NotImplementedError
+
     def capability_error(self, capabilities: dict[str, Any], asker: str) -> MCPError | None:
         missing = self.missing_capability(capabilities)
         if missing is None:
@@ -126,6 +132,14 @@ class _Elicitation(Question):
         """The outcome of an answer that accepts with this ``content``."""
         raise NotImplementedError
 
+    def kept(self, outcome: Outcome) -> Any:
+        if isinstance(outcome, AcceptedElicitation):
+            return self.kept_acceptance(outcome)
+        return {"action": outcome.action}
+
+    def kept_acceptance(self, outcome: AcceptedElicitation[Any]) -> dict[str, Any]:
+        return {"action": "accept"}
+
 
 class Elicit(_Elicitation, Generic[ModelT]):
     """Ask the user to fill a form described by a flat pydantic model."""
@@ -157,6 +171,10 @@ class Elicit(_Elicitation, Generic[ModelT]):
         except ValidationError as exc:
             raise BadAnswer("the accepted content does not match the requested schema") from exc
         return Accepted(data=data)
+
+    def kept_acceptance(self, outcome: AcceptedElicitation[Any]) -> dict[str, Any]:
+        content = outcome.data.model_dump(mode="json", by_alias=True)
+        return {"action": "accept", "content": content}
 
 
 class ElicitURL(_Elicitation):
@@ -255,9 +273,12 @@ class Sample(Question):
     def parse(self, answer: Any) -> Outcome:
         model = CreateMessageResultWithTools if self.uses_tools else CreateMessageResult
         try:
-            return model.model_validate(answer)
+            return model.model_validate(declared(model.model_validate(answer)))
         except ValidationError as exc:
             raise BadAnswer("the answer is not a sampling result") from exc
+
+    def kept(self, outcome: Outcome) -> Any:
+        return outcome.to_wire()
 
 
 class ListRoots(Question):
@@ -276,9 +297,27 @@ class ListRoots(Question):
 
     def parse(self, answer: Any) -> Outcome:
         try:
-            return ListRootsResult.model_validate(answer)
+            return ListRootsResult.model_validate(declared(ListRootsResult.model_validate(answer)))
         except ValidationError as exc:
             raise BadAnswer("the answer is not a roots list") from exc
+
+    def kept(self, outcome: Outcome) -> Any:
+        return outcome.to_wire()
+
+
+def declared(value: Any) -> Any:
+    """A wire model's declared fields, recursively, by their wire names: the fields a client
+    added beyond the schema (which wire models keep, as ``extra="allow"``) left out."""
+    if isinstance(value, BaseModel):
+        out = {}
+        for name, info in type(value).model_fields.items():
+            field = getattr(value, name)
+            if field is not None:
+                out[info.alias or name] = declared(field)
+        return out
+    if isinstance(value, list):
+        return [declared(item) for item in value]
+    return value
 
 
 __all__ = [

@@ -33,6 +33,9 @@ class _Replayed(Question):
     def settles(self, outcome: Any) -> bool:
         return self.inner.settles(outcome)
 
+    def kept(self, outcome: Any) -> Any:
+        return self.inner.kept(outcome)
+
 
 def restore_question(
     kind: str, params: dict[str, Any], form_model: type[BaseModel] | None

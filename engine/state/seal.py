@@ -116,10 +116,7 @@ class KeyRing:
         return [k.label for k in self._by_kid.values()]
 
     def seal(self, plaintext: bytes) -> str:
-        key = self.primary
-        nonce = random_bytes(_NONCE_LEN)
-        body = key.aead.encrypt(nonce, plaintext, _PREFIX_BYTES + key.kid)
-        raw = key.kid + nonce + body
+        raw = self.seal_record(plaintext, _PREFIX_BYTES)
         return PREFIX + binascii.b2a_base64(raw, newline=False).translate(_TO_URLSAFE).rstrip(
             b"="
         ).decode("ascii")
@@ -133,16 +130,43 @@ class KeyRing:
         if not token.startswith(PREFIX):
             raise InvalidRequestState("malformed")
         raw = _b64decode(token[len(PREFIX) :])
-        if raw is None or len(raw) < _KID_LEN + _NONCE_LEN + _TAG_LEN:
+        if raw is None:
             raise InvalidRequestState("malformed")
-        key = self._by_kid.get(raw[:_KID_LEN])
+        return self.open_record(raw, _PREFIX_BYTES)
+
+    def seal_record(self, plaintext: bytes, purpose: bytes) -> bytes:
+        """``kid ‖ nonce ‖ ciphertext+tag`` with the primary key: what a token encodes, and
+        what the store keeps of a journal event, a spilled state or a kept response.
+
+        ``purpose`` is bound as associated data with the key id, so a record sealed for one
+        use never opens as another (a journal payload is no requestState).
+        """
+        key = self.primary
+        nonce = random_bytes(_NONCE_LEN)
+        return key.kid + nonce + key.aead.encrypt(nonce, plaintext, purpose + key.kid)
+
+    def open_record(self, raw: bytes, purpose: bytes) -> bytes:
+        """Inverse of :meth:`seal_record`; :class:`InvalidRequestState` with the reason
+        (``malformed``, ``unknown key``, ``seal``) on any failure."""
+        if len(raw) < _KID_LEN + _NONCE_LEN + _TAG_LEN:
+            raise InvalidRequestState("malformed")
+        key = self._by_kid.get(bytes(raw[:_KID_LEN]))
         if key is None:
             raise InvalidRequestState("unknown key")
         nonce = raw[_KID_LEN : _KID_LEN + _NONCE_LEN]
         try:
-            return key.aead.decrypt(nonce, raw[_KID_LEN + _NONCE_LEN :], _PREFIX_BYTES + key.kid)
+            return key.aead.decrypt(nonce, raw[_KID_LEN + _NONCE_LEN :], purpose + key.kid)
         except InvalidTag:
             raise InvalidRequestState("seal") from None
+
+    def has_key(self, kid: bytes) -> bool:
+        """Whether a record sealed under key id ``kid`` can open with this ring."""
+        return bytes(kid) in self._by_kid
+
+
+def record_key_id(raw: bytes) -> str:
+    """The key id a sealed record names, in hex (how a ring's derived labels read)."""
+    return bytes(raw[:_KID_LEN]).hex()
 
 
 _TO_URLSAFE = bytes.maketrans(b"+/", b"-_")

@@ -1,8 +1,9 @@
 """The journal: every round of a sampled call, written to the store off the response's path.
 
-A round's event goes to a background writer's queue, and writers send what has gathered in one
-round trip. A journal failure is logged, never fails a call; under overload, events beyond what
-the queues hold are dropped and counted rather than slowing the calls down.
+A round's event goes to a background writer's queue, and writers seal the payloads of what has
+gathered (:mod:`engine.store_services.journal_records`) and send it in one round trip. A journal
+failure is logged, never fails a call; under overload, events beyond what the queues hold are
+dropped and counted rather than slowing the calls down.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from typing import Any
 import anyio
 
 from engine._internal.metrics import Metrics
+from engine.state.seal import KeyRing
+from engine.store_services.journal_records import seal_event
 from stores import Store, StoreUnavailable
 
 log = logging.getLogger(__name__)
@@ -27,6 +30,9 @@ JOURNAL_BATCH = 200
 """Events a journal writer sends in one round trip at most."""
 JOURNAL_QUEUE = 2048
 """Events waiting for a journal writer beyond which new ones are dropped (and counted)."""
+
+MAX_EVENT_BYTES = 64 * 1024
+"""The default cap on a journal event's payload (``journal_max_event_bytes``)."""
 
 DROP_WARNING_INTERVAL = 10.0
 """Seconds between warnings about journal events dropped under overload."""
@@ -66,8 +72,22 @@ class _EventQueue:
 class JournalWriter:
     """Which calls are journaled, and the writers that put their rounds in the store."""
 
-    def __init__(self, store: Store, *, ttl: float, sample: float, metrics: Metrics | None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        keys: KeyRing,
+        ttl: float,
+        sample: float,
+        metrics: Metrics | None,
+        max_event_bytes: int = MAX_EVENT_BYTES,
+    ) -> None:
         self.store = store
+        self.keys = keys
+        """Seals each event's payload: the store keeps no arguments, answers or results in
+        the clear."""
+        self.max_event_bytes = max_event_bytes
+        """A payload larger than this loses its largest parts, named as truncated."""
         self.ttl = ttl
         """How long the store keeps journal events."""
         self.sample = sample
@@ -160,15 +180,20 @@ class JournalWriter:
                 await anyio.sleep(JOURNAL_LINGER)
             batch = [events.popleft() for _ in range(min(len(events), JOURNAL_BATCH))]
             try:
-                await self.store.append_many(batch, self.ttl)
+                sealed = [(call_id, self.sealed(event)) for call_id, event in batch]
+                await self.store.append_many(sealed, self.ttl)
             except StoreUnavailable as exc:
                 log.warning("%d journal events not written: %s", len(batch), exc)
             except TypeError as exc:
                 log.warning("journal events not serialisable: %s", exc)
 
+    def sealed(self, event: dict[str, Any]) -> dict[str, Any]:
+        """The event as the store keeps it: its payload sealed, and capped."""
+        return seal_event(event, self.keys, self.max_event_bytes)
+
     async def _append(self, call_id: str, event: dict[str, Any]) -> None:
         try:
-            await self.store.append(call_id, event, self.ttl)
+            await self.store.append(call_id, self.sealed(event), self.ttl)
         except StoreUnavailable as exc:
             log.warning("journal event for call %s not written: %s", call_id, exc)
         except TypeError as exc:

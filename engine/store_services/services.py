@@ -8,7 +8,8 @@ import anyio
 
 from engine._internal.metrics import Metrics
 from engine.settings import DEFAULT_CLAIM_LEASE
-from engine.store_services.journal_writer import JournalWriter
+from engine.state.seal import KeyRing
+from engine.store_services.journal_writer import MAX_EVENT_BYTES, JournalWriter
 from engine.store_services.retries import DeferredWrites
 from engine.store_services.single_use import RoundClaims
 from engine.store_services.spill import StateSpill
@@ -26,19 +27,28 @@ class StoreServices:
         self,
         store: Store,
         *,
+        keys: KeyRing,
         ttl: int,
         wait_duplicates: float,
         journal_ttl: float,
         metrics: Metrics | None = None,
         lease: float = DEFAULT_CLAIM_LEASE,
         journal_sample: float = 1.0,
+        journal_max_event_bytes: int = MAX_EVENT_BYTES,
     ) -> None:
         self.retries = DeferredWrites(ttl=ttl)
         self.claims = RoundClaims(
-            store, self.retries, ttl=ttl, wait_duplicates=wait_duplicates, lease=lease
+            store, self.retries, keys=keys, ttl=ttl, wait_duplicates=wait_duplicates, lease=lease
         )
-        self.state = StateSpill(store, ttl=ttl, metrics=metrics)
-        self.journal = JournalWriter(store, ttl=journal_ttl, sample=journal_sample, metrics=metrics)
+        self.state = StateSpill(store, keys=keys, ttl=ttl, metrics=metrics)
+        self.journal = JournalWriter(
+            store,
+            keys=keys,
+            ttl=journal_ttl,
+            sample=journal_sample,
+            metrics=metrics,
+            max_event_bytes=journal_max_event_bytes,
+        )
 
     async def run(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
         """The background work, until cancelled: retrying failed writes, writing the journal,

@@ -24,12 +24,15 @@ from engine._internal.random_pool import random_bytes
 from engine.errors import InvalidRequestState
 from engine.settings import DEFAULT_CLAIM_LEASE
 from engine.state.claims import sorted_keys
+from engine.state.seal import KeyRing
 from engine.store_services.retries import DeferredWrites, Write
 from stores import Claim, Store, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
 _NOT_HELD = contextlib.nullcontext()
+KEPT_RESPONSE = b"engine/kept-response/v1"
+"""Bound to a kept response's seal: it opens as a kept response and as nothing else."""
 
 RENEWALS_PER_LEASE = 4
 """A held claim is renewed this many times a lease, so a renewal or two may fail or come late (a
@@ -96,11 +99,14 @@ class RoundClaims:
         store: Store,
         retries: DeferredWrites,
         *,
+        keys: KeyRing,
         ttl: int,
         wait_duplicates: float,
         lease: float = DEFAULT_CLAIM_LEASE,
     ) -> None:
         self.store = store
+        self.keys = keys
+        """Seals kept responses: the store holds no result in the clear."""
         self.retries = retries
         self.ttl = ttl
         """How long a round's response is kept for duplicates."""
@@ -123,15 +129,18 @@ class RoundClaims:
         if claim.status is Claim.FRESH:
             return Admission(hold=hold)
         if claim.status is Claim.DUPLICATE:
-            return Admission(cached=claim.response)
+            return Admission(cached=self._opened(claim.response))
         if claim.status is Claim.CONFLICT:
             raise InvalidRequestState("round already answered with other inputResponses")
         response = await self.store.wait_complete(
             call_id, round_no, fingerprint, self.wait_duplicates
         )
         if response is not None:
-            return Admission(cached=response)
+            return Admission(cached=self._opened(response))
         return Admission(retry=True)
+
+    def _opened(self, kept: bytes | None) -> bytes | None:
+        return None if kept is None else self.keys.open_record(kept, KEPT_RESPONSE)
 
     def keep_alive(self, hold: Hold | None) -> contextlib.AbstractContextManager[None]:
         """Keep the claim's lease renewed while the round runs.
@@ -183,6 +192,7 @@ class RoundClaims:
         keeping it is then retried in the background while the process runs (for one TTL).
         """
         complete = self.store.complete
+        response = self.keys.seal_record(response, KEPT_RESPONSE)
         try:
             await complete(hold.call_id, hold.round_no, hold.fingerprint, response, self.ttl)
         except StoreUnavailable as exc:

@@ -325,7 +325,8 @@ def test_calls_lists_recorded_calls_newest_first(server: Server, recorded: str) 
 
 
 def test_show_prints_the_timeline_of_a_call(server: Server, recorded: str) -> None:
-    shown = engine("show", recorded[:8], "--store", server.store)  # a unique prefix will do
+    # a unique prefix will do; the server's keys open the sealed journal
+    shown = engine("show", recorded[:8], "--store", server.store, ENGINE_KEYS=KEY)
     assert shown.returncode == 0, shown.stderr
     text = shown.stdout
     assert text.startswith(f"Call {recorded}: tools/call order_book, 2 rounds, complete")
@@ -336,14 +337,16 @@ def test_show_prints_the_timeline_of_a_call(server: Server, recorded: str) -> No
     assert f"  answer  confirm_backorder: {YES}" in text
     assert "  result  Backordered 'Neuromancer'; it ships in 2-3 weeks." in text
 
-    as_json = json.loads(engine("show", recorded, "--store", server.store, "--json").stdout)
+    as_json = json.loads(
+        engine("show", recorded, "--store", server.store, "--json", ENGINE_KEYS=KEY).stdout
+    )
     assert [e["round"] for e in as_json["events"]] == [1, 2]
 
 
 def test_export_writes_a_fixture_that_replays(
     server: Server, recorded: str, tmp_path: Path
 ) -> None:
-    exported = engine("export", recorded, "--store", server.store)
+    exported = engine("export", recorded, "--store", server.store, ENGINE_KEYS=KEY)
     assert exported.returncode == 0, exported.stderr
     fixture = tmp_path / "order.json"
     fixture.write_text(exported.stdout)
@@ -374,9 +377,8 @@ def test_journal_commands_explain_a_missing_store(tmp_path: Path) -> None:
 
 def test_replay_from_the_store_matches_and_writes_nothing(server: Server, recorded: str) -> None:
     before = store_contents(server.path)
-    replayed = engine(
-        "replay", recorded, "--store", server.store, "--app", "examples/bookshop_server.py"
-    )
+    app = "examples/bookshop_server.py"
+    replayed = engine("replay", recorded, "--store", server.store, "--app", app, ENGINE_KEYS=KEY)
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
     lines = replayed.stdout.splitlines()
     assert lines[0] == (
@@ -417,7 +419,9 @@ def test_replay_names_the_round_and_key_of_a_reworded_question(
     app.write_text(REWORDED_APP)
     before = store_contents(server.path)
 
-    replayed = engine("replay", recorded, "--store", server.store, "--app", str(app))
+    replayed = engine(
+        "replay", recorded, "--store", server.store, "--app", str(app), ENGINE_KEYS=KEY
+    )
 
     assert replayed.returncode == 1, replayed.stderr
     out = replayed.stdout

@@ -12,6 +12,8 @@ from pydantic import BaseModel
 from engine import Context, Elicit, MCPServer, Resolve, ToolError
 from engine.debug.journal import RecordedCall, load_call
 from engine.debug.render import timeline
+from engine.state.seal import KeyRing
+from engine.store_services.journal_records import open_event
 from engine.testing import Client, ReplayError, replay, replay_call
 from examples import bookshop
 from examples.bookshop import build
@@ -102,7 +104,7 @@ async def test_a_recorded_three_round_call_replays_identically_without_side_effe
     store = MemoryStore()
     app = library(store)
     call_id = await record(app, store, "hold", {"title": "Dune"})
-    call = await load_call(store, call_id)
+    call = await load_call(store, call_id, keys=[KEY])
     assert [r.kind for r in call.rounds] == ["input_required", "input_required", "complete"]
     side_effects = (list(RESERVATIONS), list(RECEIPTS))
     before = await snapshot(store)
@@ -129,7 +131,7 @@ async def test_a_reworded_question_is_the_divergence_with_its_round_and_key() ->
         "order_book",
         {"title": "Neuromancer"},
     )
-    call = await load_call(store, call_id)
+    call = await load_call(store, call_id, keys=[KEY])
 
     async def reworded(
         title: str, stock: Annotated[bookshop.Stock, Resolve(bookshop.check_stock)]
@@ -161,7 +163,7 @@ async def test_a_reworded_question_is_the_divergence_with_its_round_and_key() ->
 async def test_a_changed_result_is_reported_on_the_last_round_as_a_diff() -> None:
     store = MemoryStore()
     call_id = await record(library(store), store, "hold", {"title": "Dune"})
-    call = await load_call(store, call_id)
+    call = await load_call(store, call_id, keys=[KEY])
 
     live = MCPServer("Library", keys=[KEY])
 
@@ -216,7 +218,7 @@ async def test_a_handler_that_raises_shows_its_traceback() -> None:
     call_id = await record(
         pages_server(store), store, "reading_time", {"title": "Dune", "pages_per_day": 0}
     )
-    call = await load_call(store, call_id)
+    call = await load_call(store, call_id, keys=[KEY])
     assert call.rounds[-1].response["isError"] is True
 
     report = await replay_call(pages_server(), call)
@@ -232,7 +234,7 @@ async def test_a_handler_that_raises_shows_its_traceback() -> None:
 async def test_a_failed_round_replays_with_the_answers_it_received() -> None:
     store = MemoryStore()
     call_id = await record(library(store, broken=True), store, "hold", {"title": "Dune"})
-    call = await load_call(store, call_id)
+    call = await load_call(store, call_id, keys=[KEY])
     side_effects = (list(RESERVATIONS), list(RECEIPTS))
 
     report = await replay_call(library(broken=True), call)
@@ -253,7 +255,7 @@ async def test_a_tool_error_result_replays_as_recorded() -> None:
         raise ToolError(f"{title} is not for sale")
 
     call_id = await record(mcp, store, "refuse", {"title": "Dune"})
-    report = await replay_call(mcp, await load_call(store, call_id))
+    report = await replay_call(mcp, await load_call(store, call_id, keys=[KEY]))
     assert report.ok, report.render()
     assert report.rounds[0].live_kind == "error"
 
@@ -264,9 +266,9 @@ async def test_a_tool_error_result_replays_as_recorded() -> None:
 @pytest.mark.anyio
 async def test_without_recorded_arguments_replay_says_how_to_get_them() -> None:
     store = MemoryStore()
-    app = build(keys=[KEY], store=store)  # journal_arguments is off by default
+    app = build(keys=[KEY], store=store, journal_arguments=False)  # the opt-out
     call_id = await record(app, store, "order_book", {"title": "Neuromancer"})
-    call = await load_call(store, call_id)
+    call = await load_call(store, call_id, keys=[KEY])
     assert call.arguments is None
 
     with pytest.raises(ReplayError) as caught:
@@ -363,7 +365,7 @@ async def test_prompts_and_resource_templates_replay_like_tools() -> None:
         await client.get_prompt("recommend", {"genre": "science fiction"})
         await client.read_resource("shelf://sf/picks")
     for summary in await store.calls():
-        report = await replay_call(shelf(), await load_call(store, summary.call_id))
+        report = await replay_call(shelf(), await load_call(store, summary.call_id, keys=[KEY]))
         assert report.ok, report.render()
         assert [c.live_kind for c in report.rounds] == ["input_required", "complete"]
 
@@ -395,7 +397,8 @@ async def test_a_legacy_call_is_journaled_with_its_questions_and_answers_and_rep
     assert not result.is_error
 
     [summary] = await store.calls(limit=1)
-    [event] = await store.events(summary.call_id)
+    [stored] = await store.events(summary.call_id)
+    event = open_event(stored, KeyRing([KEY]))
     assert (event["protocol"], event["round"], event["kind"]) == ("2025-11-25", 1, "complete")
     assert {k: q["method"] for k, q in event["questions"].items()} == {
         "confirm_hold": "elicitation/create",
@@ -404,7 +407,7 @@ async def test_a_legacy_call_is_journaled_with_its_questions_and_answers_and_rep
     assert event["answers"] == {"confirm_hold": YES, "elicit#2": NORTH}
     assert sorted(event["checkpoints"]) == ["once#1", "reserve"]  # the once steps it took
 
-    call = await load_call(store, summary.call_id)
+    call = await load_call(store, summary.call_id, keys=[KEY])
     shown = timeline(call)
     assert "→ complete  (2025-11-25: asked and answered in place)" in shown
     assert "  asked   confirm_hold: elicitation/create (form) \"Hold 'Dune' as R-" in shown

@@ -6,6 +6,8 @@ import anyio
 import pytest
 
 from engine import MCPServer
+from engine.state.seal import KeyRing
+from engine.store_services.journal_records import open_event
 from engine.testing import Client
 from examples.bookshop import build as bookshop
 from stores import MemoryStore, open_store
@@ -21,13 +23,15 @@ async def test_every_round_is_journaled() -> None:
     async with Client(mcp, elicitation=lambda p: YES) as client:
         result = await client.call_tool("order_book", {"title": "Neuromancer"})
     [summary] = await store.calls()
-    events = await store.events(summary.call_id)
+    stored = await store.events(summary.call_id)
+    assert all(isinstance(e["sealed"], bytes) and "answers" not in e for e in stored)
+    events = [open_event(e, KeyRing([KEY])) for e in stored]
     assert summary.target == "order_book"
     assert [e["kind"] for e in events] == ["input_required", "complete"]
     assert events[0]["questions"]["confirm_backorder"]["method"] == "elicitation/create"
     assert events[1]["answers"] == {"confirm_backorder": YES}
     assert events[1]["round"] == 2
-    assert events[0]["arguments"] is None
+    assert events[0]["arguments"] == {"title": "Neuromancer"}  # recorded by default
     assert events[0]["code"] == events[1]["code"]
     assert result.text in events[1]["response"].decode()
 
