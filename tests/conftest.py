@@ -2,12 +2,24 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
+import tempfile
 from collections.abc import AsyncIterator
 
 import pytest
 
 KEY = "test-secret-0123456789abcdef-0123456789abcdef"
 OTHER_KEY = "another-secret-0123456789abcdef-0123456789abcdef"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A data directory of the suite's own, for every server and command it starts: the default
+    store and the kept keys of ``serve`` never land in the home of whoever runs the tests."""
+    os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="engine-tests-data-")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shutil.rmtree(os.environ.get("XDG_DATA_HOME", ""), ignore_errors=True)
 
 
 @pytest.fixture

@@ -23,7 +23,14 @@ from typing import Any, TypeVar
 
 import anyio
 
-from engine.cli.shared import CLIError, default_store, given_keys, json_object, load_server
+from engine.cli.shared import (
+    CLIError,
+    default_store,
+    given_keys,
+    json_object,
+    load_server,
+    local_keys,
+)
 
 T = TypeVar("T")
 
@@ -76,12 +83,22 @@ def _with_store(given: str | None, work: Callable[[Any], Awaitable[T]]) -> T:
         raise CLIError(str(exc)) from None
 
 
+def given_or_kept_keys(args: argparse.Namespace) -> str | None:
+    """The keys given on the command line or in ``ENGINE_KEYS``, else those ``serve`` keeps."""
+    given = given_keys(args.keys, args.keys_file)
+    if given is not None:
+        return given
+    kept = local_keys(create=False)
+    return kept.secret if kept is not None else None
+
+
 def _journal_keys(args: argparse.Namespace) -> Any:
-    """The key ring that opens the sealed journal: ``--keys``, ``--keys-file`` or
-    ``ENGINE_KEYS``; ``None`` when none is given (a sealed event then says what to pass)."""
+    """The key ring that opens the sealed journal: ``--keys``, ``--keys-file``, ``ENGINE_KEYS``
+    or the keys ``serve`` keeps for this user; ``None`` when there are none (a sealed event
+    then says what to pass)."""
     from engine.state.seal import KeyRing
 
-    keys = given_keys(args.keys, args.keys_file)
+    keys = given_or_kept_keys(args)
     if not keys:
         return None
     try:
@@ -229,7 +246,7 @@ def inspect(args: argparse.Namespace) -> int:
     from engine.state.seal import PREFIX, KeyRing
 
     token = (sys.stdin.read() if args.token == "-" else args.token).strip()
-    keys = given_keys(args.keys, args.keys_file)
+    keys = given_or_kept_keys(args)
     if not keys:
         raise CLIError(
             "give the server's keys: --keys-file PATH, ENGINE_KEYS or --keys SECRET[,SECRET2]"

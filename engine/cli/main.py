@@ -31,6 +31,7 @@ from engine.cli.shared import (
     given_keys,
     json_object,
     load_server,
+    local_keys,
     shown_url,
     store_url,
 )
@@ -43,6 +44,9 @@ def _serve(args: argparse.Namespace) -> int:
             f"--port {args.port}: a port is a number from 1 to 65535 (0 picks any free one)"
         )
     keys = given_keys(args.keys, args.keys_file)
+    kept = local_keys(create=True) if keys is None else None
+    if kept is not None:
+        keys = kept.secret
     if keys is not None:
         os.environ["ENGINE_KEYS"] = keys
     if args.replica:
@@ -57,6 +61,8 @@ def _serve(args: argparse.Namespace) -> int:
     if args.stdio:
         server = load_server(args.target, traceback=args.traceback)
         store.announce()
+        if kept is not None:
+            kept.announce()
         server.run("stdio")
         return 0
     from engine.transports.serving import CannotListen, check_listenable
@@ -65,6 +71,8 @@ def _serve(args: argparse.Namespace) -> int:
         check_listenable(args.host, args.port)  # before the import, whose logs would come first
         server = load_server(args.target, traceback=args.traceback)
         store.announce()
+        if kept is not None:
+            kept.announce()
         server.run("streamable-http", host=args.host, port=args.port)
     except CannotListen as exc:
         if exc.in_use:
@@ -235,7 +243,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--keys-file",
         metavar="PATH",
-        help="a file of the secrets, comma- or newline-separated, as ENGINE_KEYS holds them",
+        help="a file of the secrets, comma- or newline-separated, as ENGINE_KEYS holds them "
+        "(without any, serve generates one and keeps it in your data directory)",
     )
     serve.add_argument("--replica", help="this replica's id, shown in responses")
     serve.add_argument(

@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import re
+import secrets
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -284,6 +285,67 @@ def given_keys(keys: str | None, keys_file: str | None) -> str | None:
         check_keys(env, "ENGINE_KEYS")
         return env
     return None
+
+
+KEYS_FILE = "keys"
+
+
+@dataclass(frozen=True)
+class LocalKeys:
+    """The secret kept in this user's data directory, for a server given no keys: tokens it
+    seals outlive a restart, and the journal commands open its journal without being told."""
+
+    secret: str
+    path: Path
+    created: bool
+
+    def announce(self) -> None:
+        made = "generated and kept in" if self.created else "from"
+        log.info(
+            "requestState keys: %s %s (this user's; a fleet gives every replica the same keys "
+            "with --keys-file PATH or ENGINE_KEYS)",
+            made,
+            self.path,
+        )
+
+
+def local_keys(*, create: bool) -> LocalKeys | None:
+    """This user's kept secret; with ``create``, one is generated (0600) when there is none.
+    None when there is none and it cannot (or need not) be made: the server then runs on an
+    ephemeral key, with its warning."""
+    try:
+        path = user_data_dir() / KEYS_FILE
+    except ValueError:
+        return None
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        secret = path.read_text(encoding="utf-8").strip()
+        if secret:
+            return LocalKeys(secret, path, created=False)
+    if not create:
+        return None
+    from stores.sqlite import create_private_directories
+
+    draft = path.with_name(f".{KEYS_FILE}-{os.getpid()}")
+    try:
+        create_private_directories(path)
+        descriptor = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+            file.write(secrets.token_hex(32) + "\n")
+        # Linked into place, never overwritten: of two servers starting at once, one secret wins
+        # and both read it.
+        try:
+            os.link(draft, path)
+            created = True
+        except FileExistsError:
+            created = False
+        secret = path.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        log.warning("cannot keep requestState keys in %s (%s)", path, exc.strerror or exc)
+        return None
+    finally:
+        with contextlib.suppress(OSError):
+            os.remove(draft)
+    return LocalKeys(secret, path, created) if secret else None
 
 
 def read_keys_file(path: str) -> str:
