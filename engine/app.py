@@ -72,7 +72,8 @@ class MCPServer:
       per-process key is made and a warning logged.
     - ``audience``: what tokens are bound to, ``name`` by default; one per service.
     - ``principal``: ``principal(request) -> str | None`` names who makes a request (it gets a
-      :class:`~engine.context.RequestScope`); a token then opens only for that principal.
+      :class:`~engine.context.RequestScope`); a token then opens only for that principal, and
+      a 2025-11-25 session and its streams serve only the principal that initialized it.
     - ``state_ttl``: seconds a requestState stays valid (and rounds are kept in the store).
     - ``max_token_chars``: longer requestStates are refused unopened.
     - ``max_inline_state``: without a store, the largest state carried in a token (bytes).
@@ -100,6 +101,10 @@ class MCPServer:
 
     - ``session_ttl``: seconds an idle session lives.
     - ``legacy_answer_timeout``: seconds a question asked on the back-channel waits.
+    - ``max_pending_calls_per_session``: calls of one session that may wait for an answer at
+      once (16); a call that would be one more is refused with a JSON-RPC error.
+    - ``max_pending_calls``: calls of all sessions that may wait for an answer at once on one
+      replica (1,000).
 
     Connections of ``run("streamable-http")`` (see docs/security.md; each also ``ENGINE_`` and
     its name in capitals, ``ENGINE_MAX_HEAD_BYTES`` and so on):
@@ -302,6 +307,9 @@ class MCPServer:
             "completions": {},
             "logging": {},
         }
+
+    def principal_of(self, scope: RequestScope) -> str | None:
+        return self.runtime.runner.principal(scope)
 
     def list_tools(self) -> list[dict[str, Any]]:
         return self.registry.list_tools()

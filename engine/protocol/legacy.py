@@ -16,14 +16,15 @@ from engine._internal.logbridge import LEVELS, forwarding_logs
 from engine._internal.notify import Notify
 from engine.calls.reply import CallRequest, ReplyKind, RoundReply
 from engine.context import RequestScope, Session
-from engine.errors import INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, MCPError
-from engine.fleet.backchannel import BackChannelAnswers, Outbox
-from engine.fleet.sessions import (
-    LegacySession,
-    bounded_capabilities,
-    bounded_client_info,
-    new_session_id,
+from engine.errors import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    MCPError,
 )
+from engine.fleet.backchannel import BackChannelAnswers, Outbox
+from engine.fleet.sessions import LegacySession, bounded_capabilities, bounded_client_info
 from engine.handlers.results import error_result
 from engine.protocol.common import LISTINGS, Listing, arguments_param, complete, string_param
 from engine.protocol.jsonrpc import Message, dumps
@@ -56,7 +57,35 @@ def session_notifier(server: Served, session: LegacySession) -> Notify:
     return notify
 
 
-async def _initialize(server: Served, params: Any, exchange: LegacyExchange) -> dict[str, Any]:
+def principal_of(server: Served, scope: RequestScope) -> str | None:
+    """Who makes this request, by the ``principal`` callback; a callback that fails refuses
+    the request (the server log has why)."""
+    try:
+        return server.principal_of(scope)
+    except Exception:
+        raise MCPError(INTERNAL_ERROR, "Internal error; the server log has the details") from None
+
+
+def session_principal(
+    server: Served,
+    session: LegacySession,
+    method: str,
+    request_id: Any,
+    headers: Mapping[str, str] | None,
+) -> str | None:
+    """Who makes a request that presents ``session``, to check against who initialized it."""
+    scope = RequestScope(
+        request_id=request_id,
+        method=method,
+        protocol_version=session.protocol_version,
+        capabilities=session.capabilities,
+        headers=headers,
+    )
+    return principal_of(server, scope)
+
+
+async def _initialize(server: Served, message: Message, exchange: LegacyExchange) -> dict[str, Any]:
+    params = message.params
     if not isinstance(params, dict):
         raise MCPError(
             INVALID_PARAMS,
@@ -71,11 +100,16 @@ async def _initialize(server: Served, params: Any, exchange: LegacyExchange) -> 
             {"supported": LEGACY_VERSIONS, "requested": requested},
         )
     version = requested if requested in LEGACY_VERSIONS else LATEST
-    session = LegacySession(
-        new_session_id(),
-        version,
-        bounded_capabilities(capabilities),
-        bounded_client_info(params.get("clientInfo")),
+    kept = bounded_capabilities(capabilities)
+    scope = RequestScope(
+        request_id=message.id,
+        method=message.method,
+        protocol_version=version,
+        capabilities=kept,
+        headers=exchange.headers,
+    )
+    session = LegacySession.for_principal(
+        principal_of(server, scope), version, kept, bounded_client_info(params.get("clientInfo"))
     )
     await server.sessions.save(session)
     exchange.new_session = session
@@ -230,7 +264,7 @@ OPERATIONS: dict[str, Operation] = {
 async def handle(server: Served, message: Message, exchange: LegacyExchange) -> bytes:
     """Serve one legacy request; the serialised ``result`` (errors raise MCPError)."""
     if message.method == "initialize":
-        return dumps(await _initialize(server, message.params, exchange))
+        return dumps(await _initialize(server, message, exchange))
     session = exchange.session
     if session is None:
         raise MCPError(

@@ -28,7 +28,11 @@ from engine.transports._asgi import Header, Receive, Send, cancel_on_disconnect,
 from engine.transports._legacy_streams import (
     CALL_EVENT_ID,
     RETRY_MS,
+    STREAM_NOT_FOUND,
+    EventLog,
     ResponseStream,
+    StoredStream,
+    find_stream,
     resume,
     state_of,
 )
@@ -62,7 +66,7 @@ async def session_request(
     send: Send,
 ) -> None:
     """``GET`` (the session's stream, or a resumed one) or ``DELETE`` of a session."""
-    session = await find_session(server, session_id, None, replica, send)
+    session = await find_session(server, session_id, "", None, headers, replica, send)
     if session is None:
         return
     if method == "DELETE":
@@ -72,15 +76,28 @@ async def session_request(
 
 
 async def find_session(
-    server: Hosted, session_id: str, request_id: Any, replica: Header, send: Send
+    server: Hosted,
+    session_id: str,
+    method: str,
+    request_id: Any,
+    headers: Mapping[str, str],
+    replica: Header,
+    send: Send,
 ) -> LegacySession | None:
-    """The session ``session_id`` names; ``None`` once the client is told there is none (404)
-    or that the store cannot say (503)."""
+    """The session ``session_id`` names, if the principal making this request initialized it;
+    ``None`` once the client is told there is none (404, for another principal's session too,
+    so an id reveals nothing), or that the store cannot say (503)."""
     try:
         session = await server.sessions.get(session_id)
+        if session is not None:
+            principal = legacy.session_principal(server, session, method, request_id, headers)
+            session = session if session.owned_by(principal) else None
     except StoreUnavailable as exc:
         error = store_error(exc, server.metrics)
         await send_json(send, status_of(error), error_bytes(request_id, error), replica)
+        return None
+    except MCPError as exc:
+        await send_json(send, status_of(exc), error_bytes(request_id, exc), replica)
         return None
     if session is None:
         error = MCPError(INVALID_REQUEST, SESSION_NOT_FOUND)
@@ -102,7 +119,16 @@ async def post(
     is_request = isinstance(raw, dict) and "method" in raw and "id" in raw
     request_id = raw.get("id") if isinstance(raw, dict) else None
     if session_id is not None:
-        session = await find_session(server, session_id, request_id, replica, send)
+        method = raw.get("method") if isinstance(raw, dict) else None
+        session = await find_session(
+            server,
+            session_id,
+            method if isinstance(method, str) else "",
+            request_id,
+            headers,
+            replica,
+            send,
+        )
         if session is None:
             return
     if isinstance(raw, dict) and "method" not in raw and ("result" in raw or "error" in raw):
@@ -120,7 +146,7 @@ async def post(
             await server.bus.publish("cancel", session_id, target)
         await send_json(send, 202, b"", replica)
         return
-    stream = ResponseStream(server, send, replica, request_id)
+    stream = ResponseStream(server, send, replica, request_id, session_id)
     exchange = legacy.LegacyExchange(
         session, outbox=stream.message, headers=headers, notify=stream.notify
     )
@@ -137,7 +163,8 @@ async def post(
         inflight[(session_id, request_id)] = cancel
         try:
             async with anyio.create_task_group() as tg:
-                tg.start_soon(stream.heartbeat)
+                if server.store is not None:
+                    tg.start_soon(stream.heartbeat)
                 tg.start_soon(stream.detach_on_disconnect, receive)
                 try:
                     body = result_bytes(message.id, await legacy.handle(server, message, exchange))
@@ -165,13 +192,27 @@ async def get(
     receive: Receive,
     send: Send,
 ) -> None:
-    """``GET``: resume a response stream (``Last-Event-ID``), or open the session's stream."""
-    await start_event_stream(send, replica)
+    """``GET``: resume a response stream of this session (``Last-Event-ID``), or open the
+    session's stream. Another session's stream is not found (404), as an unknown one."""
     last = headers.get("last-event-id")
+    stream: EventLog | StoredStream | None = None
+    if last and CALL_EVENT_ID.fullmatch(last):
+        try:
+            stream = await find_stream(server, last.rpartition(".")[0], session.id)
+        except StoreUnavailable as exc:
+            error = store_error(exc, server.metrics)
+            await send_json(send, status_of(error), error_bytes(None, error), replica)
+            return
+        if stream is None:
+            error = MCPError(INVALID_REQUEST, STREAM_NOT_FOUND)
+            await send_json(send, 404, error_bytes(None, error), replica)
+            return
+    await start_event_stream(send, replica)
     async with anyio.create_task_group() as tg:
         tg.start_soon(cancel_on_disconnect, receive, tg.cancel_scope)
-        if last and CALL_EVENT_ID.fullmatch(last):
-            await resume(server, last, send)
+        if stream is not None:
+            assert last is not None
+            await resume(stream, int(last.rpartition(".")[2]), server, send)
         else:
             await _session_stream(server, session, send)
         tg.cancel_scope.cancel()
