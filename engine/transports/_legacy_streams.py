@@ -6,7 +6,9 @@ and with a store in the store too, with a heartbeat of the replica while any of 
 runs. A ``GET`` with a ``Last-Event-ID`` then replays what followed that event and follows the
 stream to its end (:func:`resume`), from this process's log or, for a stream another replica
 owns, from the store. A stream belongs to the session that made the request (and so to its
-principal): :func:`find_stream` finds it for that session only.
+principal): :func:`find_stream` finds it for that session only. What the store keeps of a stream
+(its events hold results, its owner record says whose it is) is sealed with the key ring, each
+record bound to its place, so the store can neither read them nor move one to another stream.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any
 
 import anyio
 
-from engine.errors import INTERNAL_ERROR, MCPError
+from engine.errors import INTERNAL_ERROR, InvalidRequestState, MCPError
 from engine.protocol.jsonrpc import dumps, error_bytes, loads, notification_bytes
 from engine.transports._asgi import Header, Receive, Send, send_json, wait_disconnect
 from engine.transports._served import Hosted
@@ -42,6 +44,19 @@ STREAM_NOT_FOUND = (
     "Stream not found: Last-Event-ID names no stream of this session; resume only your own "
     "session's streams, or send the request again"
 )
+
+
+STREAM_RECORD = b"engine/stream-record/v1\0"
+
+
+def _seal(server: Hosted, stream_id: str, field: str, data: bytes) -> bytes:
+    return server.keys.seal_record(data, STREAM_RECORD + f"{stream_id}/{field}".encode())
+
+
+def _open(server: Hosted, stream_id: str, field: str, raw: bytes) -> bytes:
+    """A stored stream record, opened; :class:`InvalidRequestState` when it was sealed by
+    another key ring, altered, or moved from another stream or position."""
+    return server.keys.open_record(raw, STREAM_RECORD + f"{stream_id}/{field}".encode())
 
 
 def stream_owner(session_id: str | None) -> str:
@@ -122,7 +137,8 @@ class EventLog:
         if store is not None:
             try:
                 key = f"sse-{self.stream_id}"
-                await store.put_blob(key, str(index), data, EVENT_TTL)
+                sealed = _seal(self.server, self.stream_id, str(index), data)
+                await store.put_blob(key, str(index), sealed, EVENT_TTL)
                 if final:
                     await store.put_blob(key, "end", str(index).encode(), EVENT_TTL)
             except StoreUnavailable as exc:
@@ -183,7 +199,8 @@ class ResponseStream:
             try:  # whose it is, and who serves it, so another replica can follow it
                 key = f"sse-{self.log.stream_id}"
                 owner = [self.log.owner, self.server.backchannel.instance, self.log.request_id]
-                await store.put_blob(key, "owner", dumps(owner), EVENT_TTL)
+                sealed = _seal(self.server, self.log.stream_id, "owner", dumps(owner))
+                await store.put_blob(key, "owner", sealed, EVENT_TTL)
             except StoreUnavailable as exc:
                 log.warning("stream not registered in the store: %s", exc)
             await state.beat(self.server)
@@ -276,8 +293,13 @@ async def find_stream(
     if store is None:
         return None
     record = await store.get_blob(f"sse-{stream_id}", "owner")
+    if record is None:
+        return None
     try:
-        kept_owner, instance, request_id = loads(record) if record else ("", "", None)
+        kept_owner, instance, request_id = loads(_open(server, stream_id, "owner", record))
+    except InvalidRequestState as exc:
+        log.warning("stream %s: its owner record does not open (%s)", stream_id, exc.reason)
+        return None
     except (MCPError, ValueError, TypeError):
         return None
     if not isinstance(kept_owner, str) or not secrets.compare_digest(kept_owner, owner):
@@ -300,6 +322,15 @@ async def resume(stream: EventLog | StoredStream, seen: int, server: Hosted, sen
         await stream.changed()
 
 
+OWNER_STOPPED = (
+    "The replica serving this request stopped before it answered; send the request again"
+)
+EVENT_UNREADABLE = (
+    "A kept event of this stream does not open: the replicas do not share their keys, or the "
+    "store was altered; send the request again"
+)
+
+
 async def _resume_from_store(server: Hosted, stream: StoredStream, seen: int, send: Send) -> None:
     """Follow a stream another replica owns, through the store, until its result is sent or its
     owner stops answering (then a clear error for the request)."""
@@ -307,10 +338,23 @@ async def _resume_from_store(server: Hosted, stream: StoredStream, seen: int, se
     assert store is not None
     stream_id = stream.stream_id
     key = f"sse-{stream_id}"
+
+    async def fail(message: str) -> None:
+        error = error_bytes(stream.request_id, MCPError(INTERNAL_ERROR, message))
+        await write(send, numbered_event(f"{stream_id}.{seen + 1}", error))
+
     quiet = 0.0
     while True:
         data = await store.get_blob(key, str(seen + 1))
         if data is not None:
+            try:
+                data = _open(server, stream_id, str(seen + 1), data)
+            except InvalidRequestState as exc:
+                log.warning(
+                    "stream %s: event %d does not open (%s)", stream_id, seen + 1, exc.reason
+                )
+                await fail(EVENT_UNREADABLE)
+                return
             seen += 1
             quiet = 0.0
             await write(send, numbered_event(f"{stream_id}.{seen}", data))
@@ -321,15 +365,7 @@ async def _resume_from_store(server: Hosted, stream: StoredStream, seen: int, se
             continue
         alive = await store.get_blob(_alive_key(stream.instance), "alive")
         if alive is None and quiet > HEARTBEAT:
-            error = MCPError(
-                INTERNAL_ERROR,
-                "The replica serving this request stopped before it answered; send the "
-                "request again",
-            )
-            await write(
-                send,
-                numbered_event(f"{stream_id}.{seen + 1}", error_bytes(stream.request_id, error)),
-            )
+            await fail(OWNER_STOPPED)
             return
         await anyio.sleep(0.1)
         quiet += 0.1

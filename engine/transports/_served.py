@@ -10,10 +10,14 @@ from engine.fleet.bus import Bus
 from engine.fleet.notifications import Listener
 from engine.handlers.tool import Tool
 from engine.protocol.served import Served
+from engine.state.seal import KeyRing
 from stores.base import Store
 
 
 class Hosted(Served, Protocol):
+    @property
+    def keys(self) -> KeyRing: ...
+
     @property
     def store(self) -> Store | None: ...
 
