@@ -13,6 +13,7 @@ from typing import Any, TypeVar, Unpack
 
 import anyio
 
+from engine._internal import logs
 from engine._internal.keywords import refuse_unknown
 from engine._internal.metrics import Metrics
 from engine.calls.reply import CallRequest, RoundReply
@@ -148,6 +149,7 @@ class MCPServer:
         # Read on every request: attributes rather than properties.
         self.metrics: Metrics = self.runtime.metrics
         self.replica_id: str = self.settings.replica_id
+        logs.set_replica(self.replica_id)
         self.server_info: dict[str, Any] = self.settings.info.server_info(name, version)
         """``serverInfo`` as clients receive it, made once (set ``name``, ``version`` and the
         descriptive options when the server is made)."""
@@ -483,6 +485,7 @@ class MCPServer:
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[MCPServer]:
         """Serve: the lifespan (if any), the store, and the relay of the notification bus."""
+        logs.set_replica(self.replica_id)
         if self.tools and self.runtime.store is None:
             log.warning(REPLAY_WARNING)
         async with contextlib.AsyncExitStack() as stack:

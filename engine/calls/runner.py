@@ -15,6 +15,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from engine._internal import logs
 from engine._internal.hangup_guard import uncut
 from engine.calls.execute import (
     Convert,
@@ -131,11 +132,13 @@ class RoundRunner:
         binding: Binding | None = None  # made when a token is checked or sealed
         if token is None:
             state, call_id, round_no = CallState({}, {}, {}), new_call_id(), 1
+            self._log_as(handler, call_id, round_no, principal)
         else:
             claims = Claims.decode(self.keys.open(token, self.tokens.max_token_chars))
             binding = self._binding(request)
             claims.verify(binding, principal)
             call_id, round_no = claims.call_id, claims.round_no + 1
+            self._log_as(handler, call_id, round_no, principal)
             if services is not None:
                 fingerprint = responses_fingerprint(responses)
                 admission = await services.claims.admit(call_id.hex(), claims.round_no, fingerprint)
@@ -198,6 +201,12 @@ class RoundRunner:
         if services is not None:
             reply.finisher = self._finisher(services, claimed, handler, request, started)
         return reply
+
+    def _log_as(
+        self, handler: Handler, call_id: bytes, round_no: int, principal: str | None
+    ) -> None:
+        fields = logs.RoundFields(call_id.hex(), round_no, handler.name, principal, self.replica_id)
+        logs.enter_round(fields)
 
     async def _fetch_state(self, ref: StateRef, call_id: bytes) -> bytes:
         """State kept by reference: from the store (inline state needs no await)."""

@@ -15,12 +15,12 @@ behind ``call`` in :mod:`engine.cli.terminal_client`.
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import secrets
 import sys
 from typing import Any
 
+from engine._internal import logs
 from engine.cli import journal as cli_journal
 from engine.cli.shared import (
     DEFAULT_STORE_SHOWN,
@@ -256,6 +256,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help=f"print the traceback when importing FILE.py fails (or {TRACEBACK_ENV}=1)",
     )
+    serve.add_argument(
+        "--log-format",
+        choices=["text", "json"],
+        help="log lines as text, or as one JSON object each (or ENGINE_LOG_FORMAT)",
+    )
     serve.set_defaults(func=_serve)
 
     call = command(
@@ -419,11 +424,14 @@ def _key_options(command: argparse.ArgumentParser) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO if args.command == "serve" else logging.WARNING,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    if getattr(args, "log_format", None):
+        os.environ[logs.LOG_FORMAT_ENV] = args.log_format
+    try:
+        log_format = logs.log_format()
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    logs.configure(log_format, "INFO" if args.command == "serve" else "WARNING")
     from engine.debug.journal import ReplayError
 
     try:
