@@ -60,7 +60,7 @@ def set_replica(replica: str) -> None:
 
 def log_format(environ: Mapping[str, str] = os.environ) -> LogFormat:
     """``ENGINE_LOG_FORMAT``: ``text`` (the default) or ``json``."""
-    value = environ.get(LOG_FORMAT_ENV, "").strip().lower() or "text"
+    value = environ.get("ENGINE_LOG_FORMAT", "").strip().lower() or "text"
     if value not in ("text", "json"):
         raise ValueError(f"{LOG_FORMAT_ENV} must be 'text' or 'json', not {value[:40]!r}")
     return "json" if value == "json" else "text"

@@ -20,6 +20,7 @@ import secrets
 import sys
 from typing import Any
 
+from engine import __version__
 from engine._internal import logs
 from engine.cli import journal as cli_journal
 from engine.cli.shared import (
@@ -215,6 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"mcp-engine {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     store_help = (
         f"the server's store URL (default: ENGINE_STORE, else {DEFAULT_STORE_SHOWN}); "
