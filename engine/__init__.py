@@ -1,6 +1,8 @@
 """Write MCP servers whose tool calls run as resumable rounds that any replica can resume."""
 
 from engine.app import MCPServer
+from engine.auth.provider import AccessToken, TokenVerifier
+from engine.auth.settings import AuthSettings
 from engine.calls.runner import Principal
 from engine.context import Context, RequestScope
 from engine.di.redacted import Redacted
@@ -22,6 +24,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AcceptedElicitation",
+    "AccessToken",
+    "AuthSettings",
     "CancelledElicitation",
     "Context",
     "DeclinedElicitation",
@@ -39,5 +43,6 @@ __all__ = [
     "Resolve",
     "ResourceError",
     "Sample",
+    "TokenVerifier",
     "ToolError",
 ]

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from engine._internal.hangup_guard import uncut
+from engine.auth.provider import principal_of
 from engine.calls.execute import (
     Convert,
     Executed,
@@ -43,6 +44,14 @@ log = logging.getLogger("engine.calls")
 _NOT_HOLDING = contextlib.nullcontext()
 Principal = Callable[[RequestScope], str | None]
 """The ``principal=`` callback: who is making this request (``None``: nobody in particular)."""
+
+
+def token_principal(scope: RequestScope) -> str | None:
+    """The default ``principal`` of a server with ``auth``: the issuer and subject of the
+    request's verified token, so each call belongs to the user who started it (``None``
+    without a token: on stdio, which stays unauthenticated)."""
+    token = scope.access_token
+    return principal_of(token) if token is not None else None
 
 
 class OversizedState(ToolError):
@@ -371,4 +380,4 @@ def _failed(
     raise MCPError(INVALID_PARAMS, text, data)
 
 
-__all__ = ["OversizedState", "Principal", "RoundRunner", "UnkeptState"]
+__all__ = ["OversizedState", "Principal", "RoundRunner", "UnkeptState", "token_principal"]

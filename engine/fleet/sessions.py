@@ -15,6 +15,7 @@ from typing import Any
 import msgpack
 from pydantic_core import to_json
 
+from engine.state.claims import principal_tag
 from stores import Store
 
 SESSION_BLOB = "session"
@@ -48,11 +49,25 @@ class LegacySession:
     log_level: str | None = None
     subscriptions: list[str] = field(default_factory=list)
     touched: float = field(default_factory=time.time)
+    owner: bytes | None = None
+    """A salted digest of the principal that opened the session (``None``: nobody in
+    particular); only that principal may use it."""
+
+    def bind(self, principal: str | None) -> None:
+        self.owner = principal_tag(principal) if principal is not None else None
+
+    def belongs_to(self, principal: str | None) -> bool:
+        """Whether ``principal`` may use this session: the one that opened it, or anyone when
+        it was opened by nobody in particular and is used the same way."""
+        owner = self.owner
+        if owner is None or principal is None:
+            return owner is None and principal is None
+        return principal_tag(principal, owner[:4]) == owner
 
     def encode(self) -> bytes:
         return msgpack.packb(  # type: ignore[no-any-return]
             [
-                1,
+                2,
                 self.id,
                 self.protocol_version,
                 self.capabilities,
@@ -60,20 +75,26 @@ class LegacySession:
                 self.log_level,
                 self.subscriptions,
                 self.touched,
+                self.owner,
             ],
             use_bin_type=True,
         )
 
     @classmethod
     def decode(cls, data: bytes) -> LegacySession | None:
+        """A session as kept; version 1 (before owners) reads as opened by nobody."""
         try:
             raw = msgpack.unpackb(data, raw=False)
-            version, sid, protocol, caps, info, level, subs, touched = raw
+            version, sid, protocol, caps, info, level, subs, touched, *rest = raw
         except (ValueError, TypeError, msgpack.UnpackException):
             return None
-        if version != 1:
+        if version == 1 and not rest:
+            owner = None
+        elif version == 2 and len(rest) == 1 and isinstance(rest[0], bytes | None):
+            owner = rest[0]
+        else:
             return None
-        return cls(sid, protocol, caps, info, level, list(subs), touched)
+        return cls(sid, protocol, caps, info, level, list(subs), touched, owner)
 
 
 def bounded_client_info(info: Any) -> dict[str, str]:

@@ -14,6 +14,7 @@ from typing import Any
 
 from engine._internal.logbridge import LEVELS, forwarding_logs
 from engine._internal.notify import Notify
+from engine.auth.provider import AccessToken
 from engine.calls.reply import CallRequest, ReplyKind, RoundReply
 from engine.context import RequestScope, Session
 from engine.errors import INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, MCPError
@@ -44,6 +45,10 @@ class LegacyExchange:
     notify: Notify | None = None
     new_session: LegacySession | None = None
     """Set by ``initialize``: the transport returns its id (``MCP-Session-Id``)."""
+    access_token: AccessToken | None = None
+    """The bearer token the transport verified, when the server requires one."""
+    principal: str | None = None
+    """Who makes the request (the ``principal`` a new session is bound to)."""
     extras: dict[str, Any] = field(default_factory=dict)
 
 
@@ -77,6 +82,7 @@ async def _initialize(server: Served, params: Any, exchange: LegacyExchange) -> 
         bounded_capabilities(capabilities),
         bounded_client_info(params.get("clientInfo")),
     )
+    session.bind(exchange.principal)
     await server.sessions.save(session)
     exchange.new_session = session
     result: dict[str, Any] = {
@@ -118,6 +124,7 @@ def _scope(
         notify=exchange.notify,
         session=Session(session_notifier(server, session)),
         close_stream=exchange.extras.get("close_stream"),
+        access_token=exchange.access_token,
     )
 
 
