@@ -22,6 +22,23 @@ from engine.questions.kinds import (
 
 __version__ = "0.1.0"
 
+_VERIFIERS = {
+    "JWTVerifier": "engine.auth.jwt_verifier",
+    "IntrospectionVerifier": "engine.auth.introspection",
+}
+"""Imported when first named: they load PyJWT and httpx, which a server without auth never
+needs."""
+
+
+def __getattr__(name: str) -> object:
+    module = _VERIFIERS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'engine' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
+
 __all__ = [
     "AcceptedElicitation",
     "AccessToken",
@@ -32,7 +49,9 @@ __all__ = [
     "Elicit",
     "ElicitURL",
     "ElicitationResult",
+    "IntrospectionVerifier",
     "InvalidSignature",
+    "JWTVerifier",
     "ListRoots",
     "MCPError",
     "MCPServer",

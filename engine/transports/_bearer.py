@@ -35,6 +35,10 @@ MAX_TOKEN_CHARS = 16 * 1024
 _B64TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
 """RFC 6750 §2.1: the characters a bearer token may have."""
 RETRY_AFTER_SECONDS = b"5"
+EXPIRY_SKEW = 60
+"""Seconds past its ``expires_at`` a token a verifier accepted is still taken: the verifier's own
+clock-skew leeway (the built-in ones allow 30 s), while a verifier that forgot to check the
+expiry still has its expired tokens refused."""
 
 
 @dataclass(slots=True)
@@ -100,7 +104,7 @@ class BearerGate:
                 "The access token is not valid here (expired, revoked, or issued for another "
                 "server)",
             )
-        if verified.expires_at is not None and verified.expires_at < time.time():
+        if verified.expires_at is not None and verified.expires_at + EXPIRY_SKEW < time.time():
             return self._unauthorized("invalid_token", "expired", "The access token has expired")
         if self.resource is not None and not _same_resource(verified.resource, self.resource):
             return self._unauthorized(
