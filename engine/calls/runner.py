@@ -167,7 +167,7 @@ class RoundRunner:
             if token is not None:
                 carried = claims.state
                 if not isinstance(carried, bytes):
-                    carried = await self._fetch_state(carried, call_id)
+                    carried = await self._fetch_state(carried, call_id, principal)
                 state = CallState.decode(carried)
             holding = _NOT_HOLDING if services is None else services.claims.keep_alive(claimed)
             with holding:
@@ -205,14 +205,14 @@ class RoundRunner:
                 await services.claims.abandon(claimed)
             raise
         if services is not None:
-            reply.finisher = self._finisher(services, claimed, handler, request, started)
+            reply.finisher = self._finisher(services, claimed, handler, request, started, principal)
         return reply
 
-    async def _fetch_state(self, ref: StateRef, call_id: bytes) -> bytes:
+    async def _fetch_state(self, ref: StateRef, call_id: bytes, principal: str | None) -> bytes:
         """State kept by reference: from the store (inline state needs no await)."""
         if self.services is None:
             raise InvalidRequestState("state by reference but no store is configured")
-        return await self.services.state.fetch(call_id.hex(), ref)
+        return await self.services.state.fetch(call_id.hex(), ref, principal)
 
     async def _suspended(
         self,
@@ -252,7 +252,10 @@ class RoundRunner:
         if services is not None and len(encoded) > self.spill_threshold:
             try:
                 carried = await services.state.keep(
-                    call_id.hex(), encoded, inline_limit=tokens.max_inline_state
+                    call_id.hex(),
+                    encoded,
+                    inline_limit=tokens.max_inline_state,
+                    principal=principal,
                 )
             except StoreUnavailable as exc:
                 log.error("could not keep the state of call %s: %s", call_id.hex(), exc)
@@ -293,6 +296,7 @@ class RoundRunner:
         handler: Handler,
         request: CallRequest,
         started: float,
+        principal: str | None,
     ) -> Finisher:
         def finish(reply: RoundReply, response: bytes) -> Awaitable[None] | None:
             call_id = reply.call_id or ""
@@ -300,6 +304,9 @@ class RoundRunner:
             event = None
             if journal.journals(call_id):
                 event = self.journal_event(handler, request, reply, response, started)
+                if principal is not None:
+                    event["principal"] = principal  # sealed with the payload
+                    event["has_principal"] = True  # in the clear: a listing says it is sealed
             if claimed is None and (event is None or journal.enqueue(call_id, event)):
                 return None  # nothing waits on the store: the journal writers take it from here
             return keep(call_id, event, response)

@@ -62,10 +62,14 @@ def state_of(server: Hosted) -> LegacyState:
 class EventLog:
     """The events of one response stream, kept for resumption."""
 
-    def __init__(self, server: Hosted, stream_id: str, request_id: Any) -> None:
+    def __init__(
+        self, server: Hosted, stream_id: str, request_id: Any, session_id: str | None = None
+    ) -> None:
         self.server = server
         self.stream_id = stream_id
         self.request_id = request_id
+        self.session_id = session_id
+        """Only this session may resume the stream (and sessions belong to their principal)."""
         self.events: list[bytes] = []
         self.done = False
         self.changed = anyio.Event()
@@ -95,11 +99,18 @@ class ResponseStream:
     """The answer to one legacy POST: plain JSON, or an event stream once something precedes
     the result."""
 
-    def __init__(self, server: Hosted, send: Send, replica: Header, request_id: Any) -> None:
+    def __init__(
+        self,
+        server: Hosted,
+        send: Send,
+        replica: Header,
+        request_id: Any,
+        session_id: str | None = None,
+    ) -> None:
         self.server = server
         self.send = send
         self.replica = replica
-        self.log = EventLog(server, secrets.token_hex(12), request_id)
+        self.log = EventLog(server, secrets.token_hex(12), request_id, session_id)
         self.started = False
         self.attached = True
         self.lock = anyio.Lock()
@@ -118,6 +129,8 @@ class ResponseStream:
             try:  # so another replica can answer for this request if this one dies
                 key = f"sse-{self.log.stream_id}"
                 await store.put_blob(key, "request", dumps(self.log.request_id), EVENT_TTL)
+                session = (self.log.session_id or "").encode()
+                await store.put_blob(key, "session", session, EVENT_TTL)
             except StoreUnavailable as exc:
                 log.warning("stream not registered in the store: %s", exc)
         await start_event_stream(self.send, self.replica)
@@ -188,12 +201,18 @@ class ResponseStream:
         self.attached = False
 
 
-async def resume(server: Hosted, last_event_id: str, send: Send) -> None:
-    """What followed ``last_event_id`` on its stream, then the rest as it comes, to its end."""
+async def resume(
+    server: Hosted, last_event_id: str, send: Send, session_id: str | None = None
+) -> None:
+    """What followed ``last_event_id`` on its stream, then the rest as it comes, to its end;
+    nothing when the stream is another session's."""
     stream_id, _, index_text = last_event_id.rpartition(".")
     seen = int(index_text) if index_text.isdigit() else 0
     local = state_of(server).event_logs.get(stream_id)
     await write(send, f"retry: {RETRY_MS}\n\n".encode())
+    if local is not None and local.session_id != session_id:
+        log.warning("stream %s not resumed: it belongs to another session", stream_id)
+        return
     if local is not None:
         while True:
             while seen < len(local.events):
@@ -202,16 +221,22 @@ async def resume(server: Hosted, last_event_id: str, send: Send) -> None:
             if local.done:
                 return
             await local.changed.wait()
-    await _resume_from_store(server, stream_id, seen, send)
+    await _resume_from_store(server, stream_id, seen, send, session_id)
 
 
-async def _resume_from_store(server: Hosted, stream_id: str, seen: int, send: Send) -> None:
+async def _resume_from_store(
+    server: Hosted, stream_id: str, seen: int, send: Send, session_id: str | None
+) -> None:
     """Follow a stream another replica owns, through the store, until its result is sent or its
     owner stops answering (then a clear error for the request)."""
     store = server.store
     if store is None:
         return
     key = f"sse-{stream_id}"
+    owner = await store.get_blob(key, "session")
+    if owner is not None and owner != (session_id or "").encode():
+        log.warning("stream %s not resumed: it belongs to another session", stream_id)
+        return
     quiet = 0.0
     while True:
         data = await store.get_blob(key, str(seen + 1))

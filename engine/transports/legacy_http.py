@@ -163,7 +163,7 @@ async def post(
             await server.bus.publish("cancel", session_id, target)
         await send_json(send, 202, b"", replica)
         return
-    stream = ResponseStream(server, send, replica, request_id)
+    stream = ResponseStream(server, send, replica, request_id, session_id)
     exchange = legacy.LegacyExchange(
         session,
         outbox=stream.message,
@@ -219,7 +219,7 @@ async def get(
     async with anyio.create_task_group() as tg:
         tg.start_soon(cancel_on_disconnect, receive, tg.cancel_scope)
         if last and CALL_EVENT_ID.fullmatch(last):
-            await resume(server, last, send)
+            await resume(server, last, send, session.id)
         else:
             await _session_stream(server, session, send)
         tg.cancel_scope.cancel()
