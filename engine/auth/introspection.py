@@ -43,6 +43,8 @@ class IntrospectionVerifier:
     - ``audience``: when given, an active token must name one of these in ``aud`` (RFC 8707).
     - ``issuer``: when given, an active token's ``iss`` must be this.
     - ``cache_seconds`` (30), ``negative_cache_seconds`` (10): how long an answer is kept.
+    - ``http_client``: an ``httpx.AsyncClient`` of your own (a proxy, a private CA); otherwise
+      the verifier opens one while its server runs.
     """
 
     def __init__(
@@ -56,6 +58,7 @@ class IntrospectionVerifier:
         cache_seconds: float = 30.0,
         negative_cache_seconds: float = 10.0,
         timeout: float = 5.0,
+        http_client: httpx.AsyncClient | None = None,
     ) -> None:
         self.endpoint = introspection_endpoint
         self.credentials = (client_id, client_secret)
@@ -66,14 +69,16 @@ class IntrospectionVerifier:
         self.cache_seconds = cache_seconds
         self.negative_cache_seconds = negative_cache_seconds
         self.timeout = timeout
-        self.client: httpx.AsyncClient | None = None
+        self.client = http_client
+        self._owns_client = http_client is None
         self._cache: dict[bytes, tuple[float, AccessToken | None]] = {}
         self._pending: dict[bytes, anyio.Event] = {}
         self.introspections = 0
         """How many tokens were sent to the endpoint (for the log and the tests)."""
 
     async def __aenter__(self) -> IntrospectionVerifier:
-        self.client = httpx.AsyncClient(timeout=self.timeout)
+        if self._owns_client:
+            self.client = httpx.AsyncClient(timeout=self.timeout)
         return self
 
     async def __aexit__(
@@ -82,9 +87,10 @@ class IntrospectionVerifier:
         value: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        client, self.client = self.client, None
-        if client is not None:
-            await client.aclose()
+        if self._owns_client:
+            client, self.client = self.client, None
+            if client is not None:
+                await client.aclose()
 
     async def verify_token(self, token: str) -> AccessToken | None:
         key = hashlib.sha256(token.encode()).digest()

@@ -48,8 +48,8 @@ class JWTVerifier:
     - ``refetches_per_minute``: how often an unknown ``kid`` may make the set be fetched again
       (5).
     - ``jwks``: a key set given as a dict instead of ``jwks_url``, never fetched (keys you pin).
-
-    Used as ``MCPServer(token_verifier=...)``, the server opens and closes its HTTP client.
+    - ``http_client``: an ``httpx.AsyncClient`` of your own to fetch the keys with (a proxy, a
+      private CA); otherwise the verifier opens one while its server runs.
     """
 
     def __init__(
@@ -64,6 +64,7 @@ class JWTVerifier:
         refetches_per_minute: int = 5,
         timeout: float = 5.0,
         jwks: Mapping[str, Any] | None = None,
+        http_client: httpx.AsyncClient | None = None,
     ) -> None:
         allowed = tuple(algorithms)
         refused = [alg for alg in allowed if alg not in SUPPORTED]
@@ -92,9 +93,12 @@ class JWTVerifier:
             timeout=timeout,
             fixed=jwks,
         )
+        self.keys.client = http_client
+        self._owns_client = http_client is None
 
     async def __aenter__(self) -> JWTVerifier:
-        self.keys.client = httpx.AsyncClient(timeout=self.keys.timeout)
+        if self._owns_client:
+            self.keys.client = httpx.AsyncClient(timeout=self.keys.timeout)
         return self
 
     async def __aexit__(
@@ -103,9 +107,10 @@ class JWTVerifier:
         value: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        client, self.keys.client = self.keys.client, None
-        if client is not None:
-            await client.aclose()
+        if self._owns_client:
+            client, self.keys.client = self.keys.client, None
+            if client is not None:
+                await client.aclose()
 
     async def verify_token(self, token: str) -> AccessToken | None:
         """The token's details when it is valid here; ``None`` (and the reason logged) when
