@@ -187,6 +187,9 @@ class ServeSettings:
     access_log: bool
     extra_allowed_hosts: tuple[str, ...]
     connections: ConnectionLimits
+    trust_forwarded: bool = False
+    """``ENGINE_TRUST_FORWARDED``: a proxy in front sets ``X-Forwarded-Proto`` and
+    ``X-Forwarded-Host``, so the protected resource metadata URL may be built from them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,6 +296,7 @@ class Settings:
                     if host.strip()
                 ),
                 connections=_connection_limits(options, env),
+                trust_forwarded=env_flag(env, "ENGINE_TRUST_FORWARDED", default=False),
             ),
             info=InfoSettings(
                 title=options.get("title"),

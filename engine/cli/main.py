@@ -166,8 +166,29 @@ def _call(args: argparse.Namespace) -> int:
         stdio=args.stdio,
         log_level=args.log_level,
         traceback=args.traceback,
+        token=_token(args),
     )
     return run_call(options)
+
+
+def _token(args: argparse.Namespace) -> str | None:
+    """The bearer token for an HTTP server: ``--token``, else ``ENGINE_TOKEN``."""
+    from engine.cli.connections import is_url
+
+    given: str | None = args.token
+    if given is not None and not (args.target is not None and is_url(args.target)):
+        raise CLIError(
+            "--token is for a server reached over HTTP (an http:// or https:// TARGET); stdio "
+            "and a server file run here take no token"
+        )
+    token = given if given is not None else os.environ.get("ENGINE_TOKEN") or None
+    if token is not None:
+        token = token.strip()
+        if token.lower().startswith("bearer "):
+            token = token[7:].strip()
+        if not token or any(c.isspace() for c in token):
+            raise CLIError("the access token is empty or has spaces in it; pass the token alone")
+    return token
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -177,7 +198,9 @@ def _list(args: argparse.Namespace) -> int:
     from engine.cli.http_session import ProtocolFailure
     from engine.cli.listing import gather, print_listing
 
-    connection = open_connection(args.target, args.stdio, args.timeout, traceback=args.traceback)
+    connection = open_connection(
+        args.target, args.stdio, args.timeout, traceback=args.traceback, token=_token(args)
+    )
     try:
         found = gather(connection)
     except ProtocolFailure as exc:
@@ -199,6 +222,10 @@ TARGET_HELP = (
     "FILE.py[:ATTR] run in this process"
 )
 STDIO_HELP = "run CMD and speak to the server on its stdin/stdout instead of TARGET"
+TOKEN_HELP = (
+    "the OAuth access token an HTTP server requires, sent as Authorization: Bearer (or "
+    "ENGINE_TOKEN; shown by ps: prefer ENGINE_TOKEN)"
+)
 
 
 DESCRIPTION = """\
@@ -300,6 +327,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--timeout", type=float, default=60.0, metavar="SECONDS", help="per request (60)"
     )
     call.add_argument("--stdio", metavar="CMD", help=STDIO_HELP)
+    call.add_argument("--token", metavar="TOKEN", help=TOKEN_HELP)
     call.add_argument(
         "--log-level",
         default="info",
@@ -323,6 +351,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     listing.add_argument("target", metavar="TARGET", nargs="?", help=TARGET_HELP)
     listing.add_argument("--stdio", metavar="CMD", help=STDIO_HELP)
+    listing.add_argument("--token", metavar="TOKEN", help=TOKEN_HELP)
     listing.add_argument("--json", action="store_true", help="print JSON instead of text")
     listing.add_argument(
         "--timeout", type=float, default=60.0, metavar="SECONDS", help="per request (60)"
@@ -345,6 +374,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     calls.add_argument("--limit", type=int, default=20, help="at most N calls (default 20)")
     calls.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    _key_options(calls)
     calls.set_defaults(func=cli_journal.calls)
 
     show = command("show", "show a recorded call as a timeline of its rounds")

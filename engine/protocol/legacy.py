@@ -14,10 +14,10 @@ from typing import Any
 
 from engine._internal.logbridge import LEVELS, forwarding_logs
 from engine._internal.notify import Notify
+from engine.auth.provider import AccessToken
 from engine.calls.reply import CallRequest, ReplyKind, RoundReply
 from engine.context import RequestScope, Session
 from engine.errors import (
-    INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
@@ -45,6 +45,10 @@ class LegacyExchange:
     notify: Notify | None = None
     new_session: LegacySession | None = None
     """Set by ``initialize``: the transport returns its id (``MCP-Session-Id``)."""
+    access_token: AccessToken | None = None
+    """The bearer token the transport verified, when the server requires one."""
+    principal: str | None = None
+    """Who makes the request (the ``principal`` a new session is bound to)."""
     extras: dict[str, Any] = field(default_factory=dict)
 
 
@@ -55,33 +59,6 @@ def session_notifier(server: Served, session: LegacySession) -> Notify:
         await server.notify_session(session.id, method, params)
 
     return notify
-
-
-def principal_of(server: Served, scope: RequestScope) -> str | None:
-    """Who makes this request, by the ``principal`` callback; a callback that fails refuses
-    the request (the server log has why)."""
-    try:
-        return server.principal_of(scope)
-    except Exception:
-        raise MCPError(INTERNAL_ERROR, "Internal error; the server log has the details") from None
-
-
-def session_principal(
-    server: Served,
-    session: LegacySession,
-    method: str,
-    request_id: Any,
-    headers: Mapping[str, str] | None,
-) -> str | None:
-    """Who makes a request that presents ``session``, to check against who initialized it."""
-    scope = RequestScope(
-        request_id=request_id,
-        method=method,
-        protocol_version=session.protocol_version,
-        capabilities=session.capabilities,
-        headers=headers,
-    )
-    return principal_of(server, scope)
 
 
 async def _initialize(server: Served, message: Message, exchange: LegacyExchange) -> dict[str, Any]:
@@ -101,15 +78,8 @@ async def _initialize(server: Served, message: Message, exchange: LegacyExchange
         )
     version = requested if requested in LEGACY_VERSIONS else LATEST
     kept = bounded_capabilities(capabilities)
-    scope = RequestScope(
-        request_id=message.id,
-        method=message.method,
-        protocol_version=version,
-        capabilities=kept,
-        headers=exchange.headers,
-    )
     session = LegacySession.for_principal(
-        principal_of(server, scope), version, kept, bounded_client_info(params.get("clientInfo"))
+        exchange.principal, version, kept, bounded_client_info(params.get("clientInfo"))
     )
     await server.sessions.save(session)
     exchange.new_session = session
@@ -152,6 +122,7 @@ def _scope(
         notify=exchange.notify,
         session=Session(session_notifier(server, session)),
         close_stream=exchange.extras.get("close_stream"),
+        access_token=exchange.access_token,
     )
 
 
