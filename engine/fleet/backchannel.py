@@ -147,6 +147,7 @@ class BackChannelAnswers:
         self.next_state = CallState()
         self.accepted: dict[str, Any] = {}
         self.asked_in_place: dict[str, dict[str, Any]] = {}
+        self.on_checkpoint: Callable[[str], Awaitable[None]] | None = None
 
     def new_checkpoints(self) -> dict[str, Any]:
         return dict(self.next_state.checkpoints)  # the call had none before this one round
