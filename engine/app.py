@@ -100,10 +100,11 @@ class MCPServer:
     Tasks, tool calls whose body runs in the background (``@mcp.tool(task=...)``; they need a
     store; see docs/tasks.md):
 
-    - ``task_ttl``: seconds a task is kept from its creation (3600).
+    - ``task_ttl``: seconds a task is kept from its creation (3600; ``ENGINE_TASK_TTL``).
     - ``task_poll_interval``: seconds between polls clients are asked to keep (0.5).
-    - ``task_lease``: seconds a running body's hold on its task lives unless renewed (10): how
-      long the task of a replica that died waits before another takes it over.
+    - ``task_lease``: seconds a running body's hold on its task lives unless renewed (10;
+      ``ENGINE_TASK_LEASE``): how long the task of a replica that died waits before another
+      takes it over.
     - ``max_running_tasks``: task bodies one replica runs at once (100); the others wait.
 
     Clients of 2025-11-25 (see docs/legacy.md):

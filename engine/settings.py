@@ -284,7 +284,7 @@ class Settings:
                 sample=check_journal_sample(journal_sample),
                 max_event_bytes=check_max_event_bytes(journal_max_event_bytes),
             ),
-            tasks=_task_settings(options),
+            tasks=_task_settings(options, env),
             legacy=LegacySettings(
                 session_ttl=options.get("session_ttl", 3600),
                 answer_timeout=options.get("legacy_answer_timeout", 300),
@@ -316,12 +316,25 @@ class Settings:
         )
 
 
-def _task_settings(options: ServerOptions) -> TaskSettings:
-    """The task settings, each checked: a mistake is one error at start."""
+def _task_settings(options: ServerOptions, env: Environ) -> TaskSettings:
+    """The task settings, each checked: a mistake is one error at start. ``task_ttl`` and
+    ``task_lease`` also read ``ENGINE_TASK_TTL`` and ``ENGINE_TASK_LEASE``."""
+    ttl = options.get("task_ttl")
+    lease = options.get("task_lease")
     values = {
-        "task_ttl": options.get("task_ttl", 3600.0),
+        "task_ttl": (
+            ttl
+            if ttl is not None
+            else env_number(env, "ENGINE_TASK_TTL", default=3600.0, hint="of seconds")
+        ),
         "task_poll_interval": options.get("task_poll_interval", 0.5),
-        "task_lease": options.get("task_lease", DEFAULT_CLAIM_LEASE),
+        "task_lease": (
+            lease
+            if lease is not None
+            else env_number(
+                env, "ENGINE_TASK_LEASE", default=DEFAULT_CLAIM_LEASE, hint="of seconds"
+            )
+        ),
     }
     for option, value in values.items():
         if (

@@ -41,8 +41,13 @@ def _tasks(server: Served, scope: RequestScope) -> Tasks:
 
 
 async def _get(server: Served, params: dict[str, Any], scope: RequestScope) -> dict[str, Any]:
+    """The task; a request that asks for notifications (a ``progressToken`` in its ``_meta``)
+    waits while the task works, and hears each change as ``notifications/tasks/status``."""
     tasks = _tasks(server, scope)
-    return await tasks.get(string_param(params, "taskId"), scope)
+    task_id = string_param(params, "taskId")
+    if scope.notify is not None and "progressToken" in scope.meta:
+        return await tasks.watch_get(task_id, scope, scope.notify)
+    return await tasks.get(task_id, scope)
 
 
 async def _update(server: Served, params: dict[str, Any], scope: RequestScope) -> dict[str, Any]:

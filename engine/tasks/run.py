@@ -31,7 +31,6 @@ from engine.state.call import CallState
 from engine.store_services.journal_writer import JournalWriter
 from engine.tasks.lease import Lease
 from engine.tasks.record import Status, TaskRecord
-from engine.tasks.wire import detailed
 from stores import StoreUnavailable
 
 log = logging.getLogger("engine.tasks")
@@ -56,7 +55,7 @@ async def run_body(lease: Lease, context: RunContext) -> None:
     tool = context.tools.get(record.target)
     if tool is None:  # the tool was removed, or this replica serves other code
         error = MCPError(INVALID_PARAMS, f"Unknown tool: {record.target}")
-        await _finish(lease, context, None, None, _failed(error), started)
+        await _finish(lease, context, None, _failed(error), started)
         return
     state = CallState.decode(record.state)
     answers = StatelessAnswers(
@@ -84,10 +83,8 @@ async def run_body(lease: Lease, context: RunContext) -> None:
             await anyio.lowlevel.checkpoint()  # the cancelled run stops here
 
     answers.on_checkpoint = keep_checkpoint
-    scope = RequestScope(None, "tools/call", record.protocol, record.capabilities, None, {}, None)
-    request = CallRequest(
-        "tools/call", record.target, record.arguments, record.answers or None, None, scope
-    )
+    request = task_request(record)
+    scope = request.scope
     protocol_error: MCPError | None = None
     with lease.scope:
         try:
@@ -108,21 +105,18 @@ async def run_body(lease: Lease, context: RunContext) -> None:
     if lease.lost or lease.scope.cancel_called:
         return
     if protocol_error is not None:
-        outcome = _failed(protocol_error)
+        outcome, kind = _failed(protocol_error), "failed"
     elif executed.outcome is Outcome.SUSPENDED:
-        outcome = _asking(record, answers)
+        outcome, kind = _asking(record, answers), ReplyKind.INPUT_REQUIRED.value
     else:
         if executed.unexpected is not None:
             log.error("tool %r failed", tool.name, exc_info=executed.unexpected)
         value = executed.value if executed.outcome is Outcome.COMPLETE else None
         result = value if value is not None else error_result(executed.error or "error")
         outcome = {"status": Status.COMPLETED, "result": {**result, "resultType": "complete"}}
-    kept = CallState(
-        answers.next_state.answers, answers.next_state.asked, answers.next_state.checkpoints
-    )
-    await _finish(
-        lease, context, tool, (request, answers), {**outcome, "state": kept.encode()}, started
-    )
+        kind = (ReplyKind.COMPLETE if value is not None else ReplyKind.ERROR).value
+    outcome["state"] = answers.next_state.encode()
+    await _finish(lease, context, (tool, request, answers, kind), outcome, started)
 
 
 def _failed(error: MCPError) -> dict[str, Any]:
@@ -150,8 +144,7 @@ def _asking(record: TaskRecord, answers: StatelessAnswers) -> dict[str, Any]:
 async def _finish(
     lease: Lease,
     context: RunContext,
-    tool: Tool | None,
-    ran: tuple[CallRequest, StatelessAnswers] | None,
+    ran: tuple[Tool, CallRequest, StatelessAnswers, str] | None,
     outcome: dict[str, Any],
     started: float,
 ) -> None:
@@ -163,35 +156,63 @@ async def _finish(
     except StoreUnavailable as exc:
         # The hold lapses and another run (here or elsewhere) does this one again; its
         # checkpoints are kept, so what ran once does not run twice.
-        log.warning(
-            "task %s: its outcome was not written, it will run again: %s", lease.task_id, exc
-        )
+        log.warning("task %s: its outcome was not written; it runs again: %s", lease.task_id, exc)
         lease.lose()
         return
     if not written:
         return
     record = lease.record
     await context.changed(record)
+    if ran is not None:
+        tool, request, answers, kind = ran
+        await journal_run(context, tool, record, request, kind, answers, started)
+
+
+async def journal_run(
+    context: RunContext,
+    tool: Tool,
+    record: TaskRecord,
+    request: CallRequest,
+    kind: str,
+    answers: StatelessAnswers | None,
+    started: float,
+) -> None:
+    """Journal what a task's round came to, as a round's event (of ``kind``, as a round in
+    rounds would be, or ``failed``, ``cancelled``): replay and ``show`` read a task as the
+    rounds of its call. ``answers`` is ``None`` for a cancel, which ran nothing."""
     journal = context.journal
-    if tool is None or ran is None or not journal.journals(record.task_id):
+    if not journal.journals(record.task_id):
         return
-    request, answers = ran
-    kind = {
-        Status.COMPLETED: ReplyKind.COMPLETE,
-        Status.INPUT_REQUIRED: ReplyKind.INPUT_REQUIRED,
-    }.get(record.status, ReplyKind.ERROR)
+    status = record.status
+    response: Any = {"resultType": status.value}
+    if status is Status.COMPLETED:
+        response = record.result
+    elif status is Status.INPUT_REQUIRED:
+        response = {"resultType": "input_required", "inputRequests": record.requests}
+    elif status is Status.FAILED:
+        response = {"error": record.error}
     reply = RoundReply(
-        kind,
+        ReplyKind.COMPLETE,
         record.result,
         record.task_id,
         record.round_no,
         record.requests or None,
-        error=None if record.error is None else str(record.error.get("message")),
         trace=answers,
     )
-    event = context.runner.journal_event(tool, request, reply, dumps(detailed(record)), started)
-    event["task"] = record.status.value
+    event = context.runner.journal_event(tool, request, reply, dumps(response), started)
+    event["kind"] = kind
+    if answers is not None:  # every checkpoint: a run taken over kept those of the one before
+        event["checkpoints"] = dict(answers.next_state.checkpoints)
+    event["task"] = status.value
     await journal.record(record.task_id, event)
 
 
-__all__ = ["RunContext", "run_body"]
+def task_request(record: TaskRecord) -> CallRequest:
+    """The request a run of the task serves: the one that made it, as it is recorded."""
+    scope = RequestScope(None, "tools/call", record.protocol, record.capabilities, None, {}, None)
+    return CallRequest(
+        "tools/call", record.target, record.arguments, record.answers or None, None, scope
+    )
+
+
+__all__ = ["RunContext", "journal_run", "run_body", "task_request"]

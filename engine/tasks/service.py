@@ -12,16 +12,18 @@ replica died) from the store's due index.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
 from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
 
+from engine._internal.notify import Notify
 from engine._internal.random_pool import random_bytes
 from engine.calls.reply import CallRequest, ReplyKind, RoundReply, TaskStart
 from engine.calls.runner import RoundRunner
@@ -38,7 +40,7 @@ from engine.store_services.task_records import TaskRecords, changed
 from engine.tasks.lease import WRITE_ATTEMPTS, Lease
 from engine.tasks.policy import declares_tasks, missing_extension
 from engine.tasks.record import TERMINAL, Status, TaskRecord
-from engine.tasks.run import RunContext, run_body
+from engine.tasks.run import RunContext, journal_run, run_body, task_request
 from engine.tasks.wire import detailed, task_fields
 from stores import StoreUnavailable
 
@@ -52,6 +54,12 @@ SWEEPS_PER_LEASE = 2
 the replicas of a fleet do not all look at once)."""
 DUE_BATCH = 100
 """Lapsed tasks one look takes at most."""
+WATCH_SECONDS = 25.0
+"""How long a watching ``tasks/get`` waits for its task to stop working, at most: under the
+idle timeouts of the proxies between a client and a replica."""
+STATUS_NOTIFICATION = "notifications/tasks/status"
+
+Watcher = Callable[[], Awaitable[None]]
 
 
 class Tasks:
@@ -74,6 +82,8 @@ class Tasks:
         self.held: dict[str, Lease] = {}
         """The tasks whose bodies this replica runs (or is about to), by id."""
         self.context = RunContext(tools, runner, journal, self._changed)
+        self.watchers: dict[str, set[Watcher]] = {}
+        """Status notifications wanted in this process, by task id."""
         self._group: TaskGroup | None = None
         self._limiter = anyio.CapacityLimiter(settings.max_running)
         bus.on("task", self._on_bus)
@@ -192,6 +202,43 @@ class Tasks:
             raise _busy(task_id)
         await self.bus.publish("task", "cancel", task_id)
         await self._changed(draft)
+        tool = self.context.tools.get(draft.target)
+        if tool is not None:
+            request = task_request(draft)
+            await journal_run(
+                self.context, tool, draft, request, "cancelled", None, time.perf_counter()
+            )
+
+    async def watch_get(
+        self, task_id: str, scope: RequestScope, notify: Notify, wait: float = WATCH_SECONDS
+    ) -> dict[str, Any]:
+        """``tasks/get`` that waits while the task works: each change of its status is sent as
+        ``notifications/tasks/status`` meanwhile; the task as it is once it stops working (or
+        after ``wait`` seconds)."""
+        record = await self._visible(task_id, scope)
+        if record.status is not Status.WORKING:
+            return detailed(record)
+        changed = anyio.Event()
+
+        async def woken() -> None:
+            changed.set()
+
+        with self.watching(task_id, woken), anyio.move_on_after(wait):
+            while record.status is Status.WORKING:
+                await changed.wait()
+                changed = anyio.Event()
+                fresh = await self.records.load(task_id)
+                if fresh is None:
+                    break
+                if (fresh.status, fresh.updated) != (record.status, record.updated):
+                    await notify(STATUS_NOTIFICATION, detailed(fresh))
+                record = fresh
+        return detailed(record)
+
+    def watching(self, task_id: str, watcher: Watcher) -> contextlib.AbstractContextManager[None]:
+        """Call ``watcher`` whenever the task's status changes, on any replica, while in the
+        block."""
+        return _Watching(self.watchers, task_id, watcher)
 
     async def _visible(self, task_id: str, scope: RequestScope) -> TaskRecord:
         """The task, if it exists and the request's principal made it; -32602 otherwise."""
@@ -283,9 +330,9 @@ class Tasks:
         if record.owner is not None and record.lease_until > now:
             return None
         owner = random_bytes(16)
-        draft = changed(
-            record, owner=owner, lease_until=now + self.settings.lease, round_no=record.round_no + 1
-        )
+        # The same round again: the run that died journaled nothing, and its checkpoints are
+        # in the record.
+        draft = changed(record, owner=owner, lease_until=now + self.settings.lease)
         if not await self.records.save(draft, due=draft.lease_until):
             return None
         log.info("task %s: taken over, its hold had lapsed", task_id)
@@ -306,9 +353,35 @@ class Tasks:
             if lease is not None:
                 log.info("task %s cancelled: its body stops", task_id)
                 lease.lose()
+        elif event == "status":
+            for watcher in list(self.watchers.get(task_id, ())):
+                try:
+                    await watcher()
+                except Exception:
+                    log.exception("a watcher of task %s failed", task_id)
 
     async def _changed(self, record: TaskRecord) -> None:
-        """A task's status changed."""
+        """A task's status changed: its watchers, on every replica, hear of it."""
+        await self.bus.publish("task", "status", record.task_id)
+
+
+class _Watching:
+    __slots__ = ("task_id", "watcher", "watchers")
+
+    def __init__(self, watchers: dict[str, set[Watcher]], task_id: str, watcher: Watcher) -> None:
+        self.watchers = watchers
+        self.task_id = task_id
+        self.watcher = watcher
+
+    def __enter__(self) -> None:
+        self.watchers.setdefault(self.task_id, set()).add(self.watcher)
+
+    def __exit__(self, *exc_info: object) -> None:
+        watchers = self.watchers.get(self.task_id)
+        if watchers is not None:
+            watchers.discard(self.watcher)
+            if not watchers:
+                del self.watchers[self.task_id]
 
 
 class _Start:

@@ -205,7 +205,7 @@ async def test_questions_asked_together_may_be_answered_one_at_a_time() -> None:
     async with Client(jobs.mcp, tasks=True, elicitation=yes) as client:
         made = await client.send("tools/call", {"name": "names"})
         task_id = made["taskId"]
-        task = await _until(client, task_id, "input_required")
+        task = await until_status(client, task_id, "input_required")
         first, second = task["inputRequests"]
         await client.send(
             "tasks/update",
@@ -228,7 +228,7 @@ async def test_questions_asked_together_may_be_answered_one_at_a_time() -> None:
                 },
             },
         )
-        done = await _until(client, task_id, "completed")
+        done = await until_status(client, task_id, "completed")
     assert done["result"]["content"][0]["text"] == "Ada and Grace"
 
 
@@ -236,17 +236,17 @@ async def test_a_question_asked_again_gets_a_new_key() -> None:
     jobs = Jobs(MemoryStore())
     async with Client(jobs.mcp, tasks=True, elicitation=yes) as client:
         task_id = (await client.send("tools/call", {"name": "counted"}))["taskId"]
-        asked = await _until(client, task_id, "input_required")
+        asked = await until_status(client, task_id, "input_required")
         (key,) = asked["inputRequests"]
         bad = {"action": "accept", "content": {"count": "many"}}
         await client.send("tasks/update", {"taskId": task_id, "inputResponses": {key: bad}})
-        again = await _until(client, task_id, "input_required")
+        again = await until_status(client, task_id, "input_required")
         (new_key,) = again["inputRequests"]
         good = {"action": "accept", "content": {"count": 3}}
         await client.send("tasks/update", {"taskId": task_id, "inputResponses": {key: good}})
         still = await client.send("tasks/get", {"taskId": task_id})
         await client.send("tasks/update", {"taskId": task_id, "inputResponses": {new_key: good}})
-        done = await _until(client, task_id, "completed")
+        done = await until_status(client, task_id, "completed")
     assert new_key != key
     assert still["status"] == "input_required"  # the spent key was ignored
     assert done["result"]["content"][0]["text"] == "3 counted"
@@ -267,6 +267,38 @@ async def test_cancel_stops_the_body_and_the_task_stays_cancelled() -> None:
     assert set(again) == set(ack)
     assert task["status"] == "cancelled"
     assert "result" not in task and "error" not in task
+
+
+async def test_a_cancel_on_one_replica_stops_the_body_on_another() -> None:
+    store = MemoryStore()
+    a, b = Jobs(store), Jobs(store)
+    async with Client(a.mcp, b.mcp, tasks=True) as client:
+        task_id = (await client.send("tools/call", {"name": "endless"}, server=0))["taskId"]
+        with anyio.fail_after(5):
+            await a.started.wait()
+        await client.send("tasks/cancel", {"taskId": task_id}, server=1)
+        with anyio.fail_after(5):
+            await a.cancelled.wait()
+        task = await client.send("tasks/get", {"taskId": task_id}, server=0)
+    assert task["status"] == "cancelled"
+    assert not b.started.is_set()
+
+
+async def test_an_answer_on_another_replica_runs_the_body_there() -> None:
+    store = MemoryStore()
+    a, b = Jobs(store), Jobs(store)
+    async with Client(a.mcp, b.mcp, tasks=True, elicitation=yes) as client:
+        task_id = (
+            await client.send("tools/call", {"name": "report", "arguments": {"pages": 2}}, server=0)
+        )["taskId"]
+        asked = await until_status(client, task_id, "input_required")
+        (key,) = asked["inputRequests"]
+        await client.send(
+            "tasks/update", {"taskId": task_id, "inputResponses": {key: YES}}, server=1
+        )
+        done = await until_status(client, task_id, "completed")
+    assert done["result"]["content"][0]["text"] == "2 pages, sent"
+    assert a.effects == ["built 2"] and b.effects == []  # b ran the body, from a's checkpoint
 
 
 async def test_cancel_keeps_a_finished_task_as_it_ended() -> None:
@@ -351,7 +383,7 @@ async def test_registration_refuses_a_task_option_it_cannot_use() -> None:
             return "x"
 
 
-async def _until(client: Client, task_id: str, status: str) -> dict[str, Any]:
+async def until_status(client: Client, task_id: str, status: str) -> dict[str, Any]:
     with anyio.fail_after(5):
         while True:
             task = await client.send("tasks/get", {"taskId": task_id})
