@@ -387,3 +387,15 @@ target, created, updated, record, ttl ms, due (epoch seconds, '' for none), expi
 (epoch seconds: the listing is scored by expiry, and expired tasks leave it). Returns 1 when
 written, 0 when the stored version is not the one before ``version``.
 """
+
+GET_TASK = """
+return redis.call('HMGET', KEYS[1], 'version', 'status', 'target', 'created', 'updated', 'record')
+"""
+"""KEYS: the task's hash. Returns its fields (all nil for none): a script so that a serving
+store reads tasks over its shared connection, as it writes them."""
+
+PUBLISH = """
+return redis.call('PUBLISH', ARGV[1], ARGV[2])
+"""
+"""ARGV: channel, message. A script so that a serving store publishes over its shared
+connection instead of a pooled one."""

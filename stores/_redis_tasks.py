@@ -24,6 +24,9 @@ from .base import TaskRow
 
 Call = Callable[[str, Callable[[], Awaitable[Any]]], Awaitable[Any]]
 """`RedisStore._call`: one operation under the store's timeout, its failures mapped."""
+Script = Callable[..., Awaitable[Any]]
+"""`RedisStore._script`: ``(script, keys, args, what, *details)``, one script, over the shared
+connection while the store serves (``what.format(*details)`` names it in errors)."""
 
 _FIELDS = ("version", "status", "target", "created", "updated", "record")
 
@@ -42,14 +45,17 @@ class RedisTasks:
         task_key: Callable[[str], str],
         index_key: Callable[[str], str],
         call: Call,
+        script: Script,
     ) -> None:
         self._client = client
         self._task_key = task_key
         self._due = index_key("tasks:due")
         self._listed = index_key("tasks:live")
         self._call = call
+        self._script = script
         self._single = isinstance(client, Redis)
         self._put: AsyncScript = client.register_script(lua.PUT_TASK)
+        self._get: AsyncScript = client.register_script(lua.GET_TASK)
 
     async def put(self, row: TaskRow, ttl: float, due: float | None) -> bool:
         now = time.time()
@@ -70,10 +76,10 @@ class RedisTasks:
         key = self._task_key(row.task_id)
         if self._single:
             keys = [key, self._due, self._listed]
-            return bool(await self._call(what, lambda: self._put(keys=keys, args=args)))
+            return bool(await self._script(self._put, keys, args, "writing task {!r}", row.task_id))
         if due is not None:
             await self._call(what, lambda: self._client.zadd(self._due, {row.task_id: due}))
-        if not await self._call(what, lambda: self._put(keys=[key], args=args)):
+        if not await self._script(self._put, [key], args, "writing task {!r}", row.task_id):
             return False
         if due is None:
             await self._call(what, lambda: self._client.zrem(self._due, row.task_id))
@@ -81,9 +87,8 @@ class RedisTasks:
         return True
 
     async def get(self, task_id: str) -> TaskRow | None:
-        key = self._task_key(task_id)
-        found = await self._call(
-            f"reading task {task_id!r}", lambda: self._client.hmget(key, list(_FIELDS))
+        found = await self._script(
+            self._get, [self._task_key(task_id)], [], "reading task {!r}", task_id
         )
         return _row(task_id, found)
 

@@ -168,11 +168,13 @@ class RedisStore:
         self._index = self._client.register_script(lua.INDEX)
         self._append_many = self._client.register_script(lua.APPEND_MANY)
         self._prune = self._client.register_script(lua.PRUNE)
+        self._publish = self._client.register_script(lua.PUBLISH)
         self._tasks = RedisTasks(
             self._client,
             task_key=lambda task_id: self._key(task_id, "task"),
             index_key=self._index_key,
             call=self._call,
+            script=self._script,
         )
 
     def __repr__(self) -> str:
@@ -651,6 +653,11 @@ class RedisStore:
 
     async def publish(self, topic: str, message: bytes) -> None:
         channel = f"{self.prefix}:bus:{topic}"
+        if self._mux is not None:  # a script, so it shares the connection of the others
+            await self._script(
+                self._publish, [], [channel, bytes(message)], "publish on {!r}", topic
+            )
+            return
         await self._call(
             f"publish on {topic!r}", lambda: self._client.publish(channel, bytes(message))
         )
