@@ -283,16 +283,20 @@ class Tasks:
         group.start_soon(self._run, lease)
 
     async def _run(self, lease: Lease) -> None:
+        ended = False
         try:
             async with self._limiter:
                 if not lease.lost:
                     await run_body(lease, self.context)
+            ended = True
         except Exception:
+            ended = True
             log.exception(
-                "task %s: its run failed; it runs again once its hold lapses", lease.task_id
+                "task %s: its run failed; it runs again when its hold lapses", lease.task_id
             )
         finally:
-            if self.held.get(lease.task_id) is lease:
+            # A run cut short by the server stopping keeps its hold listed: it is given back.
+            if (ended or lease.lost) and self.held.get(lease.task_id) is lease:
                 del self.held[lease.task_id]
 
     async def _renew_held(self) -> None:

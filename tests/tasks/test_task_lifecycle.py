@@ -301,6 +301,25 @@ async def test_an_answer_on_another_replica_runs_the_body_there() -> None:
     assert a.effects == ["built 2"] and b.effects == []  # b ran the body, from a's checkpoint
 
 
+async def test_a_replica_that_stops_gives_its_tasks_back_to_the_others() -> None:
+    store = MemoryStore()
+    a, b = Jobs(store), Jobs(store, task_lease=1.0)  # a holds for 10 s: due at once if given back
+    async with Client(a.mcp, tasks=True) as client:
+        task_id = (await client.send("tools/call", {"name": "endless"}))["taskId"]
+        with anyio.fail_after(5):
+            await a.started.wait()
+    assert a.cancelled.is_set()  # a stopped: its body was cancelled...
+    row = await store.get_task(task_id)
+    assert row is not None and row.status == "working"
+    assert await store.due_tasks(0.0) == [task_id]  # ...and the task is due at once
+    async with Client(b.mcp, tasks=True) as other:
+        with anyio.fail_after(10):
+            await b.started.wait()  # b took it over
+        task = await other.send("tasks/get", {"taskId": task_id})
+    assert task["status"] == "working"
+    assert a.effects == ["endless began"] and b.effects == []  # its once step was kept
+
+
 async def test_cancel_keeps_a_finished_task_as_it_ended() -> None:
     jobs = Jobs(MemoryStore())
     async with Client(jobs.mcp, tasks=True) as client:
