@@ -35,7 +35,7 @@ pytest: $(STAMP)
 test: lint typecheck imports pytest
 
 conformance: $(STAMP)
-	$(BIN)/python tests/run_conformance.py 2026-07-28 2025-11-25
+	$(BIN)/python tests/run_conformance.py 2026-07-28 2025-11-25 tasks
 
 # Real MCP clients (pinned; fetched once from npm and PyPI into ~/.cache/engine-interop). They
 # also run in `make test`; this runs only them.

@@ -47,7 +47,17 @@ META: dict[str, Any] = {
         "roots": {"listChanged": False},
     },
 }
+META_TASKS: dict[str, Any] = {
+    **META,
+    "io.modelcontextprotocol/clientCapabilities": {
+        **META["io.modelcontextprotocol/clientCapabilities"],
+        "extensions": {"io.modelcontextprotocol/tasks": {}},
+    },
+}
+"""The same, declaring the Tasks extension: what the task workload's requests carry."""
 MAX_ROUNDS = 10
+MAX_POLLS = 200
+"""``tasks/get`` a task call may take before it counts as failed."""
 
 
 # --- workloads -----------------------------------------------------------------------------------
@@ -64,6 +74,9 @@ class Workload:
     expected_text: str
     expected_rounds: int
     sample_text: str = "Hyperion"
+    task: bool = False
+    """The call becomes a task: created, polled (``tasks/get``) until it asks, answered
+    (``tasks/update``), polled until it ends. Its rounds are those requests."""
 
     def answer(self, request: Any) -> Any:
         """The canned answer to one embedded request (``{"method": ..., "params": ...}``)."""
@@ -138,6 +151,15 @@ WORKLOADS: dict[str, Workload] = {
             {"item": "x"},
             "left:x right:x",
             1,
+        ),
+        Workload(
+            "task",
+            "task order_book(Neuromancer): create, polls, 1 answer, result",
+            "order_as_task",
+            {"title": "Neuromancer"},
+            "Backordered 'Neuromancer'; it ships in 2-3 weeks.",
+            4,
+            task=True,
         ),
     ]
 }
@@ -269,7 +291,7 @@ class Caller:
         self.next_id = 0
         # Round 1 is the same for every call but its id: pre-serialise everything else.
         self.params_head = _dumps({"name": workload.tool, "arguments": workload.arguments})[:-1]
-        self.meta = _dumps(META)
+        self.meta = _dumps(META_TASKS if workload.task else META)
 
     def _body(self, request_id: int, responses: Any, state: str | None) -> bytes:
         params = self.params_head + b',"_meta":' + self.meta
@@ -283,8 +305,62 @@ class Caller:
             + b"}}"
         )
 
+    async def _rpc(self, method: str, name: str, params: dict[str, Any]) -> Any:
+        """One request (a round); its result, or a failed outcome's error text."""
+        self.next_id += 1
+        request_id = self.next_id
+        body = (
+            b'{"jsonrpc":"2.0","id":%d,"method":"' % request_id
+            + method.encode()
+            + b'","params":'
+            + _dumps(params)[:-1]
+            + b',"_meta":'
+            + self.meta
+            + b"}}"
+        )
+        status, content_type, data = await self.conn.post(method, name, body)
+        self.on_round()
+        if status != 200:
+            raise HTTPError(f"{method}: HTTP {status}: {data[:200]!r}")
+        message = _message_from(content_type, data, request_id)
+        if "error" in message:
+            raise HTTPError(f"{method}: JSON-RPC error {message['error']}")
+        return message.get("result") or {}
+
+    async def call_task(self) -> CallOutcome:
+        """Create the task, poll until it asks, answer, poll until it ends."""
+        workload = self.workload
+        arguments = {"name": workload.tool, "arguments": workload.arguments}
+        created = await self._rpc("tools/call", workload.tool, arguments)
+        if created.get("resultType") != "task":
+            return CallOutcome(False, 1, [], f"no task: {str(created)[:200]}")
+        task_id = created["taskId"]
+        rounds, answered = 1, False
+        for _ in range(MAX_POLLS):
+            task = await self._rpc("tasks/get", task_id, {"taskId": task_id})
+            rounds += 1
+            status = task.get("status")
+            if status == "input_required" and not answered:
+                requests = task.get("inputRequests") or {}
+                responses = {key: workload.answer(req) for key, req in requests.items()}
+                update = {"taskId": task_id, "inputResponses": responses}
+                await self._rpc("tasks/update", task_id, update)
+                rounds += 1
+                answered = True
+            elif status == "completed":
+                content = (task.get("result") or {}).get("content") or []
+                text = content[0].get("text") if content else None
+                if text != workload.expected_text:
+                    return CallOutcome(False, rounds, [], f"unexpected result {text!r}")
+                return CallOutcome(True, rounds, [])
+            elif status in ("failed", "cancelled"):
+                return CallOutcome(False, rounds, [], f"task {status}: {str(task)[:200]}")
+        return CallOutcome(False, rounds, [], f"task not done after {MAX_POLLS} polls")
+
     async def call(self) -> CallOutcome:
         workload = self.workload
+        if workload.task:
+            return await self.call_task()
         responses: Any = None
         state: str | None = None
         tokens: list[int] = []

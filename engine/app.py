@@ -37,6 +37,7 @@ from engine.registry import Registry
 from engine.runtime import Runtime
 from engine.settings import SERVER_OPTIONS, ServerOptions, Settings
 from engine.state.seal import KeyRing
+from engine.tasks.service import Tasks
 from engine.transports._routes import Routes
 from engine.types import Icon
 from stores.base import Store
@@ -108,6 +109,16 @@ class MCPServer:
       default) loses its largest parts, marked as truncated
       (``ENGINE_JOURNAL_MAX_EVENT_BYTES``).
 
+    Tasks, tool calls whose body runs in the background (``@mcp.tool(task=...)``; they need a
+    store; see docs/tasks.md):
+
+    - ``task_ttl``: seconds a task is kept from its creation (3600; ``ENGINE_TASK_TTL``).
+    - ``task_poll_interval``: seconds between polls clients are asked to keep (0.5).
+    - ``task_lease``: seconds a running body's hold on its task lives unless renewed (10;
+      ``ENGINE_TASK_LEASE``): how long the task of a replica that died waits before another
+      takes it over.
+    - ``max_running_tasks``: task bodies one replica runs at once (100); the others wait.
+
     Clients of 2025-11-25 (see docs/legacy.md):
 
     - ``session_ttl``: seconds an idle session lives.
@@ -161,9 +172,15 @@ class MCPServer:
         self.registry = Registry(self.settings.registry)
         self.custom_routes = Routes()
         self.runtime = Runtime(
-            self.settings, principal=principal, hooks=self, overrides=self.dependency_overrides
+            self.settings,
+            principal=principal,
+            hooks=self,
+            overrides=self.dependency_overrides,
+            tools=self.registry.tools,
         )
-        self.operations = Operations(self.registry, self.runtime.runner, self.runtime.metrics)
+        self.operations = Operations(
+            self.registry, self.runtime.runner, self.runtime.metrics, self.runtime.tasks
+        )
         # Read on every request: attributes rather than properties.
         self.metrics: Metrics = self.runtime.metrics
         self.replica_id: str = self.settings.replica_id
@@ -229,6 +246,11 @@ class MCPServer:
     @property
     def bus(self) -> Bus:
         return self.runtime.bus
+
+    @property
+    def tasks(self) -> Tasks | None:
+        """The server's tasks (docs/tasks.md); ``None`` without a store."""
+        return self.runtime.tasks
 
     @property
     def backchannel(self) -> BackChannel:

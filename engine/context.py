@@ -339,6 +339,24 @@ class Context(Generic[LifespanT]):
             raise Suspend
         return outcome
 
+    async def ask_all(self, *questions: Question) -> list[Any]:
+        """Ask several questions together; their outcomes, in order.
+
+        Every one not answered yet goes to the client at once (one ``input_required`` with all
+        of them, on 2026-07-28 and in a task), so they are answered together rather than a
+        round each. Each takes its place in the body's questions, as :meth:`ask` would.
+        """
+        call = self._require_call("ask_all")
+        outcomes: list[Any] = []
+        for question in questions:
+            call.steps += 1
+            wire_key = f"{call.prefix}{question.kind}#{call.steps}"
+            rendered = Rendered.of(question, from_body=True)
+            outcomes.append(await call.asker.ask(wire_key, rendered, f"{call.target!r}"))
+        if any(outcome is PENDING for outcome in outcomes):
+            raise Suspend
+        return outcomes
+
     async def elicit(self, message: str, schema: type[ModelT]) -> Any:
         """Ask the user to fill a form; returns an ``ElicitationResult[schema]``."""
         return await self.ask(Elicit(message, schema))
@@ -404,6 +422,9 @@ class Context(Generic[LifespanT]):
             value = await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
         dumped = adapter.dump_python(value, mode="json") if adapter is not None else value
         call.next_state.checkpoints[key] = dumped
+        kept = call.asker.on_checkpoint
+        if kept is not None:
+            await kept(key)
         return value  # type: ignore[no-any-return]
 
 

@@ -24,6 +24,7 @@ from engine.handlers.tool import Tool
 from engine.protocol.errors import store_error
 from engine.questions.answers import AnswerSource
 from engine.registry import Registry
+from engine.tasks.service import Tasks, task_start
 from stores.base import StoreUnavailable
 
 
@@ -45,10 +46,18 @@ def converter(handler: Handler, target: str) -> Convert:
 class Operations:
     """The round operations of one registry, run by one runner."""
 
-    def __init__(self, registry: Registry, runner: RoundRunner, metrics: Metrics) -> None:
+    def __init__(
+        self,
+        registry: Registry,
+        runner: RoundRunner,
+        metrics: Metrics,
+        tasks: Tasks | None = None,
+    ) -> None:
         self.registry = registry
         self.runner = runner
         self.metrics = metrics
+        self.tasks = tasks
+        """Where a tool call whose tool runs as a task becomes one (``None``: no store)."""
 
     def call_tool(
         self, request: CallRequest, in_place: AnswerSource | None = None
@@ -58,7 +67,8 @@ class Operations:
         tool = self.registry.tools.get(request.target)
         if tool is None:
             return _replied(RoundReply(ReplyKind.ERROR, error=f"Unknown tool: {request.target}"))
-        return self.runner.run(tool, request, in_place=in_place, convert=tool.result)
+        task = None if tool.task is None else task_start(self.tasks, tool, request, in_place)
+        return self.runner.run(tool, request, in_place=in_place, convert=tool.result, task=task)
 
     async def get_prompt(
         self, request: CallRequest, in_place: AnswerSource | None = None

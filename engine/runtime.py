@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import anyio
@@ -22,9 +22,12 @@ from engine.fleet.backchannel import BackChannel
 from engine.fleet.bus import Bus
 from engine.fleet.notifications import Notifications
 from engine.fleet.sessions import SessionRegistry
+from engine.handlers.tool import Tool
 from engine.settings import Settings
 from engine.state.seal import KeyRing
 from engine.store_services.services import StoreServices
+from engine.store_services.task_records import TaskRecords
+from engine.tasks.service import Tasks
 from stores.base import Store, StoreUnavailable
 
 log = logging.getLogger("engine.seal")
@@ -40,7 +43,9 @@ class Runtime:
         principal: Principal | None,
         hooks: ServerHooks,
         overrides: DependencyOverrides,
+        tools: Mapping[str, Tool],
     ) -> None:
+        """``tools`` are the server's, by name: a task's body runs its tool's code."""
         self.settings = settings
         self.keys = settings.keys if settings.keys is not None else _ephemeral_ring()
         self.metrics = Metrics()
@@ -88,6 +93,17 @@ class Runtime:
             hooks=hooks,
             overrides=overrides,
         )
+        self.tasks: Tasks | None = None
+        """Tasks need a store: without one, no call becomes a task."""
+        if self.store is not None and self.store_services is not None:
+            self.tasks = Tasks(
+                tools=tools,
+                runner=self.runner,
+                records=TaskRecords(self.store, keys=self.keys),
+                journal=self.store_services.journal,
+                bus=self.bus,
+                settings=settings.tasks,
+            )
 
     async def _forward_response(
         self, instance: str, message: dict[str, Any], session_id: str | None
@@ -101,7 +117,8 @@ class Runtime:
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
-        """The store, the relay of the notification bus, and the store services' tasks."""
+        """The store, the relay of the notification bus, the store services' work and the
+        tasks' bodies."""
         store = self.store
         if store is None:
             yield
@@ -118,6 +135,8 @@ class Runtime:
             if self.store_services is not None:
                 await tg.start(self.store_services.run)
                 stack.push_async_callback(self.store_services.flush)
+            if self.tasks is not None:
+                await tg.start(self.tasks.run)
             yield
 
     async def health(self) -> tuple[bool, dict[str, Any]]:

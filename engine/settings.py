@@ -59,6 +59,10 @@ class ServerOptions(TypedDict, total=False):
     body_timeout: float
     min_body_rate: float
     max_connections: int | None
+    task_ttl: float
+    task_poll_interval: float
+    task_lease: float
+    max_running_tasks: int
 
 
 SERVER_OPTIONS = ServerOptions.__optional_keys__
@@ -106,6 +110,21 @@ class JournalSettings:
     max_event_bytes: int
     """A round's payload (arguments, questions, answers, checkpoints, response) larger than
     this is journaled without its largest parts, marked as truncated."""
+
+
+@dataclass(frozen=True, slots=True)
+class TaskSettings:
+    """How long a task is kept, how often clients are told to poll it, and how its body runs."""
+
+    ttl: float
+    """Seconds a task is kept from its creation, whatever its status."""
+    poll_interval: float
+    """Seconds between polls clients are asked to keep (``pollIntervalMs``)."""
+    lease: float
+    """Seconds a running body's hold on its task lives unless renewed: how long the task of a
+    replica that died waits before another replica takes it over."""
+    max_running: int
+    """Bodies of tasks this replica runs at once; the others wait, their leases renewed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +222,7 @@ class Settings:
     tokens: TokenSettings
     store: StoreSettings
     journal: JournalSettings
+    tasks: TaskSettings
     legacy: LegacySettings
     serve: ServeSettings
     info: InfoSettings
@@ -273,6 +293,7 @@ class Settings:
                 sample=check_journal_sample(journal_sample),
                 max_event_bytes=check_max_event_bytes(journal_max_event_bytes),
             ),
+            tasks=_task_settings(options, env),
             legacy=LegacySettings(
                 session_ttl=options.get("session_ttl", 3600),
                 answer_timeout=options.get("legacy_answer_timeout", 300),
@@ -310,6 +331,45 @@ class Settings:
                 resources=_duplicates(options.get("warn_on_duplicate_resources")),
             ),
         )
+
+
+def _task_settings(options: ServerOptions, env: Environ) -> TaskSettings:
+    """The task settings, each checked: a mistake is one error at start. ``task_ttl`` and
+    ``task_lease`` also read ``ENGINE_TASK_TTL`` and ``ENGINE_TASK_LEASE``."""
+    ttl = options.get("task_ttl")
+    lease = options.get("task_lease")
+    values = {
+        "task_ttl": (
+            ttl
+            if ttl is not None
+            else env_number(env, "ENGINE_TASK_TTL", default=3600.0, hint="of seconds")
+        ),
+        "task_poll_interval": options.get("task_poll_interval", 0.5),
+        "task_lease": (
+            lease
+            if lease is not None
+            else env_number(
+                env, "ENGINE_TASK_LEASE", default=DEFAULT_CLAIM_LEASE, hint="of seconds"
+            )
+        ),
+    }
+    for option, value in values.items():
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+            or value < 0.001
+        ):
+            raise ValueError(f"{option} must be a positive number of seconds, got {value!r}")
+    running = options.get("max_running_tasks", 100)
+    if isinstance(running, bool) or not isinstance(running, int) or running < 1:
+        raise ValueError(f"max_running_tasks must be a whole number, at least 1, got {running!r}")
+    return TaskSettings(
+        ttl=float(values["task_ttl"]),
+        poll_interval=float(values["task_poll_interval"]),
+        lease=float(values["task_lease"]),
+        max_running=running,
+    )
 
 
 def _connection_limits(options: ServerOptions, env: Environ) -> ConnectionLimits:

@@ -26,6 +26,7 @@ from engine.protocol.dispatch import dispatch
 from engine.protocol.jsonrpc import dumps, loads
 from engine.protocol.modern import META_CAPABILITIES, META_VERSION, MODERN, Exchange
 from engine.state.seal import KeyRing
+from engine.tasks.policy import EXTENSION
 
 Callback = Callable[[dict[str, Any]], Any] | Callable[[dict[str, Any]], Awaitable[Any]]
 
@@ -47,11 +48,20 @@ class ProtocolError(RuntimeError):
 
 @dataclass
 class CallResult:
-    """The final result of a multi-round call, with every round's raw result."""
+    """The final result of a multi-round call, with every round's raw result.
+
+    A call that became a task has its last ``tasks/get`` result in ``task``, and each poll and
+    update among its ``rounds``.
+    """
 
     raw: dict[str, Any]
     rounds: list[dict[str, Any]] = field(default_factory=list)
     servers: list[str] = field(default_factory=list)
+    task: dict[str, Any] | None = None
+
+    @property
+    def task_id(self) -> str | None:
+        return None if self.task is None else self.task.get("taskId")
 
     @property
     def is_error(self) -> bool:
@@ -80,7 +90,9 @@ class Client:
 
     ``elicitation``, ``sampling`` and ``roots`` are callbacks that receive the question's params
     and return the answer (a dict or a wire model). A capability is declared when its callback is
-    given, unless ``capabilities`` says otherwise.
+    given, unless ``capabilities`` says otherwise. ``tasks=True`` declares the Tasks extension:
+    a call that becomes a task is then followed to its end (polled as the server asks, its
+    questions answered with ``tasks/update``), for ``task_timeout`` seconds at most.
     """
 
     def __init__(
@@ -92,6 +104,8 @@ class Client:
         capabilities: dict[str, Any] | None = None,
         headers: dict[str, str] | None = None,
         max_rounds: int = 10,
+        tasks: bool = False,
+        task_timeout: float = 60.0,
     ) -> None:
         if not servers:
             raise ValueError("Client needs at least one server")
@@ -108,7 +122,10 @@ class Client:
                 capabilities["sampling"] = {"tools": {}}
             if roots is not None:
                 capabilities["roots"] = {}
+            if tasks:
+                capabilities["extensions"] = {EXTENSION: {}}
         self.capabilities = capabilities
+        self.task_timeout = task_timeout
         self.headers = headers
         self.max_rounds = max_rounds
         self.notifications: list[dict[str, Any]] = []
@@ -199,12 +216,51 @@ class Client:
             result = await self.send(method, round_params)
             rounds.append(result)
             servers.append(str(self.last_server))
+            if result.get("resultType") == "task":
+                return await self.follow(result["taskId"], rounds, servers)
             if result.get("resultType") != "input_required":
                 return CallResult(result, rounds, servers)
             requests = result.get("inputRequests") or {}
             responses = {key: await self.answer(req) for key, req in requests.items()}
             state = result.get("requestState")
         raise RoundLimitExceeded(f"no final result after {self.max_rounds} rounds")
+
+    async def follow(
+        self,
+        task_id: str,
+        rounds: list[dict[str, Any]] | None = None,
+        servers: list[str] | None = None,
+    ) -> CallResult:
+        """Poll a task to its end, answering its questions; a failed task raises
+        :class:`ProtocolError` with its error, as the call would have without a task."""
+        rounds = [] if rounds is None else rounds
+        servers = [] if servers is None else servers
+        answered: set[str] = set()
+        with anyio.fail_after(self.task_timeout):
+            while True:
+                task = await self.send("tasks/get", {"taskId": task_id})
+                rounds.append(task)
+                servers.append(str(self.last_server))
+                status = task.get("status")
+                if status == "completed":
+                    return CallResult(task.get("result") or {}, rounds, servers, task)
+                if status == "failed":
+                    raise ProtocolError(task.get("error") or {}, 200)
+                if status == "cancelled":
+                    return CallResult({}, rounds, servers, task)
+                requests = {
+                    key: request
+                    for key, request in (task.get("inputRequests") or {}).items()
+                    if key not in answered
+                }
+                if requests:
+                    responses = {key: await self.answer(req) for key, req in requests.items()}
+                    answered.update(responses)
+                    await self.send(
+                        "tasks/update", {"taskId": task_id, "inputResponses": responses}
+                    )
+                    continue
+                await anyio.sleep(task.get("pollIntervalMs", 100) / 1000)
 
     async def call_tool(self, name: str, arguments: dict[str, Any] | None = None) -> CallResult:
         params: dict[str, Any] = {"name": name}

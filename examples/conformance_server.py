@@ -14,6 +14,7 @@ from engine import (
     Context,
     Elicit,
     ListRoots,
+    MCPError,
     MCPServer,
     Resolve,
     Sample,
@@ -405,6 +406,65 @@ async def test_reconnection(ctx: Context) -> str:
     await ctx.close_sse_stream()
     await anyio.sleep(0.2)
     return "Reconnection test completed successfully"
+
+
+# --- tasks (the Tasks extension, docs/tasks.md) -------------------------------------------------
+
+
+@mcp.tool()
+def greet(name: str) -> str:
+    """Greets at once: never a task."""
+    return f"Hello, {name}!"
+
+
+@mcp.tool(task=lambda seconds: seconds > 0)
+async def slow_compute(seconds: float, label: str = "") -> str:
+    """Works for ``seconds`` seconds, as a task (at once, without one, for 0)."""
+    await anyio.sleep(seconds)
+    return f"Computed {label or 'a result'} in {seconds:g} s"
+
+
+@mcp.tool(task="required")
+async def failing_job() -> str:
+    """Fails after a second, as a tool error: the task completes with ``isError``."""
+    await anyio.sleep(1)
+    raise ToolError("This job always fails")
+
+
+@mcp.tool(task=True)
+def protocol_error_job() -> str:
+    """Fails with a JSON-RPC error: the task fails."""
+    raise MCPError(-32603, "This job hit an internal error")
+
+
+class Confirmation(BaseModel):
+    confirm: bool
+
+
+@mcp.tool(task=True)
+async def confirm_delete(filename: str, ctx: Context) -> str:
+    """Asks, inside the task, before it deletes."""
+    answer = await ctx.elicit(f"Delete {filename}?", Confirmation)
+    if isinstance(answer, AcceptedElicitation) and answer.data.confirm:
+        return f"Deleted {filename}"
+    return f"Kept {filename}"
+
+
+@mcp.tool(task=True)
+async def multi_input(ctx: Context) -> str:
+    """Asks two questions at once, inside the task."""
+    first, second = await ctx.ask_all(
+        Elicit("A name for the first item?", UserName),
+        Elicit("A name for the second item?", UserName),
+    )
+    names = [a.data.name for a in (first, second) if isinstance(a, AcceptedElicitation)]
+    return f"Named {' and '.join(names) or 'nothing'}"
+
+
+@mcp.tool(task="required")
+def test_tool_with_task(who: Annotated[UserName, Resolve(user_name)]) -> str:
+    """Asks for a name over rounds, then runs as a task."""
+    return f"Hello, {who.name}, from a task!"
 
 
 # --- prompts ------------------------------------------------------------------------------------

@@ -21,6 +21,9 @@ Tools:
   Round 3 runs the body, which records a ``body`` effect and returns a receipt.
 - ``slow(tag, seconds)``: two rounds; the second sleeps in the body (a round in flight during a
   drain).
+- ``job(tag, seconds)``: a task. Its body places a hold (``ctx.once``: a ``task-once`` effect),
+  asks the user to go on, works for ``seconds``, and records a ``task-done`` effect (once,
+  too). A body cancelled while it works records ``task-cancelled``.
 - ``side_effects(prefix)``: what every replica recorded, per tag.
 """
 
@@ -38,7 +41,7 @@ from typing import Annotated, Any
 import anyio
 from pydantic import BaseModel, Field
 
-from engine import Elicit, ListRoots, MCPServer, Resolve, Sample
+from engine import AcceptedElicitation, Context, Elicit, ListRoots, MCPServer, Resolve, Sample
 from engine.types import CreateMessageResult, ListRootsResult, SamplingMessage, TextContent
 
 TAG_PATTERN = r"^[A-Za-z0-9_.:-]{1,80}$"
@@ -95,6 +98,10 @@ class Effects(BaseModel):
     body: dict[str, int]
     slow_started: dict[str, int]
     slow: dict[str, int]
+    task_once: dict[str, int]
+    task_done: dict[str, int]
+    task_cancelled: dict[str, str]
+    """task tag → the replica whose body was cancelled."""
     running_on: dict[str, str]
     """slow tag → the replica whose body started it."""
     holds: dict[str, str]
@@ -190,6 +197,21 @@ def build(**options: Any) -> MCPServer:
         record_effect(replica, "slow", tag)
         return f"{tag} done on {replica} after {seconds}s"
 
+    @mcp.tool(task=True)
+    async def job(tag: Tag, seconds: Annotated[float, Field(ge=0, le=60)], ctx: Context) -> str:
+        """A task: a hold (once), a question, ``seconds`` of work, a done record (once)."""
+        hold = await ctx.once(place_task_hold, tag)
+        answer = await ctx.elicit(f"Go on with the job {tag} (hold {hold})?", Go)
+        if not (isinstance(answer, AcceptedElicitation) and answer.data.go):
+            return f"{tag} stopped"
+        try:
+            await anyio.sleep(seconds)
+        except anyio.get_cancelled_exc_class():
+            record_effect(replica_id(), "task-cancelled", tag)
+            raise
+        done_by = await ctx.once(finish_task, tag)
+        return f"{tag} done (hold {hold}, finished on {done_by})"
+
     @mcp.tool()
     def side_effects(prefix: str = "") -> Effects:
         """Every side effect the fleet recorded (all replicas' logs), per tag."""
@@ -198,12 +220,27 @@ def build(**options: Any) -> MCPServer:
     return mcp
 
 
+def place_task_hold(tag: str) -> str:
+    """A task's first side effect (in ``ctx.once``): its hold."""
+    hold = uuid.uuid4().hex[:16]
+    record_effect(replica_id(), "task-once", tag, hold)
+    return hold
+
+
+def finish_task(tag: str) -> str:
+    """A task's last side effect (in ``ctx.once``): where it finished."""
+    replica = replica_id()
+    record_effect(replica, "task-done", tag)
+    return replica
+
+
 def read_effects(directory: Path, prefix: str = "") -> Effects:
     """Count the effect lines of every replica's log under ``directory``."""
-    kinds = ("once", "body", "slow-start", "slow")
+    kinds = ("once", "body", "slow-start", "slow", "task-once", "task-done")
     counts: dict[str, Counter[str]] = {kind: Counter() for kind in kinds}
     holds: dict[str, str] = {}
     running_on: dict[str, str] = {}
+    cancelled: dict[str, str] = {}
     replicas: Counter[str] = Counter()
     paths = sorted(directory.glob("*.log")) if directory.is_dir() else []
     for path in paths:
@@ -219,11 +256,16 @@ def read_effects(directory: Path, prefix: str = "") -> Effects:
                 holds[match["detail"]] = match["tag"]
             if kind == "slow-start":
                 running_on[match["tag"]] = match["replica"]
+            if kind == "task-cancelled":
+                cancelled[match["tag"]] = match["replica"]
     return Effects(
         once=dict(counts["once"]),
         body=dict(counts["body"]),
         slow_started=dict(counts["slow-start"]),
         slow=dict(counts["slow"]),
+        task_once=dict(counts["task-once"]),
+        task_done=dict(counts["task-done"]),
+        task_cancelled=cancelled,
         running_on=running_on,
         holds=holds,
         replicas=dict(replicas),

@@ -20,6 +20,7 @@ from .base import (
     ClaimResult,
     Store,
     StoreUnavailable,
+    TaskRow,
 )
 
 if TYPE_CHECKING:
@@ -37,6 +38,7 @@ __all__ = [
     "SQLiteStore",
     "Store",
     "StoreUnavailable",
+    "TaskRow",
     "open_store",
 ]
 

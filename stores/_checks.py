@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import math
+from typing import Any
+
+from .base import TaskRow
 
 
 def check_call_id(call_id: str) -> None:
@@ -66,3 +69,19 @@ def check_round_op(
     if owner is None or (type(owner) is bytes and owner):
         return owner
     return check_owner(owner)
+
+
+def check_task_id(task_id: str) -> None:
+    """Task ids name a task's keys, as call ids do: a non-empty string."""
+    if not isinstance(task_id, str) or not task_id:
+        raise ValueError(f"task_id must be a non-empty string, got {task_id!r}")
+
+
+def check_task_write(row: Any, ttl: float) -> None:
+    """What `Store.put_task` is given: a `TaskRow` of a positive version, and a TTL."""
+    if not isinstance(row, TaskRow):
+        raise TypeError(f"put_task takes a TaskRow, got {type(row).__name__}")
+    check_task_id(row.task_id)
+    if not isinstance(row.version, int) or isinstance(row.version, bool) or row.version < 1:
+        raise ValueError(f"a task's version is a positive integer, got {row.version!r}")
+    check_ttl(ttl)

@@ -356,3 +356,46 @@ read, by the expiry older versions kept for it (without either, the entry is lef
 listing, which skips it with a warning); and those left without a summary. Target zsets are
 named inside the script, as in `INDEX`.
 """
+
+PUT_TASK = """
+local stored = redis.call('HGET', KEYS[1], 'version')
+local version = tonumber(ARGV[2])
+if stored then
+  if tonumber(stored) ~= version - 1 then
+    return 0
+  end
+elseif version ~= 1 then
+  return 0
+end
+redis.call('HSET', KEYS[1], 'version', ARGV[2], 'status', ARGV[3], 'target', ARGV[4],
+  'created', ARGV[5], 'updated', ARGV[6], 'record', ARGV[7])
+redis.call('PEXPIRE', KEYS[1], ARGV[8])
+if KEYS[2] then
+  if ARGV[9] == '' then
+    redis.call('ZREM', KEYS[2], ARGV[1])
+  else
+    redis.call('ZADD', KEYS[2], ARGV[9], ARGV[1])
+  end
+  redis.call('ZADD', KEYS[3], ARGV[10], ARGV[1])
+  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', ARGV[11])
+end
+return 1
+"""
+"""KEYS: the task's hash[, the due index, the listing index (a single Redis only: on a
+cluster they live on another node and are written apart)]. ARGV: task id, version, status,
+target, created, updated, record, ttl ms, due (epoch seconds, '' for none), expiry and now
+(epoch seconds: the listing is scored by expiry, and expired tasks leave it). Returns 1 when
+written, 0 when the stored version is not the one before ``version``.
+"""
+
+GET_TASK = """
+return redis.call('HMGET', KEYS[1], 'version', 'status', 'target', 'created', 'updated', 'record')
+"""
+"""KEYS: the task's hash. Returns its fields (all nil for none): a script so that a serving
+store reads tasks over its shared connection, as it writes them."""
+
+PUBLISH = """
+return redis.call('PUBLISH', ARGV[1], ARGV[2])
+"""
+"""ARGV: channel, message. A script so that a serving store publishes over its shared
+connection instead of a pooled one."""

@@ -26,8 +26,19 @@ WAL_SIZE_LIMIT = 64 * 1024 * 1024
 """Bytes the write-ahead log file is cut back to when it starts over (it is reused, not
 shrunk, otherwise)."""
 
-SCHEMA_VERSION = 2
-"""1: the first schema. 2: ``rounds.owner``, the token of the claim that created the record."""
+SCHEMA_VERSION = 3
+"""1: the first schema. 2: ``rounds.owner``, the token of the claim that created the record.
+3: ``tasks``, the records of calls that run in the background."""
+
+_TASKS = (
+    """CREATE TABLE IF NOT EXISTS tasks (
+        task_id TEXT PRIMARY KEY, version INTEGER NOT NULL, status TEXT NOT NULL,
+        target TEXT NOT NULL, created REAL NOT NULL, updated REAL NOT NULL, record BLOB NOT NULL,
+        expires_at REAL NOT NULL, due REAL
+    )""",
+    "CREATE INDEX IF NOT EXISTS tasks_by_due ON tasks (due) WHERE due IS NOT NULL",
+    "CREATE INDEX IF NOT EXISTS tasks_by_created ON tasks (created)",
+)
 
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS blobs (
@@ -48,11 +59,13 @@ _SCHEMA = (
         call_id TEXT NOT NULL, seq INTEGER NOT NULL, event BLOB NOT NULL,
         PRIMARY KEY (call_id, seq)
     ) WITHOUT ROWID""",
+    *_TASKS,
 )
 """Applied in one transaction on first open (``executescript`` would commit half-way)."""
 
 _MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: ("ALTER TABLE rounds ADD COLUMN owner BLOB",),
+    2: _TASKS,
 }
 """Statements that bring a file of version N to N + 1, applied in place on open."""
 
@@ -389,3 +402,4 @@ def purge(conn: sqlite3.Connection, clock: Clock) -> None:
             (now,),
         )
         conn.execute("DELETE FROM calls WHERE expires_at <= ?", (now,))
+        conn.execute("DELETE FROM tasks WHERE expires_at <= ?", (now,))

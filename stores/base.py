@@ -2,7 +2,8 @@
 
 A store holds opaque bytes and small dicts for a call that any replica may resume: large state
 kept by reference (blobs), the single-use record of each round (claims), a per-call event log
-(journal) and cross-replica notifications (bus). It knows nothing about MCP.
+(journal), the records of calls that run in the background (tasks) and cross-replica
+notifications (bus). It knows nothing about MCP.
 """
 
 from __future__ import annotations
@@ -50,6 +51,25 @@ class CallSummary:
     events: int
     last_kind: str | None = None
     """The ``"kind"`` of the most recent event that had one, e.g. to show how a call ended."""
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRow:
+    """One task as a store keeps it: what a listing shows in the clear, and its record.
+
+    ``version`` counts the writes of the task (1 for the first): `Store.put_task` writes a row
+    only over the version before it, so two writers never both win. ``record`` is opaque to the
+    store (the engine seals it).
+    """
+
+    task_id: str
+    version: int
+    status: str
+    target: str
+    created: float
+    """Epoch seconds."""
+    updated: float
+    record: bytes
 
 
 class StoreUnavailable(Exception):
@@ -186,6 +206,27 @@ class Store(Protocol):
         self, *, limit: int = 50, since: float | None = None, target: str | None = None
     ) -> list[CallSummary]:
         """Journaled calls, most recently active first, optionally active since `since`."""
+        ...
+
+    # --- tasks: records of calls that run in the background, written compare-and-set ---
+    async def put_task(self, row: TaskRow, *, ttl: float, due: float | None) -> bool:
+        """Write `row` if the stored task is at version ``row.version - 1`` (no task, or an
+        expired one, for version 1). The task is then kept `ttl` s, and is due at `due` (epoch
+        seconds, as `due_tasks` compares them; ``None``: not due). False, writing nothing, when
+        another write came first.
+        """
+        ...
+
+    async def get_task(self, task_id: str) -> TaskRow | None:
+        """The task, or None when it is unknown or expired."""
+        ...
+
+    async def due_tasks(self, until: float, *, limit: int = 100) -> list[str]:
+        """Ids of live tasks due at or before `until`, the earliest first."""
+        ...
+
+    async def tasks(self, *, limit: int = 50, status: str | None = None) -> list[TaskRow]:
+        """Live tasks, the most recently created first; only those in `status`, if given."""
         ...
 
     # --- bus: cross-replica notifications ---

@@ -22,12 +22,14 @@ from ._checks import (
     check_owner,
     check_round_key,
     check_round_op,
+    check_task_id,
+    check_task_write,
     check_ttl,
 )
 from ._claims import FRESH, claim_found
 from ._journal import decode_event, encode_batch
 from ._waiters import Waiters, wait_settled
-from .base import CallSummary, ClaimResult
+from .base import CallSummary, ClaimResult, TaskRow
 
 
 class _Expiring(Protocol):
@@ -67,6 +69,13 @@ class _Journal:
     expires: float
 
 
+@dataclass(slots=True)
+class _Task:
+    row: TaskRow
+    due: float | None
+    expires: float
+
+
 class MemoryStore:
     """A `Store` held in dicts; operations never block and never fail for backend reasons."""
 
@@ -82,6 +91,7 @@ class MemoryStore:
         self._blobs: dict[tuple[str, str], _Blob] = {}
         self._rounds: dict[tuple[str, int], _Round] = {}
         self._journals: dict[str, _Journal] = {}
+        self._tasks: dict[str, _Task] = {}
         self._bus = LocalBus(bus_buffer)
         self._waiters = Waiters()
         self._purge_interval = purge_interval
@@ -106,6 +116,7 @@ class MemoryStore:
         _sweep(self._blobs, now)
         _sweep(self._rounds, now)
         _sweep(self._journals, now)
+        _sweep(self._tasks, now)
 
     # --- blobs ---
 
@@ -259,6 +270,52 @@ class MemoryStore:
             and (target is None or j.target == target)
         ]
         rows.sort(key=lambda row: row.last_ts, reverse=True)
+        return rows[:limit]
+
+    # --- tasks ---
+
+    def _live_task(self, task_id: str, now: float) -> _Task | None:
+        task = self._tasks.get(task_id)
+        if task is not None and task.expires <= now:
+            del self._tasks[task_id]
+            return None
+        return task
+
+    async def put_task(self, row: TaskRow, *, ttl: float, due: float | None) -> bool:
+        check_task_write(row, ttl)
+        now = await self._enter()
+        # No await from here on: the compare and the write are atomic within the event loop.
+        current = self._live_task(row.task_id, now)
+        if row.version != (0 if current is None else current.row.version) + 1:
+            return False
+        self._tasks[row.task_id] = _Task(row, due, now + ttl)
+        self._purge(now)
+        return True
+
+    async def get_task(self, task_id: str) -> TaskRow | None:
+        check_task_id(task_id)
+        task = self._live_task(task_id, await self._enter())
+        return None if task is None else task.row
+
+    async def due_tasks(self, until: float, *, limit: int = 100) -> list[str]:
+        check_limit(limit)
+        now = await self._enter()
+        due = [
+            (task.due, task_id)
+            for task_id, task in self._tasks.items()
+            if task.due is not None and task.due <= until and task.expires > now
+        ]
+        return [task_id for _, task_id in sorted(due)[:limit]]
+
+    async def tasks(self, *, limit: int = 50, status: str | None = None) -> list[TaskRow]:
+        check_limit(limit)
+        now = await self._enter()
+        rows = [
+            task.row
+            for task in self._tasks.values()
+            if task.expires > now and (status is None or task.row.status == status)
+        ]
+        rows.sort(key=lambda row: row.created, reverse=True)
         return rows[:limit]
 
     # --- bus ---

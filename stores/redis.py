@@ -39,6 +39,8 @@ from ._checks import (
     check_owner,
     check_round_key,
     check_round_op,
+    check_task_id,
+    check_task_write,
     check_ttl,
 )
 from ._journal import (
@@ -51,6 +53,7 @@ from ._journal import (
 )
 from ._redis_client import UNAVAILABLE, Messages, RedisClient, as_bytes, client_from_url
 from ._redis_mux import MuxStopped, ScriptCall, ScriptMux, can_multiplex, run_scripts
+from ._redis_tasks import RedisTasks
 from ._urls import redacted, split_prefix
 from ._waiters import Waiters, wait_settled
 from .base import (
@@ -59,6 +62,7 @@ from .base import (
     Claim,
     ClaimResult,
     StoreUnavailable,
+    TaskRow,
     unavailable,
 )
 
@@ -164,6 +168,14 @@ class RedisStore:
         self._index = self._client.register_script(lua.INDEX)
         self._append_many = self._client.register_script(lua.APPEND_MANY)
         self._prune = self._client.register_script(lua.PRUNE)
+        self._publish = self._client.register_script(lua.PUBLISH)
+        self._tasks = RedisTasks(
+            self._client,
+            task_key=lambda task_id: self._key(task_id, "task"),
+            index_key=self._index_key,
+            call=self._call,
+            script=self._script,
+        )
 
     def __repr__(self) -> str:
         return f"RedisStore({type(self._client).__name__}, prefix={self.prefix!r})"
@@ -619,10 +631,33 @@ class RedisStore:
             start += size
         return found
 
+    # --- tasks (see `stores._redis_tasks`) ---
+
+    async def put_task(self, row: TaskRow, *, ttl: float, due: float | None) -> bool:
+        check_task_write(row, ttl)
+        return await self._tasks.put(row, ttl, due)
+
+    async def get_task(self, task_id: str) -> TaskRow | None:
+        check_task_id(task_id)
+        return await self._tasks.get(task_id)
+
+    async def due_tasks(self, until: float, *, limit: int = 100) -> list[str]:
+        check_limit(limit)
+        return await self._tasks.due(until, limit)
+
+    async def tasks(self, *, limit: int = 50, status: str | None = None) -> list[TaskRow]:
+        check_limit(limit)
+        return await self._tasks.listing(limit, status)
+
     # --- bus ---
 
     async def publish(self, topic: str, message: bytes) -> None:
         channel = f"{self.prefix}:bus:{topic}"
+        if self._mux is not None:  # a script, so it shares the connection of the others
+            await self._script(
+                self._publish, [], [channel, bytes(message)], "publish on {!r}", topic
+            )
+            return
         await self._call(
             f"publish on {topic!r}", lambda: self._client.publish(channel, bytes(message))
         )

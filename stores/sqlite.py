@@ -1,6 +1,7 @@
 """`SQLiteStore`: the embedded default, one file that survives restarts.
 
-(One class over 400 lines: the whole Store protocol on one file, its SQL in `_sqlite_sql.py`.)
+(One class over 400 lines: the whole Store protocol on one file, its SQL in `_sqlite_sql.py` and
+`_sqlite_tasks.py`.)
 
 Other processes may open the same file while a server writes it (a CLI reading journals, say):
 the database runs in WAL mode, so readers never block the writer.
@@ -39,6 +40,7 @@ import anyio.lowlevel
 import anyio.to_thread
 
 from . import _sqlite_sql as sql
+from . import _sqlite_tasks as task_sql
 from ._bus import DEFAULT_BUFFER, LocalBus
 from ._checks import (
     check_call_id,
@@ -46,6 +48,8 @@ from ._checks import (
     check_owner,
     check_round_key,
     check_round_op,
+    check_task_id,
+    check_task_write,
     check_ttl,
 )
 from ._journal import EncodedEvent, encode_batch
@@ -55,6 +59,7 @@ from .base import (
     CallSummary,
     ClaimResult,
     StoreUnavailable,
+    TaskRow,
     unavailable,
 )
 
@@ -379,6 +384,37 @@ class SQLiteStore:
         check_limit(limit)
         return await self._run(
             "calls", lambda conn, clock: sql.calls(conn, clock, limit, since, target), write=False
+        )
+
+    # --- tasks ---
+
+    async def put_task(self, row: TaskRow, *, ttl: float, due: float | None) -> bool:
+        check_task_write(row, ttl)
+        write = functools.partial(task_sql.put_task, row=row, ttl=ttl, due=due)
+        if len(row.record) > QUICK_JOURNAL_BYTES:
+            written: bool = await self._run("put_task", write, write=True)
+        else:
+            written = await self._run_quick("put_task", write, write=True)
+        return written
+
+    async def get_task(self, task_id: str) -> TaskRow | None:
+        check_task_id(task_id)
+        return await self._run_quick(
+            "get_task", lambda conn, clock: task_sql.get_task(conn, clock, task_id), write=False
+        )
+
+    async def due_tasks(self, until: float, *, limit: int = 100) -> list[str]:
+        check_limit(limit)
+        return await self._run_quick(
+            "due_tasks",
+            lambda conn, clock: task_sql.due_tasks(conn, clock, until, limit),
+            write=False,
+        )
+
+    async def tasks(self, *, limit: int = 50, status: str | None = None) -> list[TaskRow]:
+        check_limit(limit)
+        return await self._run(
+            "tasks", lambda conn, clock: task_sql.tasks(conn, clock, limit, status), write=False
         )
 
     # --- bus (in-process) ---

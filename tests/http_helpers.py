@@ -29,7 +29,14 @@ META_VERSION = "io.modelcontextprotocol/protocolVersion"
 META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
 SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
-NAME_PARAM = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+NAME_PARAM = {
+    "tools/call": "name",
+    "prompts/get": "name",
+    "resources/read": "uri",
+    "tasks/get": "taskId",
+    "tasks/update": "taskId",
+    "tasks/cancel": "taskId",
+}
 JSON = "application/json"
 ACCEPT = "application/json, text/event-stream"
 LOCAL = "http://127.0.0.1"

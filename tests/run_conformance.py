@@ -1,7 +1,8 @@
 """``make conformance``: serve the fixture server on a free port and run the official suite.
 
-Usage: ``python tests/run_conformance.py [SPEC_VERSION ...]`` (default: 2026-07-28).
-Exits non-zero when any scenario fails or warns.
+Usage: ``python tests/run_conformance.py [SET ...]`` (default: 2026-07-28). A set is a spec
+version (every scenario of it), or ``tasks``: the ten scenarios of the Tasks extension, each on
+the wire the harness picks for it. Exits non-zero when any scenario fails or warns.
 """
 
 from __future__ import annotations
@@ -17,6 +18,27 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNNER = ROOT.parent / "shared" / "tools" / "run-conformance.sh"
+TASK_SCENARIOS = (
+    "tasks-lifecycle",
+    "tasks-capability-negotiation",
+    "tasks-wire-fields",
+    "tasks-request-state-removal",
+    "tasks-mrtr-input",
+    "tasks-request-headers",
+    "tasks-dispatch-and-envelope",
+    "tasks-status-notifications",
+    "tasks-required-task-error",
+    "tasks-mrtr-composition",
+)
+"""The Tasks extension's scenarios; the harness itself skips tasks-status-notifications."""
+
+
+def runner_arguments(name: str, url: str) -> list[str]:
+    """What the runner is given for one set."""
+    if name == "tasks":
+        scenarios = [arg for scenario in TASK_SCENARIOS for arg in ("--scenario", scenario)]
+        return [*scenarios, url, "default"]
+    return [url, name]
 
 
 def free_port() -> int:
@@ -61,8 +83,9 @@ def main(versions: list[str]) -> int:
     try:
         wait_listening(port)
         for version in versions:
+            url = f"http://127.0.0.1:{port}/mcp"
             run = subprocess.run(
-                [str(RUNNER), "--details", f"http://127.0.0.1:{port}/mcp", version],
+                [str(RUNNER), "--details", *runner_arguments(version, url)],
                 capture_output=True,
                 text=True,
             )

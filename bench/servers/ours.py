@@ -27,7 +27,7 @@ from pydantic import BaseModel, Field
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from engine import Elicit, MCPServer, Resolve, Sample
+from engine import AcceptedElicitation, Context, Elicit, MCPServer, Resolve, Sample
 from engine.types import CreateMessageResult, SamplingMessage, TextContent
 
 KEY = os.environ.get("BENCH_KEY", "bench-shared-secret-0123456789abcdef-0123456789")
@@ -176,6 +176,20 @@ async def slow_pair(
     return f"{left} {right}"
 
 
+# --- a task: order_book's question, asked by the body of a task --------------------------------
+
+
+async def order_as_task(title: str, ctx: Context[Any]) -> str:
+    """Order a book, as a task that asks before it backorders (a store is needed)."""
+    stock = await check_stock(title)
+    if stock.copies > 0:
+        return f"Ordered {title!r}."
+    answer = await ctx.elicit(f"{title!r} is out of stock (2-3 weeks). Order anyway?", Backorder)
+    if not (isinstance(answer, AcceptedElicitation) and answer.data.confirm):
+        return "No order placed."
+    return f"Backordered {title!r}; it ships in 2-3 weeks."
+
+
 TOOLS: list[Callable[..., Any]] = [
     reserve_book,
     order_book,
@@ -192,6 +206,7 @@ def build(store: str | None = None) -> MCPServer:
     mcp = MCPServer("Bookshop", keys=[KEY], store=store, **options)  # type: ignore[arg-type]
     for tool in TOOLS:
         mcp.add_tool(tool)
+    mcp.add_tool(order_as_task, task=True)
     return mcp
 
 

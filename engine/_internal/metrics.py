@@ -50,7 +50,7 @@ class Metrics:
             counts[("engine_rounds_total", (("method", method), ("outcome", outcome)))] += n
             if outcome == "cached":
                 counts[("engine_duplicates_served_total", ())] += n
-            elif outcome != "input_required":
+            elif outcome not in ("input_required", "task"):  # a task completes later
                 counts[("engine_calls_completed_total", ())] += n
         return counts
 

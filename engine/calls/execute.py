@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.calls.arguments import InvalidArguments, validate_arguments
-from engine.calls.walk import SUSPENDED, Round
+from engine.calls.walk import DEFERRED, SUSPENDED, BeforeBody, Round
 from engine.context import CallScope, RequestScope, ServerHooks
 from engine.di.overrides import DependencyOverrides
 from engine.errors import MCPError, ToolError
@@ -37,6 +37,8 @@ class Outcome(enum.Enum):
     """Questions are pending: the answer source holds them."""
     FAILED = "failed"
     """``error`` says why, in the words the client gets."""
+    DEFERRED = "deferred"
+    """The resolvers are answered and the body is left to run later, as a task."""
 
 
 @dataclass(slots=True)
@@ -74,12 +76,14 @@ async def execute_round(
     hooks: ServerHooks,
     overrides: DependencyOverrides,
     convert: Convert | None,
+    before_body: BeforeBody | None = None,
 ) -> Executed:
     """Run one round. Protocol errors (:class:`MCPError`) propagate; every other failure is
     an :attr:`Outcome.FAILED` with the text the client gets.
 
     ``convert`` runs inside the same guard as the body, so a value that cannot be sent fails
-    like the body did.
+    like the body did. ``before_body``, once the resolvers are answered, may leave the body for
+    later (:attr:`Outcome.DEFERRED`).
     """
     signature = handler.planned(overrides, overrides.version)
     try:
@@ -89,9 +93,11 @@ async def execute_round(
     call = CallScope(handler.name, answers, state, answers.next_state, round_no)
     call.call_id = call_id
     try:
-        value = await Round(signature, hooks, scope, call, answers).run(arguments)
+        value = await Round(signature, hooks, scope, call, answers, before_body).run(arguments)
         if value is SUSPENDED:
             return Executed(Outcome.SUSPENDED)
+        if value is DEFERRED:
+            return Executed(Outcome.DEFERRED)
         if convert is not None:
             value = convert(value)
     except MCPError:

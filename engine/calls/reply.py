@@ -6,10 +6,11 @@ from __future__ import annotations
 import enum
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from engine.context import RequestScope
 from engine.questions.answers import AnswerSource
+from engine.state.call import CallState
 
 Finisher = Callable[["RoundReply", bytes], Awaitable[None] | None]
 """Keeps a round's response and journals it; ``None`` when nothing is left to wait for."""
@@ -36,6 +37,8 @@ class ReplyKind(enum.StrEnum):
     """``error`` is the text of a tool's error result."""
     CACHED = "cached"
     """``cached`` is the serialised result of an earlier attempt of the same round."""
+    TASK = "task"
+    """``value`` is the task handle (``CreateTaskResult``); the body runs in the background."""
 
 
 @dataclass(slots=True)
@@ -58,6 +61,8 @@ class RoundReply:
     trace: AnswerSource | None = None
     """The round's answer source: what it asked in place, accepted and recorded, for the
     journal."""
+    launch: Callable[[], None] | None = None
+    """Starts a task's body, once the round that created the task is kept and journaled."""
 
     def finish(self, response: bytes) -> Awaitable[None] | None:
         """Keep and journal the round; an awaitable when that must wait for the store."""
@@ -65,4 +70,20 @@ class RoundReply:
         return None if finisher is None else finisher(self, response)
 
 
-__all__ = ["CallRequest", "Finisher", "ReplyKind", "RoundReply"]
+class TaskStart(Protocol):
+    """How a round leaves its body to a task (``engine.tasks``): whether the call becomes one
+    once its resolvers are answered, and the reply that starts it."""
+
+    async def wanted(self, arguments: dict[str, Any]) -> bool: ...
+
+    async def start(
+        self,
+        request: CallRequest,
+        call_id: bytes,
+        round_no: int,
+        state: CallState,
+        principal: str | None,
+    ) -> RoundReply: ...
+
+
+__all__ = ["CallRequest", "Finisher", "ReplyKind", "RoundReply", "TaskStart"]

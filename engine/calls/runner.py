@@ -25,7 +25,7 @@ from engine.calls.execute import (
     execute_round,
     fails_as_protocol_error,
 )
-from engine.calls.reply import CallRequest, Finisher, ReplyKind, RoundReply
+from engine.calls.reply import CallRequest, Finisher, ReplyKind, RoundReply, TaskStart
 from engine.context import RequestScope, ServerHooks
 from engine.di.overrides import DependencyOverrides
 from engine.errors import INTERNAL_ERROR, INVALID_PARAMS, InvalidRequestState, MCPError, ToolError
@@ -114,13 +114,15 @@ class RoundRunner:
         *,
         in_place: AnswerSource | None = None,
         convert: Convert | None = None,
+        task: TaskStart | None = None,
     ) -> RoundReply:
         """One round; ``convert`` turns a final value into its wire result.
 
         Questions are answered from the request's state and ``inputResponses`` (2026-07-28),
         or, given ``in_place``, by that source within the round (2025-11-25). The conversion
         runs while the round's claim is held, so a value that cannot be sent gives the claim
-        back (or becomes an error result) instead of stranding it.
+        back (or becomes an error result) instead of stranding it. Given ``task``, a round whose
+        resolvers are answered may start a task instead of running the body.
         """
         services = self.services
         responses = request.input_responses
@@ -195,10 +197,16 @@ class RoundRunner:
                     hooks=self.hooks,
                     overrides=self.overrides,
                     convert=convert,
+                    before_body=None if task is None else task.wanted,
                 )
                 if executed.outcome is Outcome.SUSPENDED:
                     reply = await self._suspended(
                         answers, handler, request, call_id, round_no, binding, principal
+                    )
+                elif executed.outcome is Outcome.DEFERRED:
+                    assert task is not None
+                    reply = await task.start(
+                        request, call_id, round_no, answers.next_state, principal
                     )
                 else:
                     reply = _ended(executed, handler, request, call_hex, round_no)
@@ -317,10 +325,17 @@ class RoundRunner:
                     event["principal"] = principal  # sealed with the payload
                     event["has_principal"] = True  # in the clear: a listing says it is sealed
             if claimed is None and (event is None or journal.enqueue(call_id, event)):
+                if reply.launch is not None:
+                    reply.launch()
                 return None  # nothing waits on the store: the journal writers take it from here
-            return keep(call_id, event, response)
+            return keep(call_id, event, response, reply.launch)
 
-        async def keep(call_id: str, event: dict[str, Any] | None, response: bytes) -> None:
+        async def keep(
+            call_id: str,
+            event: dict[str, Any] | None,
+            response: bytes,
+            launch: Callable[[], None] | None,
+        ) -> None:
             # The body ran: keeping its response must not be cut short by a client hanging
             # up, or a retry would run it again. Store operations have their own timeout.
             with uncut():
@@ -328,6 +343,8 @@ class RoundRunner:
                     await services.claims.settle(claimed, response)
                 if event is not None:
                     await services.journal.record(call_id, event)
+            if launch is not None:
+                launch()
 
         return finish
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -37,6 +37,12 @@ from engine.questions.restore import restore_question
 
 SUSPENDED: Any = Marker("SUSPENDED")
 """What a round returns instead of the body's value when it needs answers first."""
+DEFERRED: Any = Marker("DEFERRED")
+"""What a round returns instead of calling the body when the body is to run later, as a task."""
+
+BeforeBody = Callable[[dict[str, Any]], Awaitable[bool]]
+"""Asked once the resolvers are answered, with the validated arguments: whether to leave the
+body for later (a task) instead of calling it now."""
 
 log = logging.getLogger("engine.rounds")
 
@@ -85,8 +91,10 @@ class Round:
         scope: RequestScope,
         call: CallScope,
         asker: AnswerSource,
+        before_body: BeforeBody | None = None,
     ) -> None:
         self.signature = signature
+        self.before_body = before_body
         self.plan = signature.plan
         self.server = server
         self.scope = scope
@@ -122,6 +130,8 @@ class Round:
         try:
             if not await self._walk():
                 return SUSPENDED
+            if self.before_body is not None and await self.before_body(self.arguments):
+                return DEFERRED
             kwargs = self._kwargs(self.plan.parameters)
             fn = self.signature.fn
             if self.signature.is_async:
@@ -185,14 +195,17 @@ class Round:
         if isinstance(value, Question):
             # A URL question is re-decided by its resolver every round, so it is never frozen.
             if node.once and value.kind != ElicitURL.kind:
-                self.call.next_state.checkpoints[node.key] = [0, value.kind, value.render()]
+                await self._checkpoint(node.key, [0, value.kind, value.render()])
             return await self._ask(node, value)
         if node.once:
-            self.call.next_state.checkpoints[node.key] = [
-                1,
-                node.adapter.dump_python(value, mode="json"),
-            ]
+            await self._checkpoint(node.key, [1, node.adapter.dump_python(value, mode="json")])
         return value
+
+    async def _checkpoint(self, key: str, value: Any) -> None:
+        self.call.next_state.checkpoints[key] = value
+        kept = self.asker.on_checkpoint
+        if kept is not None:
+            await kept(key)
 
     async def _from_checkpoint(self, node: Node, checkpoint: Any) -> Any:
         is_value, *rest = checkpoint
@@ -246,4 +259,4 @@ class Round:
         return kwargs
 
 
-__all__ = ["SUSPENDED", "Round", "deliver"]
+__all__ = ["DEFERRED", "SUSPENDED", "BeforeBody", "Round", "deliver"]

@@ -17,7 +17,12 @@ from collections.abc import Callable, Mapping
 from typing import IO, Any
 
 PROTOCOL = "2026-07-28"
-CAPABILITIES: dict[str, Any] = {"elicitation": {"form": {}, "url": {}}, "sampling": {}, "roots": {}}
+CAPABILITIES: dict[str, Any] = {
+    "elicitation": {"form": {}, "url": {}},
+    "sampling": {},
+    "roots": {},
+    "extensions": {"io.modelcontextprotocol/tasks": {}},
+}
 
 
 class ProtocolFailure(Exception):
@@ -78,7 +83,7 @@ class Session:
             "Mcp-Method": method,
             **(headers or {}),
         }
-        name = params.get("name", params.get("uri"))
+        name = params.get("name", params.get("uri", params.get("taskId")))
         if isinstance(name, str):
             sent["Mcp-Name"] = header_text(name)
         if self.token is not None:

@@ -1,4 +1,4 @@
-"""The journal commands of ``python -m engine``: calls, show, export, replay and inspect.
+"""The journal commands of ``python -m engine``: calls, tasks, show, export, replay and inspect.
 
 They read what a server left behind, from another process: the journal in the store ``serve``
 writes (the same URL by default; a store that lives inside the server process is refused with
@@ -228,6 +228,45 @@ async def _principal(store: Any, call_id: str, keys: Any) -> str | None:
         if isinstance(principal, str):
             return principal
     return None
+
+
+TASK_STATUSES = ("working", "input_required", "completed", "failed", "cancelled")
+
+
+def tasks(args: argparse.Namespace) -> int:
+    """The tasks in the store, the most recently created first: what the store keeps of them
+    in the clear (``show TASK_ID`` tells the rounds of one, with the keys)."""
+    if args.limit < 1:
+        raise CLIError("--limit must be at least 1")
+
+    async def work(store: Any) -> list[Any]:
+        found: list[Any] = await store.tasks(limit=args.limit, status=args.status)
+        return found
+
+    found = _with_store(args.store, work)
+    if args.json:
+        rows = [
+            {
+                "task_id": t.task_id,
+                "tool": t.target,
+                "status": t.status,
+                "created": t.created,
+                "updated": t.updated,
+                "writes": t.version,
+            }
+            for t in found
+        ]
+        print(json.dumps(rows, indent=2))
+        return 0
+    if not found:
+        print("No tasks" + (f" {args.status}." if args.status else "."))
+        return 0
+    now = time.time()
+    print(f"{'TASK ID':<26}{'TOOL':<22}{'STATUS':<16}{'CREATED (UTC)':<21}UPDATED")
+    for t in found:
+        created = datetime.fromtimestamp(t.created, UTC).strftime("%Y-%m-%d %H:%M:%S")
+        print(f"{t.task_id:<26}{t.target:<22}{t.status:<16}{created:<21}{_ago(now - t.updated)}")
+    return 0
 
 
 def _ago(seconds: float) -> str:

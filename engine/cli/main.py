@@ -231,9 +231,9 @@ TOKEN_HELP = (
 DESCRIPTION = """\
 Serve an MCP server file, try its tools from the terminal, and debug its calls from the journal.
 
-The journal commands (calls, show, replay, export) read the store that serve writes: --store,
-else ENGINE_STORE, else calls.sqlite3 in your data directory (serve prints where). Every
-command takes --help; see docs/replay.md for a walk-through, and docs/running.md ("When
+The journal commands (calls, tasks, show, replay, export) read the store that serve writes:
+--store, else ENGINE_STORE, else calls.sqlite3 in your data directory (serve prints where).
+Every command takes --help; see docs/replay.md for a walk-through, and docs/running.md ("When
 something is wrong") for what each error line means."""
 
 
@@ -376,6 +376,21 @@ def build_parser() -> argparse.ArgumentParser:
     calls.add_argument("--json", action="store_true", help="print JSON instead of a table")
     _key_options(calls)
     calls.set_defaults(func=cli_journal.calls)
+
+    listed_tasks = command(
+        "tasks",
+        "list the tasks in a store, the most recently created first",
+        "a task's id is its call's: `show TASK_ID` tells its rounds\n\nexamples:\n"
+        "  python -m engine tasks\n"
+        "  python -m engine tasks --status working --store redis://127.0.0.1:6379/0",
+    )
+    listed_tasks.add_argument("--store", help=store_help)
+    listed_tasks.add_argument(
+        "--status", choices=cli_journal.TASK_STATUSES, help="only tasks in this status"
+    )
+    listed_tasks.add_argument("--limit", type=int, default=20, help="at most N tasks (default 20)")
+    listed_tasks.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    listed_tasks.set_defaults(func=cli_journal.tasks)
 
     show = command("show", "show a recorded call as a timeline of its rounds")
     show.add_argument("call_id", metavar="CALL_ID", help="the call id (or a unique prefix)")

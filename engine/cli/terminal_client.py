@@ -8,8 +8,12 @@ defaults, required fields; decline and cancel possible), sampling as "type the m
 roots from the working directory. ``--answer KEY=JSON`` answers a question without prompting,
 for scripts and CI.
 
-Exit status: 0 for a result, 1 for an error result (``isError``), 2 for a protocol error (the
-server refused the request, or could not be reached).
+A tool call that becomes a task (the client declares the Tasks extension) is followed to its
+end: its status as it changes, its questions answered with ``tasks/update``, its result; Ctrl-C
+cancels it.
+
+Exit status: 0 for a result, 1 for an error result (``isError``) or a cancelled task, 2 for a
+protocol error (the server refused the request, could not be reached, or the task failed).
 """
 
 from __future__ import annotations
@@ -212,12 +216,14 @@ def _run(options: CallOptions, console: Console, session: Connection, live: Live
         result = session.request("tools/call", params, headers, meta)
         live.done()
         kind = result.get("resultType", "complete")
+        if kind == "task":
+            console.say(f"round {number} ← task (replica {session.replica})")
+            return _follow(result, console, session, live, scripted)
         if kind != "input_required":
             console.say(f"round {number} ← {kind} (replica {session.replica})")
             for line in describe_result(result):
                 console.say("  " + line)
-            for key in scripted:
-                console.say(f"note: --answer {key} was not used: the server never asked it")
+            _unused(console, scripted)
             return EXIT_ERROR_RESULT if result.get("isError") else EXIT_OK
         requests = result.get("inputRequests") or {}
         state = result.get("requestState")
@@ -231,40 +237,113 @@ def _run(options: CallOptions, console: Console, session: Connection, live: Live
             f"round {number} ← input_required (replica {session.replica}): "
             f"{len(requests)} question{plural}"
         )
-        responses: dict[str, Any] = {}
-        for key, request in requests.items():
-            method = request.get("method") if isinstance(request, dict) else None
-            console.say(f"[{key}] {method}")
-            if key in sent:
-                console.say(
-                    f"  the server asked {key} again: it did not take the answer sent "
-                    f"({json.dumps(sent[key])})"
-                )
-            rejected = None
-            if key in scripted:
-                given = scripted.pop(key)
-                rejected = answer_problem(request if isinstance(request, dict) else {}, given)
-                if rejected is None:
-                    responses[key] = given
-                    console.say(f"  answered from --answer: {json.dumps(given)}")
-                    continue
-                console.say(f"  --answer {key} does not fit the question: {rejected}")
-            answer = ANSWERERS.get(str(method))
-            if answer is None:
-                raise ProtocolFailure(
-                    f"the server asked {method!r}, which this client cannot answer"
-                )
-            try:
-                responses[key] = answer(console, request.get("params") or {})
-            except NoMoreInput:
-                if rejected is None:
-                    raise
-                raise NoMoreInput(
-                    f"--answer {key} does not fit the question ({rejected})"
-                ) from None
+        responses = _answers(console, requests, scripted, sent)
         sent = responses
         params = {**params, "inputResponses": responses, "requestState": state}
     raise ProtocolFailure(
         f"no final result after {options.max_rounds} rounds; raise --max-rounds if the tool "
         "really needs more"
     )
+
+
+def _answers(
+    console: Console,
+    requests: Mapping[str, Any],
+    scripted: dict[str, Any],
+    sent: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The answers to the server's questions: from ``--answer`` when given and fitting, else
+    asked at the terminal."""
+    responses: dict[str, Any] = {}
+    for key, request in requests.items():
+        method = request.get("method") if isinstance(request, dict) else None
+        console.say(f"[{key}] {method}")
+        if key in sent:
+            console.say(
+                f"  the server asked {key} again: it did not take the answer sent "
+                f"({json.dumps(sent[key])})"
+            )
+        rejected = None
+        if key in scripted:
+            given = scripted.pop(key)
+            rejected = answer_problem(request if isinstance(request, dict) else {}, given)
+            if rejected is None:
+                responses[key] = given
+                console.say(f"  answered from --answer: {json.dumps(given)}")
+                continue
+            console.say(f"  --answer {key} does not fit the question: {rejected}")
+        answer = ANSWERERS.get(str(method))
+        if answer is None:
+            raise ProtocolFailure(f"the server asked {method!r}, which this client cannot answer")
+        try:
+            responses[key] = answer(console, request.get("params") or {})
+        except NoMoreInput:
+            if rejected is None:
+                raise
+            raise NoMoreInput(f"--answer {key} does not fit the question ({rejected})") from None
+    return responses
+
+
+def _follow(
+    created: Mapping[str, Any],
+    console: Console,
+    session: Connection,
+    live: Live,
+    scripted: dict[str, Any],
+) -> int:
+    """Follow a task to its end: its status as it changes, its questions asked and answered
+    with ``tasks/update``, its result. Interrupted (Ctrl-C), it cancels the task."""
+    task_id = str(created.get("taskId"))
+    status = created.get("status")
+    console.say(f"task {task_id}: {status}")
+    answered: set[str] = set()
+    try:
+        while True:
+            # A progressToken asks the server to hold the request while the task works, and
+            # to send each change meanwhile: no polling needed.
+            task = session.request(
+                "tasks/get", {"taskId": task_id}, None, {"progressToken": f"task-{task_id}"}
+            )
+            live.done()
+            if task.get("status") != status:
+                status = task.get("status")
+                message = f": {task['statusMessage']}" if task.get("statusMessage") else ""
+                console.say(f"task {task_id}: {status} (replica {session.replica}){message}")
+            if status == "completed":
+                result = task.get("result") or {}
+                for line in describe_result(result):
+                    console.say("  " + line)
+                _unused(console, scripted)
+                return EXIT_ERROR_RESULT if result.get("isError") else EXIT_OK
+            if status == "failed":
+                error = task.get("error") or {}
+                raise ProtocolFailure(
+                    f"the task failed: {error.get('code')} {error.get('message')}"
+                )
+            if status == "cancelled":
+                console.say("  the task was cancelled")
+                return EXIT_ERROR_RESULT
+            requests = {
+                key: request
+                for key, request in (task.get("inputRequests") or {}).items()
+                if key not in answered
+            }
+            if status == "input_required" and requests:
+                responses = _answers(console, requests, scripted, {})
+                answered.update(responses)
+                session.request("tasks/update", {"taskId": task_id, "inputResponses": responses})
+                console.say(f"task {task_id}: answered {', '.join(responses)}")
+                continue
+            time.sleep(max(0.05, float(task.get("pollIntervalMs") or 500) / 1000))
+    except KeyboardInterrupt:
+        console.say(f"interrupted: cancelling task {task_id}")
+        try:
+            session.request("tasks/cancel", {"taskId": task_id})
+        except ProtocolFailure as exc:
+            console.say(f"  the cancel did not reach the server: {exc}")
+        raise
+
+
+def _unused(console: Console, scripted: Mapping[str, Any]) -> None:
+    for key in scripted:
+        console.say(f"note: --answer {key} was not used: the server never asked it")

@@ -153,6 +153,7 @@ async def run_live_round(
             hooks=detached,
             overrides=app.dependency_overrides,
             convert=converter(handler, _uri_read(handler, raw_arguments)),
+            before_body=_made_a_task if recorded.kind == "task" else None,
         )
     except MCPError as exc:
         return LiveRound("protocol error", {}, protocol_error=f"{exc.code}: {exc.message}")
@@ -171,11 +172,18 @@ async def run_live_round(
     questions = {key: rendered.request() for key, rendered in asked.items()}
     if executed.outcome is Outcome.SUSPENDED:
         return LiveRound("input_required", questions, None, answers.next_state)
+    if executed.outcome is Outcome.DEFERRED:  # the round that made a task stops before the body
+        return LiveRound("task", questions, None, answers.next_state)
     value = executed.value
     if is_modern and isinstance(handler, Resource):
         modern.cacheable(value, app.list_ttl_ms)
     result = _shaped(RoundReply(ReplyKind.COMPLETE, value), is_modern)
     return LiveRound("complete", questions, result, answers.next_state)
+
+
+async def _made_a_task(arguments: dict[str, Any]) -> bool:
+    """A recorded round that made a task: its body ran in the rounds after it."""
+    return True
 
 
 def _shaped(reply: RoundReply, is_modern: bool) -> dict[str, Any]:

@@ -90,7 +90,11 @@ def timeline(call: RecordedCall) -> str:
         for key, request in recorded.questions.items():
             lines += [f"  {verb}   {key}: " + describe_question(request)[0]]
             lines += ["          " + line for line in describe_question(request)[1:]]
-        if recorded.kind != "input_required":
+        if recorded.kind == "task":
+            lines.append("  task    made: the body runs in the rounds after this one")
+        elif recorded.kind == "failed" and isinstance(recorded.result, dict):
+            lines.append("  failed  " + compact(recorded.result.get("error"), 300))
+        elif recorded.kind not in ("input_required", "cancelled"):
             lines += ["  " + line for line in describe_result(recorded.result)]
     return "\n".join(lines)
 
@@ -100,6 +104,9 @@ def _state_of(kind: str) -> str:
         "input_required": "waiting for an answer (or abandoned)",
         "complete": "complete",
         "error": "ended with an error result",
+        "task": "a task, its body not run yet (or lost)",
+        "failed": "a task that failed with a JSON-RPC error",
+        "cancelled": "a task, cancelled",
     }.get(kind, kind)
 
 

@@ -211,6 +211,13 @@ async def replay_call(
             state = CallState(
                 answers=dict(previous.answers), asked=dict(previous.asked), checkpoints=checkpoints
             )
+            if recorded.kind == "cancelled":
+                report.warnings.append(
+                    f"round {recorded.round}: the task was cancelled there, before its run "
+                    "ended; there is nothing more to replay"
+                )
+                report.skipped = recorded.round
+                break
             if _lost_answers(recorded, rounds):
                 report.warnings.append(
                     f"round {recorded.round} ended with an error result, and the journal kept "
@@ -309,6 +316,8 @@ def normalized(value: Any) -> Any:
 
 
 def _compare(recorded: RecordedRound, live: LiveRound, *, is_last: bool) -> Divergence | None:
+    if live.protocol_error is not None and recorded.kind == "failed":
+        return None  # a task's run that ended with a JSON-RPC error, as recorded
     if live.protocol_error is not None:
         return Divergence(
             recorded.round,
@@ -367,7 +376,7 @@ def _compare(recorded: RecordedRound, live: LiveRound, *, is_last: bool) -> Dive
             recorded.kind,
             live.kind,
         )
-    if is_last and recorded.kind != "input_required":
+    if is_last and recorded.kind not in ("input_required", "task"):
         was_result, now_result = normalized(recorded.result), normalized(live.result)
         if was_result != now_result:
             return Divergence(

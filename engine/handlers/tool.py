@@ -16,6 +16,7 @@ from engine.handlers.results import (
     output_shape,
 )
 from engine.role import Role
+from engine.tasks.policy import TaskOption, TaskPolicy
 from engine.types import CallToolResult, ToolAnnotations
 
 
@@ -29,6 +30,9 @@ class ToolOptions(HandlerOptions, total=False):
     """``False``: no output schema and no structured content, whatever the return annotation."""
     input_schema: dict[str, Any] | None
     """Replaces the listed schema; the arguments are still validated against the parameters."""
+    task: TaskOption
+    """Run the body as a task (docs/tasks.md): ``True`` when the client takes tasks,
+    ``"required"`` always, or a function of the arguments deciding call by call."""
 
 
 _OPTIONS = ToolOptions.__optional_keys__
@@ -65,6 +69,10 @@ class Tool(Handler):
             "_meta": options.get("meta"),
         }
         self.listing = {k: v for k, v in listing.items() if v is not None}
+        self.task = TaskPolicy.of(
+            options.get("task"), tool_name, frozenset(signature.argument_names)
+        )
+        """``None`` for a tool that never runs as a task."""
 
     def result(self, value: Any) -> dict[str, Any]:
         """The ``CallToolResult`` body for what the tool returned."""

@@ -25,6 +25,7 @@ from engine.handlers.results import error_result
 from engine.protocol.common import LISTINGS, Listing, arguments_param, complete, string_param
 from engine.protocol.jsonrpc import Message, dumps
 from engine.protocol.served import Served
+from engine.protocol.tasks import TASK_OPERATIONS, with_extension
 
 MODERN = "2026-07-28"
 SUPPORTED_VERSIONS = [MODERN]
@@ -106,7 +107,7 @@ def _no_cursor(params: dict[str, Any]) -> None:
 async def _discover(server: Served, params: dict[str, Any], scope: RequestScope) -> dict[str, Any]:
     result: dict[str, Any] = {
         "supportedVersions": list(SUPPORTED_VERSIONS),
-        "capabilities": server.capabilities(),
+        "capabilities": with_extension(server, server.capabilities()),
     }
     if server.instructions:
         result["instructions"] = server.instructions
@@ -134,7 +135,12 @@ def _call_request(
 
 
 def round_result(reply: RoundReply) -> dict[str, Any]:
-    """The wire result of a round: the final value, an error result, or ``input_required``."""
+    """The wire result of a round: the final value, an error result, ``input_required``, or a
+    task handle."""
+    if reply.kind is ReplyKind.TASK:
+        created: dict[str, Any] = reply.value
+        created["resultType"] = "task"
+        return created
     if reply.kind is ReplyKind.INPUT_REQUIRED:
         result: dict[str, Any] = {"resultType": "input_required"}
         if reply.input_requests:
@@ -186,6 +192,7 @@ OPERATIONS: dict[str, Operation] = {
     "prompts/get": _get_prompt,
     "resources/read": _read_resource,
     "completion/complete": _complete,
+    **TASK_OPERATIONS,
 }
 
 

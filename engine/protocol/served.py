@@ -13,6 +13,7 @@ from engine.fleet.backchannel import BackChannel
 from engine.fleet.notifications import Listener
 from engine.fleet.sessions import SessionRegistry
 from engine.questions.answers import AnswerSource
+from engine.tasks.service import Tasks
 
 
 class Served(Protocol):
@@ -48,6 +49,11 @@ class Served(Protocol):
 
     @property
     def legacy_answer_timeout(self) -> float: ...
+
+    @property
+    def tasks(self) -> Tasks | None:
+        """The server's tasks; ``None`` when it has no store."""
+        ...
 
     def capabilities(self) -> dict[str, Any]: ...
 

@@ -2,23 +2,32 @@
 
 A subscription acknowledges what it will deliver, then forwards each matching notification,
 tagged with its ``subscriptionId`` (the JSON-RPC id of the listen request), until the client
-goes away. Notifications reach the server from any replica through its bus.
+goes away. Notifications reach the server from any replica through its bus. With the Tasks
+extension, a client may also ask for ``notifications/tasks/status`` of the tasks it names
+(``taskIds``, or ``tasksStatus`` as the extension's schema calls it): each change of such a
+task comes with the task as ``tasks/get`` would show it.
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
+from engine.context import RequestScope
 from engine.errors import INVALID_PARAMS, MCPError
 from engine.protocol.jsonrpc import notification_bytes, parse
 from engine.protocol.modern import Exchange, check_version, read_meta
 from engine.protocol.served import Served
+from engine.tasks.policy import declares_tasks, missing_extension
+from engine.tasks.service import STATUS_NOTIFICATION, Tasks
 
 SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
+_TASK_FILTERS = ("taskIds", "tasksStatus")
+"""How a client names the tasks it wants to hear about (the extension's draft and schema)."""
 _LIST_FLAGS = {
     "toolsListChanged": "notifications/tools/list_changed",
     "promptsListChanged": "notifications/prompts/list_changed",
@@ -27,10 +36,18 @@ _LIST_FLAGS = {
 
 
 class Subscription:
-    def __init__(self, server: Served, subscription_id: Any, honoured: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        server: Served,
+        subscription_id: Any,
+        honoured: dict[str, Any],
+        scope: RequestScope | None = None,
+    ) -> None:
         self.server = server
         self.subscription_id = subscription_id
         self.honoured = honoured
+        self.scope = scope
+        """The listen request: whose tasks it may hear about."""
         self.methods = {method for flag, method in _LIST_FLAGS.items() if honoured.get(flag)}
         self.uris = set(honoured.get("resourceSubscriptions", []))
 
@@ -53,7 +70,26 @@ class Subscription:
                 with contextlib.suppress(anyio.WouldBlock):
                     sender.send_nowait(self.frame(method, params))
 
+        with contextlib.ExitStack() as watching:
+            await self._serve(sender, listener, watching)
+
+    async def _serve(
+        self,
+        sender: MemoryObjectSendStream[bytes],
+        listener: Callable[[str, dict[str, Any]], Awaitable[None]],
+        watching: contextlib.ExitStack,
+    ) -> None:
         async with sender:
+            tasks = self.server.tasks
+            if tasks is not None and self.scope is not None:
+                for key in _TASK_FILTERS:
+                    if key in self.honoured:
+                        visible = await self._visible(tasks, self.honoured[key])
+                        self.honoured[key] = visible
+                        for task_id in visible:
+                            watching.enter_context(
+                                tasks.watching(task_id, self._watcher(tasks, task_id, sender))
+                            )
             await sender.send(
                 self.frame(
                     "notifications/subscriptions/acknowledged", {"notifications": self.honoured}
@@ -64,6 +100,34 @@ class Subscription:
                 await anyio.sleep_forever()
             finally:
                 self.server.remove_listener(listener)
+
+    async def _visible(self, tasks: Tasks, task_ids: list[str]) -> list[str]:
+        """The tasks of this list the listening principal may hear about."""
+        assert self.scope is not None
+        visible = []
+        for task_id in task_ids:
+            try:
+                await tasks.get(task_id, self.scope)
+            except MCPError:
+                continue
+            visible.append(task_id)
+        return visible
+
+    def _watcher(
+        self, tasks: Tasks, task_id: str, sender: MemoryObjectSendStream[bytes]
+    ) -> Callable[[], Awaitable[None]]:
+        assert self.scope is not None
+        scope = self.scope
+
+        async def changed() -> None:
+            try:
+                task = await tasks.get(task_id, scope)
+            except MCPError:
+                return  # expired meanwhile
+            with contextlib.suppress(anyio.WouldBlock):
+                sender.send_nowait(self.frame(STATUS_NOTIFICATION, task))
+
+        return changed
 
 
 def open_subscription(server: Served, raw: Any, exchange: Exchange) -> Subscription:
@@ -85,4 +149,18 @@ def open_subscription(server: Served, raw: Any, exchange: Exchange) -> Subscript
     uris = wanted.get("resourceSubscriptions")
     if isinstance(uris, list) and all(isinstance(u, str) for u in uris) and uris:
         honoured["resourceSubscriptions"] = list(uris)
-    return Subscription(server, message.id, honoured)
+    _, capabilities, meta = read_meta(params)
+    for key in _TASK_FILTERS:
+        task_ids = wanted.get(key)
+        if task_ids is None:
+            continue
+        if not isinstance(task_ids, list) or not all(isinstance(t, str) for t in task_ids):
+            raise MCPError(INVALID_PARAMS, f"Invalid params: {key!r} must be a list of task ids")
+        if not declares_tasks(capabilities):
+            raise missing_extension(f"notifications of tasks ({key})")
+        if server.tasks is not None:
+            honoured[key] = list(dict.fromkeys(task_ids))
+    scope = RequestScope(
+        message.id, message.method, version, capabilities, exchange.headers, meta, None
+    )
+    return Subscription(server, message.id, honoured, scope)

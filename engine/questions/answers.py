@@ -11,7 +11,7 @@ and the round waits for the response in place
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from types import MappingProxyType
 from typing import Any, Protocol
 
@@ -36,6 +36,9 @@ class AnswerSource(Protocol):
     """Answers this round took from the client, by question key."""
     asked_in_place: Mapping[str, dict[str, Any]]
     """Questions asked and answered within this round (2025-11-25), as they were sent."""
+    on_checkpoint: Callable[[str], Awaitable[None]] | None
+    """Called with its key as soon as a checkpoint is taken, before the round goes on: a task
+    keeps it in the store at once, so a replica that takes the task over does not repeat it."""
 
     async def ask(self, key: str, question: Rendered, asker: str) -> Any:
         """The outcome of the question, or :data:`PENDING`."""
@@ -73,6 +76,7 @@ class StatelessAnswers:
         self.pending: dict[str, Rendered] = {}
         self.accepted: dict[str, Any] = {}
         """Answers taken from this round's ``inputResponses``."""
+        self.on_checkpoint: Callable[[str], Awaitable[None]] | None = None
 
     def new_checkpoints(self) -> dict[str, Any]:
         old = self.state.checkpoints

@@ -65,7 +65,14 @@ def _verbatim(header_value: str | None, body_value: Any) -> bool:
     )
 
 
-NAME_PARAM = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+NAME_PARAM = {
+    "tools/call": "name",
+    "prompts/get": "name",
+    "resources/read": "uri",
+    "tasks/get": "taskId",
+    "tasks/update": "taskId",
+    "tasks/cancel": "taskId",
+}
 
 
 def check(

@@ -108,7 +108,7 @@ def store_contents(path: Path) -> dict[str, list[Any]]:
 
 # --- help and keygen ------------------------------------------------------------------------------
 
-COMMANDS = ["serve", "call", "calls", "show", "replay", "export", "inspect", "keygen"]
+COMMANDS = ["serve", "call", "calls", "tasks", "show", "replay", "export", "inspect", "keygen"]
 
 
 def test_every_command_answers_help(capsys: pytest.CaptureFixture[str]) -> None:

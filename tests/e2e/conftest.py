@@ -20,7 +20,7 @@ from deploy.fleet import Fleet
 from tests.e2e.driver import REPORT
 
 HERE = Path(__file__).resolve().parent
-FLEET_MODULES = {"test_fleet.py", "test_faults.py", "test_legacy_fleet.py"}
+FLEET_MODULES = {"test_fleet.py", "test_faults.py", "test_legacy_fleet.py", "test_tasks_fleet.py"}
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -30,6 +30,8 @@ INSPECTOR_VERSION = "2.12.0"
 """``@modelcontextprotocol/inspector``: its ``--cli`` mode."""
 TS_CLIENT_VERSION = "2.4.0"
 """``@modelcontextprotocol/client``: the TypeScript SDK's v2 client."""
+TS_TASKS_VERSION = "0.2.2"
+"""``@modelcontextprotocol/ext-tasks``: the Tasks extension's client, on top of that one."""
 NODE_VERSION = "22.23.5"
 """``node-linux-<arch>``: the node binary that runs both."""
 MCP1_VERSION = "1.30.0"
@@ -132,8 +134,12 @@ def install_node_clients() -> NodeClients:
         f"node-linux-{arch}@{NODE_VERSION}",
         f"@modelcontextprotocol/inspector@{INSPECTOR_VERSION}",
         f"@modelcontextprotocol/client@{TS_CLIENT_VERSION}",
+        f"@modelcontextprotocol/ext-tasks@{TS_TASKS_VERSION}",
     ]
-    name = f"npm-node{NODE_VERSION}-inspector{INSPECTOR_VERSION}-client{TS_CLIENT_VERSION}"
+    name = (
+        f"npm-node{NODE_VERSION}-inspector{INSPECTOR_VERSION}-client{TS_CLIENT_VERSION}"
+        f"-tasks{TS_TASKS_VERSION}"
+    )
     prefix = cache_root() / name
     node = prefix / f"node_modules/node-linux-{arch}/bin/node"
     clients = NodeClients(prefix, node)

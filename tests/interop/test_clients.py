@@ -1,5 +1,6 @@
-"""Interop with real, pinned MCP clients: the MCP Inspector CLI, the TypeScript v2 client and
-the Python SDK's 1.x and 2.x lines, against ``python -m engine serve`` on loopback.
+"""Interop with real, pinned MCP clients: the MCP Inspector CLI, the TypeScript v2 client (and
+its Tasks extension client, through an nginx fleet) and the Python SDK's 1.x and 2.x lines,
+against ``python -m engine serve`` on loopback.
 
 Client versions and the install cache are in ``clients.py``. Nothing here speaks our wire for the
 client: the taps in ``wiretap.py`` only copy what passes, so that a test can also check what a
@@ -26,6 +27,7 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from deploy.fleet import Fleet
 from tests.conftest import KEY
 from tests.fleet_helpers import ROOT, EngineProcess, RoundRobinProxy, engine_fleet, serve_asgi
 from tests.interop import clients
@@ -236,6 +238,36 @@ async def test_typescript_client_answers_the_elicitation(
         {"action": "accept", "content": {"confirm": True}}
     ]
     assert answer["result"]["content"] == [{"type": "text", "text": BACKORDERED}]
+
+
+# --- 2b. the TypeScript Tasks client: a task with a question, through the nginx fleet -------------
+
+
+@pytest.fixture(scope="module")
+def task_fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
+    """nginx in front of three replicas of the fleet example, on a Redis of its own."""
+    with Fleet(redis="private", workdir=tmp_path_factory.mktemp("interop-tasks")) as started:
+        yield started
+
+
+async def test_typescript_tasks_client_runs_a_task_with_a_question_through_the_fleet(
+    node_clients: clients.NodeClients, task_fleet: Fleet, tmp_path: Path
+) -> None:
+    script = node_clients.script("ts_task.mjs")
+    argv = [str(node_clients.node), str(script), task_fleet.url, "ts-task-1"]
+    output = stdout_json(await run(argv, client_env(tmp_path / "h")))
+    assert output["protocolVersion"] == "2026-07-28"
+    assert output["kind"] == "task"
+    assert output["outcome"] == "completed"
+    assert output["statuses"][-1] == "completed"
+    assert "input_required" in output["statuses"]
+    [question] = output["asked"]
+    assert question["scope"] == "task"  # answered with tasks/update, not a retried call
+    assert question["message"].startswith("Go on with the job ts-task-1 (hold ")
+    assert output["text"].startswith("ts-task-1 done (hold ")
+    assert output["methods"][0] == "tools/call"
+    assert "tasks/update" in output["methods"]
+    assert len(set(output["replicas"])) >= 2  # nginx spread the task's requests over replicas
 
 
 # --- 3. an empty list is structured content too ---------------------------------------------------

@@ -20,7 +20,15 @@ from redis.asyncio.sentinel import Sentinel
 from redis.crc import key_slot
 from redis.credentials import CredentialProvider
 
-from stores import Claim, ClaimResult, RedisStore, StoreUnavailable, _redis_mux, open_store
+from stores import (
+    Claim,
+    ClaimResult,
+    RedisStore,
+    StoreUnavailable,
+    TaskRow,
+    _redis_mux,
+    open_store,
+)
 from stores import redis as redis_store
 from stores._journal import encode_event, index_fields
 from stores._redis_mux import can_multiplex
@@ -70,6 +78,21 @@ async def test_every_key_of_a_call_shares_one_cluster_slot(
     index_keys = [k for k in keys if k.startswith(shared)]
     assert len(index_keys) == 4  # by time, calls, by target, one batch
     assert len({key_slot(k.encode()) for k in index_keys}) == 1
+
+
+async def test_a_task_shares_its_id_slot_and_its_indexes_the_index_slot(
+    redis_replicas: Replicas, redis_client: Redis
+) -> None:
+    store = await redis_replicas()
+    task = "task/with:odd{chars"
+    await store.put_task(TaskRow(task, 1, "working", "job", 1.0, 1.0, b"r"), ttl=30, due=5.0)
+    keys = [k.decode() async for k in redis_client.scan_iter(match=f"{store.prefix}:*")]
+    shared = f"{store.prefix}:index:"
+    (task_key,) = [k for k in keys if not k.startswith(shared)]
+    assert key_slot(task_key.encode()) == key_slot(task.encode())
+    index_keys = [k for k in keys if k.startswith(shared)]
+    assert len(index_keys) == 2  # due, live
+    assert {key_slot(k.encode()) for k in index_keys} == {key_slot(store.prefix.encode())}
 
 
 async def test_call_ids_cannot_escape_their_hash_tag(redis_replicas: Replicas) -> None:
@@ -578,6 +601,22 @@ async def test_redis_cluster(private_cluster: str) -> None:
             "b-2",
         ]
         assert [c.call_id for c in await store.calls(target="search")] == ["b-1"]
+
+        # Tasks spread over the primaries too; their indexes live apart, on the index's node.
+        for i in range(6):
+            row = TaskRow(f"task-{i}", 1, "working", "job", float(i), float(i), b"r%d" % i)
+            assert await store.put_task(row, ttl=30, due=100.0 + i if i % 2 else None)
+        assert not await store.put_task(
+            TaskRow("task-1", 1, "working", "job", 1.0, 1.0, b"again"), ttl=30, due=None
+        )
+        done = TaskRow("task-3", 2, "completed", "job", 3.0, 9.0, b"done")
+        assert await store.put_task(done, ttl=30, due=None)
+        assert await store.get_task("task-3") == done
+        assert await store.due_tasks(1e12) == ["task-1", "task-5"]
+        assert [row.task_id for row in await store.tasks(status="working", limit=2)] == [
+            "task-5",
+            "task-4",
+        ]
     finally:
         await store.aclose()
 

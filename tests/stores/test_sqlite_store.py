@@ -12,7 +12,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from stores import CallSummary, Claim, ClaimResult, SQLiteStore, StoreUnavailable
+from stores import CallSummary, Claim, ClaimResult, SQLiteStore, StoreUnavailable, TaskRow
 from stores import sqlite as sqlite_store
 from tests.stores.fake_clock import FakeClock
 
@@ -309,8 +309,11 @@ async def test_a_version_1_file_is_migrated_in_place(tmp_path: Path) -> None:
 
     store = SQLiteStore(path)
     try:
-        assert _schema_of(path) == (2, V2_ROUNDS)
+        assert _schema_of(path) == (3, V2_ROUNDS)
         assert await store.get_blob("c1", "state") == b"old"
+        task = TaskRow("t1", 1, "working", "slow_compute", 1.0, 1.0, b"record")
+        assert await store.put_task(task, ttl=60, due=None)  # version 3 added the tasks
+        assert await store.get_task("t1") == task
         done = ClaimResult(Claim.DUPLICATE, b"done")
         assert await store.claim("c1", 1, b"fp", ttl=60, owner=b"me") == done
         # The old in-progress claim has no owner: a release with one keeps it, without drops it.
@@ -330,7 +333,7 @@ async def test_a_version_1_file_is_migrated_in_place(tmp_path: Path) -> None:
         assert await store.claim("c1", 1, b"fp", ttl=60) == ClaimResult(Claim.DUPLICATE, b"done")
     finally:
         await store.aclose()
-    assert _schema_of(path) == (2, V2_ROUNDS)
+    assert _schema_of(path) == (3, V2_ROUNDS)
 
 
 async def test_two_stores_opening_a_version_1_file_migrate_it_once(tmp_path: Path) -> None:
@@ -346,13 +349,13 @@ async def test_two_stores_opening_a_version_1_file_migrate_it_once(tmp_path: Pat
     finally:
         for store in stores:
             await store.aclose()
-    assert _schema_of(path) == (2, V2_ROUNDS)
+    assert _schema_of(path) == (3, V2_ROUNDS)
 
 
 async def test_a_new_file_gets_the_current_schema(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "engine.db")
     await store.aclose()
-    assert _schema_of(tmp_path / "engine.db") == (2, V2_ROUNDS)
+    assert _schema_of(tmp_path / "engine.db") == (3, V2_ROUNDS)
 
 
 async def test_a_file_from_another_schema_is_refused(tmp_path: Path) -> None:
@@ -362,8 +365,8 @@ async def test_a_file_from_another_schema_is_refused(tmp_path: Path) -> None:
     with pytest.raises(StoreUnavailable, match="schema version 99"):
         SQLiteStore(path)
     with sqlite3.connect(path) as conn:
-        conn.execute("PRAGMA user_version = 3")  # the next version, unknown to this engine
-    with pytest.raises(StoreUnavailable, match="schema version 3"):
+        conn.execute("PRAGMA user_version = 4")  # the next version, unknown to this engine
+    with pytest.raises(StoreUnavailable, match="schema version 4"):
         SQLiteStore(path)
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import anyio
 import pytest
 
-from stores import CallSummary, Claim, ClaimResult, Store
+from stores import CallSummary, Claim, ClaimResult, Store, TaskRow
 from tests.stores.fake_clock import Elapse
 
 pytestmark = pytest.mark.anyio
@@ -434,6 +434,144 @@ async def test_journal_expires_after_ttl(store: Store, elapse: Elapse) -> None:
     await store.append("gone", {"ts": 3.0, "target": "again"}, ttl=30)  # starts afresh
     assert await store.events("gone") == [{"ts": 3.0, "target": "again"}]
     assert (await store.calls())[0] == CallSummary("gone", "again", 3.0, 3.0, 1)
+
+
+# --- tasks ---
+
+
+def task_row(task_id: str, version: int, status: str = "working", **fields: Any) -> TaskRow:
+    values: dict[str, Any] = {
+        "target": "slow_compute",
+        "created": 1_700_000_000.25,
+        "updated": 1_700_000_000.5 + version,
+        "record": b"\x00sealed record\xff v%d" % version,
+    }
+    values.update(fields)
+    return TaskRow(task_id, version, status, **values)
+
+
+async def test_a_task_is_written_over_the_version_before_it_only(store: Store) -> None:
+    assert await store.get_task("t1") is None
+    first = task_row("t1", 1)
+    assert await store.put_task(first, ttl=30, due=None)
+    assert await store.get_task("t1") == first
+    assert not await store.put_task(task_row("t1", 1, "completed"), ttl=30, due=None)
+    assert not await store.put_task(task_row("t1", 3), ttl=30, due=None)
+    second = task_row("t1", 2, "input_required")
+    assert await store.put_task(second, ttl=30, due=None)
+    assert not await store.put_task(task_row("t1", 2, "completed"), ttl=30, due=None)
+    assert await store.get_task("t1") == second
+    assert not await store.put_task(task_row("t2", 2), ttl=30, due=None)
+    assert await store.get_task("t2") is None
+
+
+async def test_task_fields_keep_every_digit_and_byte(store: Store) -> None:
+    row = task_row(
+        "t1", 1, target="tool with spaces é", created=1_700_000_000.123456, record=bytes(range(256))
+    )
+    await store.put_task(row, ttl=30, due=None)
+    assert await store.get_task("t1") == row
+
+
+async def test_of_200_concurrent_writers_of_one_version_exactly_one_wins(store: Store) -> None:
+    await store.put_task(task_row("t1", 1), ttl=30, due=None)
+    won: list[int] = []
+
+    async def write(n: int) -> None:
+        if await store.put_task(task_row("t1", 2, record=b"writer %d" % n), ttl=30, due=None):
+            won.append(n)
+
+    async with anyio.create_task_group() as tg:
+        for n in range(200):
+            tg.start_soon(write, n)
+    assert len(won) == 1
+    stored = await store.get_task("t1")
+    assert stored is not None and stored.record == b"writer %d" % won[0]
+
+
+async def test_another_replica_reads_and_writes_the_same_tasks(
+    backend: tuple[Store, Replica],
+) -> None:
+    store, replica = backend
+    other = await replica()
+    await store.put_task(task_row("t1", 1), ttl=30, due=100.0)
+    assert await other.get_task("t1") == task_row("t1", 1)
+    assert await other.due_tasks(100.0) == ["t1"]
+    assert await other.put_task(task_row("t1", 2, "completed"), ttl=30, due=None)
+    assert not await store.put_task(task_row("t1", 2), ttl=30, due=None)
+    assert await store.due_tasks(1e12) == []
+
+
+async def test_due_tasks_are_listed_earliest_first_until_a_time(store: Store) -> None:
+    await store.put_task(task_row("late", 1), ttl=30, due=300.0)
+    await store.put_task(task_row("early", 1), ttl=30, due=100.0)
+    await store.put_task(task_row("middle", 1), ttl=30, due=200.0)
+    await store.put_task(task_row("never", 1), ttl=30, due=None)
+    assert await store.due_tasks(250.0) == ["early", "middle"]
+    assert await store.due_tasks(1e12) == ["early", "middle", "late"]
+    assert await store.due_tasks(1e12, limit=1) == ["early"]
+    assert await store.due_tasks(99.0) == []
+
+
+async def test_a_write_moves_or_ends_a_due_time(store: Store) -> None:
+    await store.put_task(task_row("t1", 1), ttl=30, due=100.0)
+    await store.put_task(task_row("t1", 2), ttl=30, due=500.0)
+    assert await store.due_tasks(400.0) == []
+    assert await store.due_tasks(500.0) == ["t1"]
+    await store.put_task(task_row("t1", 3, "input_required"), ttl=30, due=None)
+    assert await store.due_tasks(1e12) == []
+
+
+async def test_a_losing_write_leaves_the_due_time_alone(store: Store) -> None:
+    await store.put_task(task_row("t1", 1), ttl=30, due=None)
+    assert not await store.put_task(task_row("t1", 5), ttl=30, due=100.0)
+    assert await store.due_tasks(1e12) == []
+
+
+async def test_tasks_are_listed_newest_first_by_status(store: Store) -> None:
+    await store.put_task(task_row("old", 1, created=100.0), ttl=30, due=None)
+    await store.put_task(task_row("new", 1, "completed", created=300.0), ttl=30, due=None)
+    await store.put_task(task_row("mid", 1, created=200.0), ttl=30, due=None)
+    assert [row.task_id for row in await store.tasks()] == ["new", "mid", "old"]
+    assert [row.task_id for row in await store.tasks(limit=2)] == ["new", "mid"]
+    assert [row.task_id for row in await store.tasks(status="working")] == ["mid", "old"]
+    assert await store.tasks(status="failed") == []
+
+
+async def test_a_task_expires_after_its_ttl_and_its_id_starts_over(
+    store: Store, elapse: Elapse
+) -> None:
+    await store.put_task(task_row("t1", 1), ttl=SHORT_TTL, due=100.0)
+    await store.put_task(task_row("t2", 1), ttl=30, due=None)
+    assert await store.get_task("t1") is not None
+    await elapse(PAST_SHORT_TTL)
+    assert await store.get_task("t1") is None
+    assert await store.due_tasks(1e12) == []
+    assert [row.task_id for row in await store.tasks()] == ["t2"]
+    assert not await store.put_task(task_row("t1", 2), ttl=30, due=None)
+    assert await store.put_task(task_row("t1", 1, "completed"), ttl=30, due=None)
+
+
+async def test_a_write_keeps_a_task_for_its_new_ttl(store: Store, elapse: Elapse) -> None:
+    await store.put_task(task_row("t1", 1), ttl=SHORT_TTL, due=None)
+    await store.put_task(task_row("t1", 2), ttl=30, due=None)
+    await elapse(PAST_SHORT_TTL)
+    assert await store.get_task("t1") == task_row("t1", 2)
+
+
+async def test_bad_task_writes_are_refused_with_a_reason(store: Store) -> None:
+    with pytest.raises(ValueError, match="task_id must be a non-empty string"):
+        await store.put_task(task_row("", 1), ttl=30, due=None)
+    with pytest.raises(ValueError, match="positive integer"):
+        await store.put_task(task_row("t1", 0), ttl=30, due=None)
+    with pytest.raises(ValueError, match="ttl must be a positive number"):
+        await store.put_task(task_row("t1", 1), ttl=0, due=None)
+    with pytest.raises(TypeError, match="TaskRow"):
+        await store.put_task({"task_id": "t1"}, ttl=30, due=None)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="task_id must be a non-empty string"):
+        await store.get_task("")
+    with pytest.raises(ValueError, match="limit must be a positive integer"):
+        await store.tasks(limit=0)
 
 
 # --- bus ---

@@ -1,0 +1,83 @@
+"""Task records in the store: sealed, written compare-and-set, kept for the task's TTL.
+
+The store sees a task's status, tool and times (for listings) and the record sealed with the
+server's key ring: arguments, answers and results are user data. Every write goes over the
+version it was read at, so two replicas never both change a task: the second one reads it again
+and decides anew (`engine.tasks`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+
+from engine.errors import InvalidRequestState
+from engine.state.seal import KeyRing
+from engine.tasks.record import TaskRecord
+from stores import Store, TaskRow
+
+log = logging.getLogger(__name__)
+
+TASK_RECORD = b"engine/task/v1"
+"""Bound to a task record's seal: it opens as a task record and as nothing else."""
+
+
+class TaskRecords:
+    """The tasks of one server in its store."""
+
+    def __init__(self, store: Store, *, keys: KeyRing) -> None:
+        self.store = store
+        self.keys = keys
+
+    async def load(self, task_id: str) -> TaskRecord | None:
+        """The task, or ``None`` when the store has none (unknown, expired, or sealed with a key
+        this server no longer holds)."""
+        row = await self.store.get_task(task_id)
+        if row is None:
+            return None
+        try:
+            data = self.keys.open_record(row.record, TASK_RECORD)
+            return TaskRecord.decode(task_id, data, row.version)
+        except InvalidRequestState as exc:
+            log.warning("task %s cannot be read (%s): is its key still in the ring?", task_id, exc)
+            return None
+
+    async def save(self, record: TaskRecord, *, due: float | None) -> bool:
+        """Write ``record`` over the version it was read at; its version moves on when written.
+
+        False when another write came first (read it again), or the task's TTL has passed.
+        ``due``: when the task next needs a runner (a lease that lapses then), or ``None``.
+        """
+        left = record.created + record.ttl - time.time()
+        if left <= 0:
+            return False
+        sealed = self.keys.seal_record(record.encode(), TASK_RECORD)
+        row = TaskRow(
+            record.task_id,
+            record.version + 1,
+            record.status.value,
+            record.target,
+            record.created,
+            record.updated,
+            sealed,
+        )
+        if not await self.store.put_task(row, ttl=left, due=due):
+            return False
+        record.version += 1
+        return True
+
+    async def due(self, now: float, limit: int = 100) -> list[str]:
+        return await self.store.due_tasks(now, limit=limit)
+
+    async def listing(self, *, limit: int = 50, status: str | None = None) -> list[TaskRow]:
+        return await self.store.tasks(limit=limit, status=status)
+
+
+def changed(record: TaskRecord, **fields: object) -> TaskRecord:
+    """A copy of ``record`` with ``fields`` changed, to write in its place: the record read
+    stays as it was if the write loses."""
+    return dataclasses.replace(record, **fields)  # type: ignore[arg-type]
+
+
+__all__ = ["TASK_RECORD", "TaskRecords", "changed"]

@@ -1,0 +1,174 @@
+"""A task's record: everything a replica needs to answer for the task, run its body again or
+take it over from a replica that died.
+
+The store keeps it sealed (`engine.store_services.task_records`); this module is the record and
+its msgpack codec, read only after the seal verified.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgpack
+
+from engine.errors import InvalidRequestState
+from stores.packing import pack
+
+RECORD_VERSION = 1
+
+
+class Status(enum.StrEnum):
+    WORKING = "working"
+    INPUT_REQUIRED = "input_required"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+TERMINAL = frozenset({Status.COMPLETED, Status.FAILED, Status.CANCELLED})
+
+
+@dataclass(slots=True)
+class TaskRecord:
+    """One task. Its call is the task: ``task_id`` is the call id, and each run of its body is
+    one more round of that call (``round_no``, the last one begun)."""
+
+    task_id: str
+    target: str
+    """The tool."""
+    arguments: Any
+    """As the client sent them: each run validates them again, as a round does."""
+    capabilities: dict[str, Any]
+    """The client capabilities of the request that made the task: what its questions may ask."""
+    protocol: str
+    principal: bytes | None
+    """The tag of the principal that made the task; only that principal reaches it."""
+    created: float
+    ttl: float
+    """Seconds the task is kept from ``created``."""
+    poll_ms: int
+    state: bytes
+    """The call's state (`engine.state.call.CallState`, encoded): answers and checkpoints."""
+    round_no: int
+    status: Status = Status.WORKING
+    updated: float = 0.0
+    message: str | None = None
+    owner: bytes | None = None
+    """The replica whose run holds the task, while one does."""
+    lease_until: float = 0.0
+    """Epoch seconds after which the owner's hold has lapsed."""
+    questions: dict[str, str] = field(default_factory=dict)
+    """Outstanding questions: their wire key (in ``inputRequests``) → the question's key."""
+    requests: dict[str, Any] = field(default_factory=dict)
+    """Outstanding questions as the client is shown them, by wire key."""
+    answers: dict[str, Any] = field(default_factory=dict)
+    """Answers given and not yet used by a run, by question key."""
+    issued: list[str] = field(default_factory=list)
+    """Every wire key this task ever used: none is used twice."""
+    result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    version: int = 0
+    """The version of the stored task this record was read at (0: never stored)."""
+
+    def encode(self) -> bytes:
+        return pack(
+            [
+                RECORD_VERSION,
+                self.target,
+                self.arguments,
+                self.capabilities,
+                self.protocol,
+                self.principal,
+                self.created,
+                self.ttl,
+                self.poll_ms,
+                self.state,
+                self.round_no,
+                self.status.value,
+                self.updated,
+                self.message,
+                self.owner,
+                self.lease_until,
+                self.questions,
+                self.requests,
+                self.answers,
+                self.issued,
+                self.result,
+                self.error,
+            ]
+        )
+
+    @classmethod
+    def decode(cls, task_id: str, data: bytes, version: int) -> TaskRecord:
+        try:
+            raw = msgpack.unpackb(data, raw=False, strict_map_key=True, max_ext_len=0)
+            if not isinstance(raw, list) or not raw or raw[0] != RECORD_VERSION:
+                raise ValueError("record version")
+            (
+                _,
+                target,
+                arguments,
+                capabilities,
+                protocol,
+                principal,
+                created,
+                ttl,
+                poll_ms,
+                state,
+                round_no,
+                status,
+                updated,
+                message,
+                owner,
+                lease_until,
+                questions,
+                requests,
+                answers,
+                issued,
+                result,
+                error,
+            ) = raw
+            return cls(
+                task_id,
+                target,
+                arguments,
+                capabilities,
+                protocol,
+                principal,
+                float(created),
+                float(ttl),
+                int(poll_ms),
+                bytes(state),
+                int(round_no),
+                Status(status),
+                float(updated),
+                message,
+                owner,
+                float(lease_until),
+                questions,
+                requests,
+                answers,
+                issued,
+                result,
+                error,
+                version,
+            )
+        except (ValueError, TypeError, msgpack.UnpackException) as exc:
+            raise InvalidRequestState(f"task record: {type(exc).__name__}") from None
+
+    @staticmethod
+    def wire_key(key: str, issued: list[str]) -> str:
+        """The ``inputRequests`` key for question ``key``, given the keys ``issued`` so far: its
+        own key the first time, then a new one each time it is asked again (a key is never used
+        for two requests)."""
+        if key not in issued:
+            return key
+        n = 2
+        while f"{key}.{n}" in issued:
+            n += 1
+        return f"{key}.{n}"
+
+
+__all__ = ["TERMINAL", "Status", "TaskRecord"]

@@ -1,0 +1,218 @@
+"""One run of a task's body: one more round of its call, on the replica that holds the task.
+
+The round runs from the record as rounds run from a token: the arguments validated again, the
+resolvers walked, recorded answers and the answers just given used, then the body. A
+checkpoint (a ``once=True`` resolver, ``ctx.once``) is written to the record before the body
+goes on, so a replica that takes the task over does not repeat it. What the round comes to
+becomes the task's status: a result, an error, or questions for the client (the task then
+waits in the store; nothing of it stays in a process).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import anyio.lowlevel
+
+from engine.calls.execute import Outcome, execute_round
+from engine.calls.reply import CallRequest, ReplyKind, RoundReply
+from engine.calls.runner import RoundRunner
+from engine.context import RequestScope
+from engine.errors import INVALID_PARAMS, MCPError
+from engine.handlers.results import error_result
+from engine.handlers.tool import Tool
+from engine.protocol.jsonrpc import dumps
+from engine.questions.answers import StatelessAnswers
+from engine.state.call import CallState
+from engine.store_services.journal_writer import JournalWriter
+from engine.tasks.lease import Lease
+from engine.tasks.record import Status, TaskRecord
+from stores import StoreUnavailable
+
+log = logging.getLogger("engine.tasks")
+
+
+@dataclass(slots=True)
+class RunContext:
+    """What a run reaches of its server."""
+
+    tools: Mapping[str, Tool]
+    runner: RoundRunner
+    """Its hooks, overrides and token settings, and the journal event of a round."""
+    journal: JournalWriter
+    changed: Callable[[TaskRecord], Awaitable[None]]
+    """Told of each status the run writes (status notifications)."""
+
+
+async def run_body(lease: Lease, context: RunContext) -> None:
+    """Run the task's body once, and write what it came to, unless the hold is lost first."""
+    record = lease.record
+    started = time.perf_counter()
+    tool = context.tools.get(record.target)
+    if tool is None:  # the tool was removed, or this replica serves other code
+        error = MCPError(INVALID_PARAMS, f"Unknown tool: {record.target}")
+        await _finish(lease, context, None, _failed(error), started)
+        return
+    state = CallState.decode(record.state)
+    answers = StatelessAnswers(
+        state,
+        record.answers,
+        record.capabilities,
+        context.runner.tokens.trust_unsolicited_answers,
+    )
+
+    async def keep_checkpoint(key: str) -> None:
+        kept = CallState(
+            {**state.answers, **answers.next_state.answers},
+            dict(state.asked),
+            dict(answers.next_state.checkpoints),
+        )
+        try:
+            written = await lease.write(state=kept.encode())
+        except StoreUnavailable as exc:
+            log.warning(
+                "task %s: checkpoint %r not kept, the run stops: %s", record.task_id, key, exc
+            )
+            lease.lose()
+            written = False
+        if not written:
+            await anyio.lowlevel.checkpoint()  # the cancelled run stops here
+
+    answers.on_checkpoint = keep_checkpoint
+    request = task_request(record)
+    scope = request.scope
+    protocol_error: MCPError | None = None
+    with lease.scope:
+        try:
+            executed = await execute_round(
+                tool,
+                record.arguments,
+                scope,
+                record.task_id,
+                record.round_no,
+                state,
+                answers,
+                hooks=context.runner.hooks,
+                overrides=context.runner.overrides,
+                convert=tool.result,
+            )
+        except MCPError as exc:
+            protocol_error = exc
+    if lease.lost or lease.scope.cancel_called:
+        return
+    if protocol_error is not None:
+        outcome, kind = _failed(protocol_error), "failed"
+    elif executed.outcome is Outcome.SUSPENDED:
+        outcome, kind = _asking(record, answers), ReplyKind.INPUT_REQUIRED.value
+    else:
+        if executed.unexpected is not None:
+            log.error("tool %r failed", tool.name, exc_info=executed.unexpected)
+        value = executed.value if executed.outcome is Outcome.COMPLETE else None
+        result = value if value is not None else error_result(executed.error or "error")
+        outcome = {"status": Status.COMPLETED, "result": {**result, "resultType": "complete"}}
+        kind = (ReplyKind.COMPLETE if value is not None else ReplyKind.ERROR).value
+    outcome["state"] = answers.next_state.encode()
+    await _finish(lease, context, (tool, request, answers, kind), outcome, started)
+
+
+def _failed(error: MCPError) -> dict[str, Any]:
+    return {"status": Status.FAILED, "error": error.to_error(), "message": error.message}
+
+
+def _asking(record: TaskRecord, answers: StatelessAnswers) -> dict[str, Any]:
+    """The task's new questions, each under a key it never used before."""
+    issued = list(record.issued)
+    questions: dict[str, str] = {}
+    requests: dict[str, Any] = {}
+    for key, rendered in answers.pending.items():
+        wire = record.wire_key(key, issued)
+        issued.append(wire)
+        questions[wire] = key
+        requests[wire] = rendered.request()
+    return {
+        "status": Status.INPUT_REQUIRED,
+        "questions": questions,
+        "requests": requests,
+        "issued": issued,
+    }
+
+
+async def _finish(
+    lease: Lease,
+    context: RunContext,
+    ran: tuple[Tool, CallRequest, StatelessAnswers, str] | None,
+    outcome: dict[str, Any],
+    started: float,
+) -> None:
+    """Write the run's outcome as the task's status; then journal it and tell listeners."""
+    try:
+        written = await lease.write(
+            **outcome, updated=time.time(), owner=None, lease_until=0.0, answers={}
+        )
+    except StoreUnavailable as exc:
+        # The hold lapses and another run (here or elsewhere) does this one again; its
+        # checkpoints are kept, so what ran once does not run twice.
+        log.warning("task %s: its outcome was not written; it runs again: %s", lease.task_id, exc)
+        lease.lose()
+        return
+    if not written:
+        return
+    record = lease.record
+    await context.changed(record)
+    if ran is not None:
+        tool, request, answers, kind = ran
+        await journal_run(context, tool, record, request, kind, answers, started)
+
+
+async def journal_run(
+    context: RunContext,
+    tool: Tool,
+    record: TaskRecord,
+    request: CallRequest,
+    kind: str,
+    answers: StatelessAnswers | None,
+    started: float,
+) -> None:
+    """Journal what a task's round came to, as a round's event (of ``kind``, as a round in
+    rounds would be, or ``failed``, ``cancelled``): replay and ``show`` read a task as the
+    rounds of its call. ``answers`` is ``None`` for a cancel, which ran nothing."""
+    journal = context.journal
+    if not journal.journals(record.task_id):
+        return
+    status = record.status
+    response: Any = {"resultType": status.value}
+    if status is Status.COMPLETED:
+        response = record.result
+    elif status is Status.INPUT_REQUIRED:
+        response = {"resultType": "input_required", "inputRequests": record.requests}
+    elif status is Status.FAILED:
+        response = {"error": record.error}
+    reply = RoundReply(
+        ReplyKind.COMPLETE,
+        record.result,
+        record.task_id,
+        record.round_no,
+        record.requests or None,
+        trace=answers,
+    )
+    event = context.runner.journal_event(tool, request, reply, dumps(response), started)
+    event["kind"] = kind
+    if answers is not None:  # every checkpoint: a run taken over kept those of the one before
+        event["checkpoints"] = dict(answers.next_state.checkpoints)
+    event["task"] = status.value
+    await journal.record(record.task_id, event)
+
+
+def task_request(record: TaskRecord) -> CallRequest:
+    """The request a run of the task serves: the one that made it, as it is recorded."""
+    scope = RequestScope(None, "tools/call", record.protocol, record.capabilities, None, {}, None)
+    return CallRequest(
+        "tools/call", record.target, record.arguments, record.answers or None, None, scope
+    )
+
+
+__all__ = ["RunContext", "journal_run", "run_body", "task_request"]

@@ -1,0 +1,152 @@
+"""A task outlives the replica that ran it: SIGKILLed mid-body, its task is taken over by
+another process on the same store once its hold lapses, and what its ``once`` step did is not
+done again."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+from engine.tasks.policy import EXTENSION
+from stores import SQLiteStore
+from tests.conftest import KEY
+from tests.fleet_helpers import ROOT, free_port
+from tests.http_helpers import assert_result, post, request
+
+SERVER = "tests/tasks/takeover_server.py"
+TASKS = {"extensions": {EXTENSION: {}}}
+
+
+class Replica:
+    def __init__(self, env: dict[str, str], log: Path) -> None:
+        self.port = free_port()
+        self.log = log
+        with log.open("ab") as out:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "engine", "serve", SERVER, "--port", str(self.port)],
+                cwd=ROOT,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                httpx.get(f"{self.url}/healthz", timeout=1).raise_for_status()
+                return
+            except httpx.HTTPError:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(log.read_text()) from None
+                time.sleep(0.1)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def client(self) -> httpx.AsyncClient:
+        return httpx.AsyncClient(base_url=self.url, timeout=10)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+
+
+@pytest.fixture
+def setting(tmp_path: Path) -> Iterator[dict[str, Any]]:
+    env = dict(os.environ)
+    env.update(
+        ENGINE_KEYS=KEY,
+        ENGINE_STORE=f"sqlite:///{tmp_path / 'tasks.db'}",
+        TASK_EFFECTS=str(tmp_path / "effects.txt"),
+        TASK_NAP="3",
+        PYTHONPATH=str(ROOT),
+    )
+    started: list[Replica] = []
+
+    def replica() -> Replica:
+        started.append(Replica(env, tmp_path / f"replica-{len(started)}.log"))
+        return started[-1]
+
+    yield {"replica": replica, "effects": tmp_path / "effects.txt", "db": tmp_path / "tasks.db"}
+    for one in started:
+        one.stop()
+
+
+def effects(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+async def journaled(db: Path, call_id: str, event: tuple[int, str]) -> None:
+    """Wait until the journal holds ``(round, kind)`` for the call: the journal is written
+    after a round answers, so a replica killed at once may not have written it yet."""
+    store = SQLiteStore(db)
+    try:
+        with anyio.fail_after(10):
+            while True:
+                if event in [(e["round"], e["kind"]) for e in await store.events(call_id)]:
+                    return
+                await anyio.sleep(0.05)
+    finally:
+        await store.aclose()
+
+
+@pytest.mark.anyio
+async def test_a_killed_replicas_task_is_finished_by_another_process(
+    setting: dict[str, Any],
+) -> None:
+    first, second = setting["replica"](), setting["replica"]()
+    async with first.client() as a, second.client() as b:
+        made = assert_result(
+            await post(
+                a,
+                request(
+                    "tools/call", {"name": "slow_once", "arguments": {"n": 4}}, capabilities=TASKS
+                ),
+            )
+        )
+        task_id = made["taskId"]
+        deadline = time.monotonic() + 10
+        while not effects(setting["effects"]):  # the once step ran: the body naps now
+            assert time.monotonic() < deadline, first.log.read_text()
+            await anyio.sleep(0.05)
+        await journaled(setting["db"], task_id, (1, "task"))  # written after the answer
+        first.process.send_signal(signal.SIGKILL)
+        first.process.wait(5)
+
+        seen: list[str] = []
+        deadline = time.monotonic() + 20
+        while True:
+            get = request("tasks/get", {"taskId": task_id}, capabilities=TASKS)
+            task = assert_result(await post(b, get))
+            seen.append(task["status"])
+            if task["status"] != "working":
+                break
+            assert time.monotonic() < deadline, second.log.read_text()
+            await anyio.sleep(0.1)
+    assert task["status"] == "completed", task
+    assert task["result"]["content"][0]["text"] == "4 became 40"
+    assert effects(setting["effects"]) == [f"{task_id} 4"]  # the once step did not run again
+
+    store = SQLiteStore(setting["db"])
+    try:
+        events = await store.events(task_id)
+    finally:
+        await store.aclose()
+    kinds = [(event["round"], event["kind"]) for event in events]
+    assert kinds == [(1, "task"), (2, "complete")]  # the killed run journaled nothing
