@@ -166,9 +166,9 @@ class JWTVerifier:
             return _refused("kid is not a string")
         key = await self.keys.find(kid)
         if key is None:
-            return _refused(f"no key {kid!r} in the JWKS" if kid else "no kid, several keys")
+            return _refused(f"no key {kid[:64]!r} in the JWKS" if kid else "no kid, several keys")
         if algorithm not in key.algorithms:
-            return _refused(f"key {kid!r} is not for {algorithm}")
+            return _refused(f"key {str(kid)[:64]!r} is not for {algorithm}")
         try:
             claims = jwt.decode(
                 token,
