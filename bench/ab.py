@@ -9,7 +9,13 @@ inline or with a store, with environment settings of its own:
     .venv/bin/python bench/ab.py inline=. redis=.,redis sampled=.,redis,ENGINE_JOURNAL_SAMPLE=0.1
     .venv/bin/python bench/ab.py --workload chain --rounds 10 before=../old,redis after=.,redis
 
-Each variant is ``NAME=CHECKOUT[,redis|,sqlite][,VAR=VALUE...]``. As in `bench/run.py`, no
+Each variant is ``NAME=CHECKOUT[,redis|,sqlite][,jwt][,VAR=VALUE...]``; ``jwt`` serves it with
+auth on: a ``JWTVerifier`` whose key set the server fetches (once, then keeps) from a route of its
+own, the load generator sending an RS256 token minted for it with every request:
+
+    .venv/bin/python bench/ab.py open=. jwt=.,jwt
+
+As in `bench/run.py`, no
 ``ENGINE_*`` setting of the calling shell reaches a server: only a variant's own do. The Redis is
 the bench's (``--redis-url``, as for `bench/run.py`); each variant gets a key prefix of its own,
 deleted once the servers have stopped. Prints each variant's medians over the rounds (calls/s,
@@ -40,6 +46,9 @@ class Variant:
     store: str | None
     """``redis``, ``sqlite`` or ``None`` (inline)."""
     env: dict[str, str]
+    jwt: bool = False
+    """Served with auth on; the load carries a bearer token (see `bearer_token`)."""
+    headers: dict[str, str] = field(default_factory=dict)
     calls_per_s: list[float] = field(default_factory=list)
     cpu_per_round: list[float] = field(default_factory=list)
     store_cores: list[float] = field(default_factory=list)
@@ -66,8 +75,11 @@ def parse_variant(text: str) -> Variant:
         raise argparse.ArgumentTypeError(f"{text!r}: {checkout} has no bench/servers/ours.py")
     store: str | None = None
     env: dict[str, str] = {}
+    jwt = False
     for option in options:
-        if option in ("redis", "sqlite"):
+        if option == "jwt":
+            jwt = True
+        elif option in ("redis", "sqlite"):
             if store is not None:
                 raise argparse.ArgumentTypeError(f"{text!r}: one store per variant")
             store = option
@@ -76,9 +88,47 @@ def parse_variant(text: str) -> Variant:
             env[key] = value
         else:
             raise argparse.ArgumentTypeError(
-                f"{text!r}: {option!r} is neither redis, sqlite nor VAR=VALUE"
+                f"{text!r}: {option!r} is neither redis, sqlite, jwt nor VAR=VALUE"
             )
-    return Variant(name, checkout, store, env)
+    variant = Variant(name, checkout, store, env, jwt)
+    if jwt:
+        jwks, token = bearer_token()
+        variant.env["BENCH_JWKS"] = jwks
+        variant.headers["Authorization"] = f"Bearer {token}"
+    return variant
+
+
+JWT_ISSUER = "https://auth.bench.example/realms/bench"
+JWT_AUDIENCE = "bench-bookshop"
+"""What ``bench/servers/ours.py`` checks a token's ``iss`` and ``aud`` against."""
+
+
+def bearer_token() -> tuple[str, str]:
+    """A fresh RSA key's JWKS (for the server) and an RS256 access token it signed, valid for
+    a day, such as Keycloak or Auth0 issue."""
+    import json
+    import time
+
+    import jwt
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from jwt.algorithms import RSAAlgorithm
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    public = json.loads(RSAAlgorithm.to_jwk(key.public_key()))
+    jwks = {"keys": [public | {"kid": "bench-1", "use": "sig", "alg": "RS256"}]}
+    now = int(time.time())
+    claims = {
+        "iss": JWT_ISSUER,
+        "sub": "f3b1c2d4-bench-user",
+        "aud": JWT_AUDIENCE,
+        "iat": now,
+        "exp": now + 86400,
+        "scope": "openid profile shop",
+        "azp": "bench-client",
+        "client_id": "bench-client",
+    }
+    token = jwt.encode(claims, key, algorithm="RS256", headers={"kid": "bench-1"})
+    return json.dumps(jwks), token
 
 
 def server_spec(variant: Variant, store_url: str | None) -> run.ServerSpec:
@@ -132,6 +182,7 @@ def measure(variants: list[Variant], args: argparse.Namespace, logs: Path) -> No
                         warmup=args.warmup,
                         duration=args.seconds,
                         store_pid=store_pid if variant.store == "redis" else None,
+                        headers=variant.headers,
                     )
                     if not result.valid and len(variant.failures) < 3:
                         variant.failures.append(

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -175,17 +175,20 @@ class HTTPError(Exception):
 class Connection:
     """One keep-alive connection; reconnects after the server closes it."""
 
-    def __init__(self, host: str, port: int, path: str = "/mcp") -> None:
+    def __init__(
+        self, host: str, port: int, path: str = "/mcp", headers: Mapping[str, str] | None = None
+    ) -> None:
         self.host = host
         self.port = port
         self.path = path
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
+        extra = "".join(f"{name}: {value}\r\n" for name, value in (headers or {}).items())
         self.head = (
             f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\n"
             "Content-Type: application/json\r\n"
             "Accept: application/json, text/event-stream\r\n"
-            f"MCP-Protocol-Version: {PROTOCOL}\r\n"
+            f"MCP-Protocol-Version: {PROTOCOL}\r\n{extra}"
         ).encode()
 
     async def connect(self) -> None:
@@ -532,8 +535,10 @@ async def run_load(
     warmup: float = 2.0,
     duration: float = 10.0,
     store_pid: int | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> RunResult:
-    """Warm up, then measure ``duration`` seconds of back-to-back calls on every connection."""
+    """Warm up, then measure ``duration`` seconds of back-to-back calls on every connection;
+    ``headers`` go with every request (``Authorization``, for a server with auth)."""
     result = RunResult(workload.key, server, connections, duration)
     measuring = False
     stop = False
@@ -545,7 +550,7 @@ async def run_load(
             result.rounds += 1
 
     async def worker() -> None:
-        conn = Connection(host, port)
+        conn = Connection(host, port, headers=headers)
         caller = Caller(conn, workload, on_round)
         try:
             while not stop:

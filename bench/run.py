@@ -50,7 +50,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -437,6 +437,7 @@ def run_turn(
     warmup: float,
     duration: float,
     store_pid: int | None,
+    headers: Mapping[str, str] | None = None,
 ) -> loadgen.RunResult:
     """One measured window of one server, on an event loop of its own."""
     loop = loadgen.new_event_loop()
@@ -452,6 +453,7 @@ def run_turn(
                 warmup=warmup,
                 duration=duration,
                 store_pid=store_pid,
+                headers=headers,
             )
         )
     finally:

@@ -1,5 +1,7 @@
 """Write MCP servers whose tool calls run as resumable rounds that any replica can resume."""
 
+from typing import TYPE_CHECKING
+
 from engine.app import MCPServer
 from engine.auth.provider import AccessToken, TokenVerifier
 from engine.auth.settings import AuthSettings
@@ -19,6 +21,10 @@ from engine.questions.kinds import (
     ListRoots,
     Sample,
 )
+
+if TYPE_CHECKING:
+    from engine.auth.introspection import IntrospectionVerifier
+    from engine.auth.jwt_verifier import JWTVerifier
 
 __version__ = "0.1.0"
 

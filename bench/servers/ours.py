@@ -10,6 +10,10 @@ Every resolver is ``async`` (a sync resolver would add a worker-thread hop on bo
 Without a store, ``max_token_chars`` is raised to 4 MiB, the official SDK's request-body cap, so
 the 1 MB sampled answer can travel inline as it does there (the default refuses it and tells the
 operator to configure a store).
+
+With ``BENCH_JWKS`` (a JWKS, as ``bench/ab.py``'s ``jwt`` variants set it) the server has auth on:
+a ``JWTVerifier`` that fetches that key set from the server's own ``/bench/jwks`` when the first
+token arrives, and keeps it, as it would a provider's.
 """
 
 from __future__ import annotations
@@ -27,7 +31,16 @@ from pydantic import BaseModel, Field
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from engine import AcceptedElicitation, Context, Elicit, MCPServer, Resolve, Sample
+from engine import (
+    AcceptedElicitation,
+    AuthSettings,
+    Context,
+    Elicit,
+    JWTVerifier,
+    MCPServer,
+    Resolve,
+    Sample,
+)
 from engine.types import CreateMessageResult, SamplingMessage, TextContent
 
 KEY = os.environ.get("BENCH_KEY", "bench-shared-secret-0123456789abcdef-0123456789")
@@ -199,14 +212,37 @@ TOOLS: list[Callable[..., Any]] = [
 ]
 
 
-def build(store: str | None = None) -> MCPServer:
+JWT_ISSUER = "https://auth.bench.example/realms/bench"
+JWT_AUDIENCE = "bench-bookshop"
+
+
+def build(store: str | None = None, port: int = 0) -> MCPServer:
     options: dict[str, object] = {}
     if store is None:
         options["max_token_chars"] = INLINE_MAX_TOKEN_CHARS
+    jwks = os.environ.get("BENCH_JWKS")
+    if jwks:
+        options["token_verifier"] = JWTVerifier(
+            f"http://127.0.0.1:{port}/bench/jwks", issuer=JWT_ISSUER, audience=JWT_AUDIENCE
+        )
+        options["auth"] = AuthSettings(
+            issuer_url=JWT_ISSUER,
+            resource_server_url=f"http://127.0.0.1:{port}/mcp",
+            required_scopes=["shop"],
+        )
     mcp = MCPServer("Bookshop", keys=[KEY], store=store, **options)  # type: ignore[arg-type]
     for tool in TOOLS:
         mcp.add_tool(tool)
     mcp.add_tool(order_as_task, task=True)
+    if jwks:
+        body = jwks.encode()
+
+        @mcp.custom_route("/bench/jwks")
+        async def key_set(scope: Any, receive: Any, send: Any) -> None:
+            headers = [(b"content-type", b"application/json")]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
+
     return mcp
 
 
@@ -219,7 +255,7 @@ def main() -> None:
     parser.add_argument("--store", default=None, help="a store URL (default: inline state)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    build(args.store).run(
+    build(args.store, args.port).run(
         "streamable-http",
         host="127.0.0.1",
         port=args.port,

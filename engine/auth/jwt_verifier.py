@@ -13,11 +13,18 @@ signed with a key they publish as a JWKS. A token is accepted when:
 
 Scopes come from ``scope`` (space-separated, RFC 9068) or ``scp`` (a list or a string, as Okta and
 Entra ID send them); the client from ``client_id``, ``azp`` or ``appid``.
+
+A client sends the same token with every round of every call until it expires, and checking a
+signature costs more than serving a round, so a token that verified is remembered (by its text)
+for ``cache_seconds``, never past its ``exp``: its signature and claims cannot change, only the
+clock. A key the provider withdraws therefore stops verifying remembered tokens at most
+``cache_seconds`` later. Tokens that fail are not remembered: each is checked again.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable, Mapping
 from types import TracebackType
 from typing import Any
@@ -32,6 +39,9 @@ log = logging.getLogger("engine.auth")
 
 DEFAULT_ALGORITHMS = ("RS256", "PS256", "ES256", "EdDSA")
 SUPPORTED = frozenset(alg for family in ASYMMETRIC.values() for alg in family)
+MAX_REMEMBERED = 4096
+"""Verified tokens remembered at most (the oldest go first): about a token and its claims each,
+a few kilobytes."""
 
 
 class JWTVerifier:
@@ -50,6 +60,7 @@ class JWTVerifier:
     - ``jwks``: a key set given as a dict instead of ``jwks_url``, never fetched (keys you pin).
     - ``http_client``: an ``httpx.AsyncClient`` of your own to fetch the keys with (a proxy, a
       private CA); otherwise the verifier opens one while its server runs.
+    - ``cache_seconds``: how long a verified token is remembered (300; 0 checks every request).
     """
 
     def __init__(
@@ -65,6 +76,7 @@ class JWTVerifier:
         timeout: float = 5.0,
         jwks: Mapping[str, Any] | None = None,
         http_client: httpx.AsyncClient | None = None,
+        cache_seconds: float = 300.0,
     ) -> None:
         allowed = tuple(algorithms)
         refused = [alg for alg in allowed if alg not in SUPPORTED]
@@ -95,6 +107,9 @@ class JWTVerifier:
         )
         self.keys.client = http_client
         self._owns_client = http_client is None
+        self.cache_seconds = cache_seconds
+        self._verified: dict[str, tuple[float, AccessToken]] = {}
+        """Tokens that verified, by their text: until when each may be taken as it is."""
 
     async def __aenter__(self) -> JWTVerifier:
         if self._owns_client:
@@ -115,6 +130,30 @@ class JWTVerifier:
     async def verify_token(self, token: str) -> AccessToken | None:
         """The token's details when it is valid here; ``None`` (and the reason logged) when
         not. Raises ``KeysUnavailable`` when the key set cannot be fetched at all."""
+        remembered = self._verified.get(token)
+        if remembered is not None:
+            if remembered[0] > time.time():
+                return remembered[1]
+            del self._verified[token]
+        verified = await self._verify(token)
+        if verified is not None and self.cache_seconds > 0:
+            self._remember(token, verified)
+        return verified
+
+    def _remember(self, token: str, verified: AccessToken) -> None:
+        now = time.time()
+        until = now + self.cache_seconds
+        if verified.expires_at is not None:
+            until = min(until, verified.expires_at + self.leeway)
+        remembered = self._verified
+        if len(remembered) >= MAX_REMEMBERED:
+            for stale in [t for t, (at, _) in remembered.items() if at <= now]:
+                del remembered[stale]
+            while len(remembered) >= MAX_REMEMBERED:
+                del remembered[next(iter(remembered))]
+        remembered[token] = (until, verified)
+
+    async def _verify(self, token: str) -> AccessToken | None:
         try:
             header = jwt.get_unverified_header(token)
         except jwt.PyJWTError:
@@ -127,9 +166,9 @@ class JWTVerifier:
             return _refused("kid is not a string")
         key = await self.keys.find(kid)
         if key is None:
-            return _refused(f"no key {kid!r} in the JWKS" if kid else "no kid, several keys")
+            return _refused(f"no key {kid[:64]!r} in the JWKS" if kid else "no kid, several keys")
         if algorithm not in key.algorithms:
-            return _refused(f"key {kid!r} is not for {algorithm}")
+            return _refused(f"key {str(kid)[:64]!r} is not for {algorithm}")
         try:
             claims = jwt.decode(
                 token,

@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -113,7 +112,7 @@ def args_digest(arguments: Any) -> bytes:
 
 
 def principal_tag(principal: str, salt: bytes | None = None) -> bytes:
-    salt = salt if salt is not None else os.urandom(4)
+    salt = salt if salt is not None else random_bytes(4)
     digest = hashlib.sha256(
         b"engine/principal\0" + salt + principal.encode("utf-8", "surrogatepass")
     ).digest()

@@ -218,3 +218,28 @@ def test_only_asymmetric_algorithms_are_allowed() -> None:
         JWTVerifier(issuer="https://a", audience=RESOURCE)
     with pytest.raises(ValueError, match="audience"):
         JWTVerifier("https://a.example/jwks", issuer="https://a", audience=[])
+
+
+@pytest.mark.parametrize(("cache_seconds", "fetches"), [(300, 1), (0, 3)])
+async def test_a_verified_token_is_remembered(cache_seconds: float, fetches: int) -> None:
+    # With jwks_max_age=0 every check of a signature fetches the keys first: the fetches
+    # count the checks.
+    async with serve_authorization_server() as issuer:
+        verifier = JWTVerifier(
+            f"{issuer.issuer}/jwks",
+            issuer=issuer.issuer,
+            audience=RESOURCE,
+            jwks_max_age=0,
+            cache_seconds=cache_seconds,
+        )
+        settings = AuthSettings(
+            issuer_url=issuer.issuer, resource_server_url=RESOURCE, required_scopes=["shop"]
+        )
+        mcp = build_bookshop(keys=[KEY], token_verifier=verifier, auth=settings)
+        async with serve_asgi(mcp.streamable_http_app()) as base:
+            shop = Deployment(issuer, verifier, base)
+            token = issuer.mint(audience=RESOURCE)
+            for _ in range(3):
+                assert (await shop.call(token)).status_code == 200
+            invalid_token(await shop.call(issuer.mint(audience="elsewhere")))
+    assert issuer.jwks_fetches == fetches + 1
