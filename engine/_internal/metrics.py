@@ -17,6 +17,9 @@ _HELP = {
     "engine_token_rejections_total": "requestState tokens refused, by reason.",
     "engine_store_errors_total": "Store operations that failed because the store was unavailable.",
     "engine_journal_events_dropped_total": "Journal events dropped: the writers were behind.",
+    "engine_task_runs_total": "Runs of task bodies that ended here, by the status they left.",
+    "engine_task_takeovers_total": "Tasks taken over here after their replica's hold lapsed.",
+    "engine_task_holds_lost_total": "Task runs stopped here: cancelled, expired or taken over.",
 }
 
 
