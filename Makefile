@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint typecheck imports pytest conformance interop clean fleet e2e bench
+.PHONY: install demo test lint typecheck imports pytest conformance interop clean fleet e2e bench wheel
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -44,6 +44,10 @@ interop: $(STAMP)
 
 fleet: $(STAMP)
 	$(BIN)/python deploy/fleet.py $(FLEET_ARGS)
+
+# The wheel of this checkout installed into a fresh venv outside it, serving a 2-round call.
+wheel: $(STAMP)
+	ENGINE_WHEEL=1 $(BIN)/python tests/redis_server.py -- $(BIN)/pytest tests/packaging $(PYTEST_ARGS)
 
 e2e: $(STAMP)
 	ENGINE_E2E=1 $(BIN)/python tests/redis_server.py -- $(BIN)/pytest tests/e2e $(PYTEST_ARGS)

@@ -1,6 +1,8 @@
 """Write MCP servers whose tool calls run as resumable rounds that any replica can resume."""
 
 from engine.app import MCPServer
+from engine.auth.provider import AccessToken, TokenVerifier
+from engine.auth.settings import AuthSettings
 from engine.calls.runner import Principal
 from engine.context import Context, RequestScope
 from engine.di.redacted import Redacted
@@ -20,15 +22,36 @@ from engine.questions.kinds import (
 
 __version__ = "0.1.0"
 
+_VERIFIERS = {
+    "JWTVerifier": "engine.auth.jwt_verifier",
+    "IntrospectionVerifier": "engine.auth.introspection",
+}
+"""Imported when first named: they load PyJWT and httpx, which a server without auth never
+needs."""
+
+
+def __getattr__(name: str) -> object:
+    module = _VERIFIERS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'engine' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
+
 __all__ = [
     "AcceptedElicitation",
+    "AccessToken",
+    "AuthSettings",
     "CancelledElicitation",
     "Context",
     "DeclinedElicitation",
     "Elicit",
     "ElicitURL",
     "ElicitationResult",
+    "IntrospectionVerifier",
     "InvalidSignature",
+    "JWTVerifier",
     "ListRoots",
     "MCPError",
     "MCPServer",
@@ -39,5 +62,6 @@ __all__ = [
     "Resolve",
     "ResourceError",
     "Sample",
+    "TokenVerifier",
     "ToolError",
 ]

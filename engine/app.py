@@ -13,10 +13,13 @@ from typing import Any, TypeVar, Unpack
 
 import anyio
 
+from engine._internal import logs
 from engine._internal.keywords import refuse_unknown
 from engine._internal.metrics import Metrics
+from engine.auth.provider import AccessToken, TokenVerifier
+from engine.auth.settings import AuthSettings
 from engine.calls.reply import CallRequest, RoundReply
-from engine.calls.runner import Principal
+from engine.calls.runner import Principal, token_principal
 from engine.context import RequestScope
 from engine.di.overrides import DependencyOverrides
 from engine.fleet.backchannel import BackChannel
@@ -67,13 +70,22 @@ class MCPServer:
     ``warn_on_duplicate_resources`` keep the first instead, with a warning (``True``) or
     without (``False``), as the official server does.
 
+    Authorization (see docs/auth.md): ``auth``, an :class:`~engine.auth.settings.AuthSettings`
+    naming the authorization server and this resource, and ``token_verifier``, which checks
+    each request's bearer token (:class:`~engine.auth.jwt_verifier.JWTVerifier`,
+    :class:`~engine.auth.introspection.IntrospectionVerifier` or your own
+    :class:`~engine.auth.provider.TokenVerifier`). Both or neither. Over HTTP every request to
+    the MCP endpoint then needs a valid token, and each call belongs to the token's issuer and
+    subject unless ``principal`` says otherwise; stdio stays unauthenticated.
+
     Tokens (see docs/state.md):
 
     - ``keys``: the requestState secrets every replica shares (``ENGINE_KEYS``); without any, a
       per-process key is made and a warning logged.
     - ``audience``: what tokens are bound to, ``name`` by default; one per service.
     - ``principal``: ``principal(request) -> str | None`` names who makes a request (it gets a
-      :class:`~engine.context.RequestScope`); a token then opens only for that principal.
+      :class:`~engine.context.RequestScope`); a token then opens only for that principal, and
+      a 2025-11-25 session and its streams serve only the principal that initialized it.
     - ``state_ttl``: seconds a requestState stays valid (and rounds are kept in the store).
     - ``max_token_chars``: longer requestStates are refused unopened.
     - ``max_inline_state``: without a store, the largest state carried in a token (bytes).
@@ -111,6 +123,10 @@ class MCPServer:
 
     - ``session_ttl``: seconds an idle session lives.
     - ``legacy_answer_timeout``: seconds a question asked on the back-channel waits.
+    - ``max_pending_calls_per_session``: calls of one session that may wait for an answer at
+      once (16); a call that would be one more is refused with a JSON-RPC error.
+    - ``max_pending_calls``: calls of all sessions that may wait for an answer at once on one
+      replica (1,000).
 
     Connections of ``run("streamable-http")`` (see docs/security.md; each also ``ENGINE_`` and
     its name in capitals, ``ENGINE_MAX_HEAD_BYTES`` and so on):
@@ -135,13 +151,21 @@ class MCPServer:
         version: str = "0.1.0",
         principal: Principal | None = None,
         lifespan: Lifespan | None = None,
+        token_verifier: TokenVerifier | None = None,
+        auth: AuthSettings | None = None,
+        auth_server_provider: Any = None,
         **options: Unpack[ServerOptions],
     ) -> None:
         refuse_unknown("MCPServer.__init__", options, SERVER_OPTIONS)
+        self._auth, self._token_verifier = _checked_auth(auth, token_verifier, auth_server_provider)
+        if principal is None and self._token_verifier is not None:
+            principal = token_principal
         self.name = name
         self.instructions = instructions
         self.version = version
         self.settings = Settings.build(name=name, **options)
+        if self._auth is not None and self.settings.serve.trust_forwarded:
+            self._auth = self._auth.model_copy(update={"trust_forwarded": True})
         self.lifespan = lifespan
         self.lifespan_context: Any = {}
         self.dependency_overrides = DependencyOverrides()
@@ -160,6 +184,7 @@ class MCPServer:
         # Read on every request: attributes rather than properties.
         self.metrics: Metrics = self.runtime.metrics
         self.replica_id: str = self.settings.replica_id
+        logs.set_replica(self.replica_id)
         self.server_info: dict[str, Any] = self.settings.info.server_info(name, version)
         """``serverInfo`` as clients receive it, made once (set ``name``, ``version`` and the
         descriptive options when the server is made)."""
@@ -179,6 +204,30 @@ class MCPServer:
     @property
     def icons(self) -> list[Icon] | None:
         return list(self.settings.info.icons) or None
+
+    # --- authorization -----------------------------------------------------------------------
+
+    @property
+    def auth(self) -> AuthSettings | None:
+        return self._auth
+
+    @property
+    def token_verifier(self) -> TokenVerifier | None:
+        return self._token_verifier
+
+    def declared_scopes(self) -> set[str]:
+        return self.registry.declared_scopes()
+
+    def target_scopes(self, method: Any, params: Any) -> tuple[str, ...]:
+        return self.registry.target_scopes(method, params)
+
+    def request_principal(
+        self, headers: Mapping[str, str], access_token: AccessToken | None
+    ) -> str | None:
+        runner = self.runtime.runner
+        if runner.binder is None:
+            return None
+        return runner.principal(RequestScope(headers=headers, access_token=access_token))
 
     # --- what the runtime holds, for the protocol layer, transports and tests ----------------
 
@@ -324,6 +373,9 @@ class MCPServer:
             "completions": {},
             "logging": {},
         }
+
+    def principal_of(self, scope: RequestScope) -> str | None:
+        return self.runtime.runner.principal(scope)
 
     def list_tools(self) -> list[dict[str, Any]]:
         return self.registry.list_tools()
@@ -497,15 +549,49 @@ class MCPServer:
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[MCPServer]:
         """Serve: the lifespan (if any), the store, and the relay of the notification bus."""
+        logs.set_replica(self.replica_id)
         if self.tools and self.runtime.store is None:
             log.warning(REPLAY_WARNING)
         async with contextlib.AsyncExitStack() as stack:
+            verifier = self._token_verifier
+            if isinstance(verifier, contextlib.AbstractAsyncContextManager):
+                await stack.enter_async_context(verifier)  # its HTTP client, say
             if self.lifespan is not None:
                 value = await stack.enter_async_context(self.lifespan(self))
                 self.lifespan_context = value if value is not None else {}
                 stack.callback(setattr, self, "lifespan_context", {})
             await stack.enter_async_context(self.runtime.running())
             yield self
+
+
+def _checked_auth(
+    auth: AuthSettings | None, verifier: TokenVerifier | None, provider: Any
+) -> tuple[AuthSettings | None, TokenVerifier | None]:
+    """``auth`` and ``token_verifier``, given together or not at all."""
+    if provider is not None:
+        raise ValueError(
+            "auth_server_provider: this server is a resource server and runs no authorization "
+            "server; run one (Keycloak, Auth0, Entra ID...) and pass token_verifier="
+            "JWTVerifier(...) with auth=AuthSettings(issuer_url=...) (see docs/auth.md)"
+        )
+    if auth is not None and not isinstance(auth, AuthSettings):
+        raise TypeError(f"auth must be an engine.auth.settings.AuthSettings, got {auth!r}")
+    if auth is not None and verifier is None:
+        raise ValueError(
+            "auth needs a token_verifier to check bearer tokens: JWTVerifier(...) for JWTs, "
+            "IntrospectionVerifier(...) for opaque tokens (see docs/auth.md)"
+        )
+    if verifier is not None and auth is None:
+        raise ValueError(
+            "token_verifier needs auth=AuthSettings(issuer_url=..., resource_server_url=...): "
+            "clients learn from it where to get a token"
+        )
+    if verifier is not None and not callable(getattr(verifier, "verify_token", None)):
+        raise TypeError(
+            f"token_verifier {verifier!r} has no verify_token(token) method; see "
+            "engine.auth.provider.TokenVerifier"
+        )
+    return auth, verifier
 
 
 def _registering(register: Callable[[Any], object]) -> Callable[[F], F]:

@@ -18,6 +18,7 @@ from pydantic import BaseModel, TypeAdapter
 
 from engine._internal.logbridge import log_message, notify_in_order
 from engine._internal.notify import Notify
+from engine.auth.provider import AccessToken
 from engine.questions.answers import PENDING, AnswerSource
 from engine.questions.kinds import Elicit, ElicitURL, ListRoots, Question, Sample
 from engine.questions.rendering import Rendered
@@ -104,6 +105,8 @@ class RequestScope:
     session: Session = NO_SESSION
     close_stream: Callable[[], Awaitable[None]] | None = None
     """Ends the HTTP response of a 2025-11-25 call early; the client resumes it with GET."""
+    access_token: AccessToken | None = None
+    """The bearer token the HTTP transport verified (``None`` on stdio, or with auth off)."""
 
 
 @dataclass(slots=True)
@@ -201,6 +204,14 @@ class Context(Generic[LifespanT]):
     @property
     def protocol_version(self) -> str | None:
         return self._scope.protocol_version
+
+    @property
+    def access_token(self) -> AccessToken | None:
+        """The caller's verified access token (``None`` on stdio, or with auth off): its
+        ``subject``, ``scopes`` and ``claims``, and the ``token`` itself, to call a downstream
+        API on the caller's behalf. Outside a handler, ``engine.auth.current.get_access_token()``
+        returns the same token."""
+        return self._scope.access_token
 
     @property
     def client_capabilities(self) -> dict[str, Any]:

@@ -12,6 +12,8 @@ INTERNAL_ERROR = -32603
 HEADER_MISMATCH = -32020
 MISSING_CLIENT_CAPABILITY = -32021
 UNSUPPORTED_PROTOCOL_VERSION = -32022
+TOO_MANY_PENDING_CALLS = -32030
+"""A 2025-11-25 call would wait for an answer beyond the bound of its session or replica."""
 
 
 class InvalidSignature(TypeError):

@@ -80,6 +80,35 @@ class Registry:
                 return template, params
         return None
 
+    def declared_scopes(self) -> set[str]:
+        """Every scope some handler requires."""
+        handlers: list[Handler] = [
+            *self.tools.values(),
+            *self.prompts.values(),
+            *self.resources.values(),
+            *self.templates.values(),
+        ]
+        return {scope for handler in handlers for scope in handler.scopes}
+
+    def target_scopes(self, method: Any, params: Any) -> tuple[str, ...]:
+        """The scopes of the handler a ``tools/call``, ``prompts/get`` or ``resources/read``
+        names; none for other requests, or a target that is not there (the protocol layer
+        answers those)."""
+        if type(params) is not dict:
+            return ()
+        handler: Handler | None = None
+        if method == "tools/call":
+            name = params.get("name")
+            handler = self.tools.get(name) if type(name) is str else None
+        elif method == "prompts/get":
+            name = params.get("name")
+            handler = self.prompts.get(name) if type(name) is str else None
+        elif method == "resources/read":
+            uri = params.get("uri")
+            found = self.find_resource(uri) if type(uri) is str else None
+            handler = found[0] if found is not None else None
+        return handler.scopes if handler is not None else ()
+
     def list_tools(self) -> list[dict[str, Any]]:
         return [tool.listing for tool in self.tools.values()]
 

@@ -74,7 +74,11 @@ class Runtime:
             else None
         )
         self.bus = Bus(self.store, f"engine:{settings.tokens.audience}")
-        self.backchannel = BackChannel(forward=self._forward_response)
+        self.backchannel = BackChannel(
+            forward=self._forward_response,
+            max_pending_per_session=settings.legacy.max_pending_calls_per_session,
+            max_pending=settings.legacy.max_pending_calls,
+        )
         self.bus.on("response", self._accept_response)
         self.notifications = Notifications(self.bus)
         self.sessions = SessionRegistry(self.store, settings.legacy.session_ttl)

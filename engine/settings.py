@@ -43,6 +43,8 @@ class ServerOptions(TypedDict, total=False):
     journal_max_event_bytes: int | None
     session_ttl: float
     legacy_answer_timeout: float
+    max_pending_calls_per_session: int
+    max_pending_calls: int
     list_ttl_ms: int
     replica_id: str | None
     title: str | None
@@ -131,6 +133,10 @@ class LegacySettings:
 
     session_ttl: float
     answer_timeout: float
+    max_pending_calls_per_session: int
+    """Calls of one session that may wait for an answer at once; more are refused."""
+    max_pending_calls: int
+    """Calls of all sessions that may wait for an answer at once on this replica."""
 
 
 Duplicates = Literal["refuse", "warn", "keep"]
@@ -200,6 +206,9 @@ class ServeSettings:
     access_log: bool
     extra_allowed_hosts: tuple[str, ...]
     connections: ConnectionLimits
+    trust_forwarded: bool = False
+    """``ENGINE_TRUST_FORWARDED``: a proxy in front sets ``X-Forwarded-Proto`` and
+    ``X-Forwarded-Host``, so the protected resource metadata URL may be built from them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,6 +297,13 @@ class Settings:
             legacy=LegacySettings(
                 session_ttl=options.get("session_ttl", 3600),
                 answer_timeout=options.get("legacy_answer_timeout", 300),
+                max_pending_calls_per_session=_at_least_one(
+                    "max_pending_calls_per_session",
+                    options.get("max_pending_calls_per_session", 16),
+                ),
+                max_pending_calls=_at_least_one(
+                    "max_pending_calls", options.get("max_pending_calls", 1000)
+                ),
             ),
             serve=ServeSettings(
                 drain_timeout=env_number(
@@ -301,6 +317,7 @@ class Settings:
                     if host.strip()
                 ),
                 connections=_connection_limits(options, env),
+                trust_forwarded=env_flag(env, "ENGINE_TRUST_FORWARDED", default=False),
             ),
             info=InfoSettings(
                 title=options.get("title"),
@@ -390,6 +407,13 @@ def _connection_limits(options: ServerOptions, env: Environ) -> ConnectionLimits
         min_body_rate=number("min_body_rate", "ENGINE_MIN_BODY_RATE", 1024, whole=False, low=0),
         max_connections=connections,
     )
+
+
+def _at_least_one(option: str, value: Any) -> int:
+    """A count that must allow at least one: a whole number, 1 or more."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{option} must be a whole number, at least 1, got {value!r}")
+    return value
 
 
 def _icons(icons: Iterable[Any] | None) -> tuple[Icon, ...]:

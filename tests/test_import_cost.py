@@ -61,3 +61,20 @@ print(json.dumps(seen))
     assert {"sqlite3", "_sqlite3"} <= set(seen["sqlite"])
     assert not any(module.startswith("redis") for module in seen["sqlite"])
     assert "redis" in seen["redis"]
+
+
+def test_the_token_verifiers_load_pyjwt_and_httpx_when_first_named() -> None:
+    code = """
+import json, sys
+
+def loaded():
+    return sorted(m for m in ("jwt", "httpx") if m in sys.modules)
+
+import engine
+seen = {"import": loaded()}
+engine.JWTVerifier
+seen["named"] = loaded()
+print(json.dumps(seen))
+"""
+    seen = json.loads(_run(code).stdout)
+    assert seen == {"import": [], "named": ["httpx", "jwt"]}

@@ -62,6 +62,15 @@ def test_options_not_given_take_their_defaults() -> None:
     assert (journal.arguments, journal.ttl, journal.sample) == (True, 24 * 3600, 1.0)
     assert journal.max_event_bytes == 64 * 1024
     assert (settings.legacy.session_ttl, settings.legacy.answer_timeout) == (3600, 300)
+    legacy = settings.legacy
+    assert (legacy.max_pending_calls_per_session, legacy.max_pending_calls) == (16, 1000)
+
+
+@pytest.mark.parametrize("option", ["max_pending_calls_per_session", "max_pending_calls"])
+@pytest.mark.parametrize("bad", [0, -1, 2.5, True, "16"])
+def test_a_pending_call_bound_that_admits_no_call_is_refused(option: str, bad: object) -> None:
+    with pytest.raises(ValueError, match=f"{option} must be a whole number, at least 1"):
+        Settings.build(name="Bookshop", environ={}, **{option: bad})  # type: ignore[misc]
 
 
 def test_options_given_win_over_the_environment_which_wins_over_the_defaults() -> None:

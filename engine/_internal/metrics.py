@@ -15,6 +15,7 @@ _HELP = {
     "engine_duplicates_served_total": "Retries answered with an earlier attempt's response.",
     "engine_state_spills_total": "Rounds whose state went to the store by reference.",
     "engine_token_rejections_total": "requestState tokens refused, by reason.",
+    "engine_auth_refusals_total": "Requests refused for their bearer token, by reason.",
     "engine_store_errors_total": "Store operations that failed because the store was unavailable.",
     "engine_journal_events_dropped_total": "Journal events dropped: the writers were behind.",
     "engine_task_runs_total": "Runs of task bodies that ended here, by the status they left.",

@@ -15,7 +15,9 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from engine._internal import logs
 from engine._internal.hangup_guard import uncut
+from engine.auth.provider import principal_of
 from engine.calls.execute import (
     Convert,
     Executed,
@@ -43,6 +45,14 @@ log = logging.getLogger("engine.calls")
 _NOT_HOLDING = contextlib.nullcontext()
 Principal = Callable[[RequestScope], str | None]
 """The ``principal=`` callback: who is making this request (``None``: nobody in particular)."""
+
+
+def token_principal(scope: RequestScope) -> str | None:
+    """The default ``principal`` of a server with ``auth``: the issuer and subject of the
+    request's verified token, so each call belongs to the user who started it (``None``
+    without a token: on stdio, which stays unauthenticated)."""
+    token = scope.access_token
+    return principal_of(token) if token is not None else None
 
 
 class OversizedState(ToolError):
@@ -133,11 +143,13 @@ class RoundRunner:
         binding: Binding | None = None  # made when a token is checked or sealed
         if token is None:
             state, call_id, round_no = CallState({}, {}, {}), new_call_id(), 1
+            self._log_as(handler, call_id, round_no, principal)
         else:
             claims = Claims.decode(self.keys.open(token, self.tokens.max_token_chars))
             binding = self._binding(request)
             claims.verify(binding, principal)
             call_id, round_no = claims.call_id, claims.round_no + 1
+            self._log_as(handler, call_id, round_no, principal)
             if services is not None:
                 fingerprint = responses_fingerprint(responses)
                 admission = await services.claims.admit(call_id.hex(), claims.round_no, fingerprint)
@@ -160,7 +172,7 @@ class RoundRunner:
             if token is not None:
                 carried = claims.state
                 if not isinstance(carried, bytes):
-                    carried = await self._fetch_state(carried, call_id)
+                    carried = await self._fetch_state(carried, call_id, principal)
                 state = CallState.decode(carried)
             holding = _NOT_HOLDING if services is None else services.claims.keep_alive(claimed)
             with holding:
@@ -204,14 +216,20 @@ class RoundRunner:
                 await services.claims.abandon(claimed)
             raise
         if services is not None:
-            reply.finisher = self._finisher(services, claimed, handler, request, started)
+            reply.finisher = self._finisher(services, claimed, handler, request, started, principal)
         return reply
 
-    async def _fetch_state(self, ref: StateRef, call_id: bytes) -> bytes:
+    def _log_as(
+        self, handler: Handler, call_id: bytes, round_no: int, principal: str | None
+    ) -> None:
+        fields = logs.RoundFields(call_id.hex(), round_no, handler.name, principal, self.replica_id)
+        logs.enter_round(fields)
+
+    async def _fetch_state(self, ref: StateRef, call_id: bytes, principal: str | None) -> bytes:
         """State kept by reference: from the store (inline state needs no await)."""
         if self.services is None:
             raise InvalidRequestState("state by reference but no store is configured")
-        return await self.services.state.fetch(call_id.hex(), ref)
+        return await self.services.state.fetch(call_id.hex(), ref, principal)
 
     async def _suspended(
         self,
@@ -251,7 +269,10 @@ class RoundRunner:
         if services is not None and len(encoded) > self.spill_threshold:
             try:
                 carried = await services.state.keep(
-                    call_id.hex(), encoded, inline_limit=tokens.max_inline_state
+                    call_id.hex(),
+                    encoded,
+                    inline_limit=tokens.max_inline_state,
+                    principal=principal,
                 )
             except StoreUnavailable as exc:
                 log.error("could not keep the state of call %s: %s", call_id.hex(), exc)
@@ -292,6 +313,7 @@ class RoundRunner:
         handler: Handler,
         request: CallRequest,
         started: float,
+        principal: str | None,
     ) -> Finisher:
         def finish(reply: RoundReply, response: bytes) -> Awaitable[None] | None:
             call_id = reply.call_id or ""
@@ -299,6 +321,9 @@ class RoundRunner:
             event = None
             if journal.journals(call_id):
                 event = self.journal_event(handler, request, reply, response, started)
+                if principal is not None:
+                    event["principal"] = principal  # sealed with the payload
+                    event["has_principal"] = True  # in the clear: a listing says it is sealed
             if claimed is None and (event is None or journal.enqueue(call_id, event)):
                 if reply.launch is not None:
                     reply.launch()
@@ -388,4 +413,4 @@ def _failed(
     raise MCPError(INVALID_PARAMS, text, data)
 
 
-__all__ = ["OversizedState", "Principal", "RoundRunner", "UnkeptState"]
+__all__ = ["OversizedState", "Principal", "RoundRunner", "UnkeptState", "token_principal"]

@@ -71,14 +71,21 @@ def check_target(target: str | None, stdio: str | None) -> None:
 
 
 def open_connection(
-    target: str | None, stdio: str | None, timeout: float, *, traceback: bool = False
+    target: str | None,
+    stdio: str | None,
+    timeout: float,
+    *,
+    traceback: bool = False,
+    token: str | None = None,
 ) -> Connection:
+    """A connection to the server ``target`` names; ``token``: the bearer token of an HTTP
+    server (stdio and a server file in this process take none)."""
     check_target(target, stdio)
     if stdio is not None:
         return StdioConnection(stdio, timeout)
     assert target is not None
     if is_url(target):
-        return Session(target, timeout)
+        return Session(target, timeout, token)
     return InProcessConnection(target, traceback)
 
 

@@ -53,9 +53,11 @@ def header_text(value: str) -> str:
 class Session:
     """JSON-RPC requests to one Streamable HTTP endpoint, with the 2026-07-28 headers."""
 
-    def __init__(self, url: str, timeout: float) -> None:
+    def __init__(self, url: str, timeout: float, token: str | None = None) -> None:
         self.url = url
         self.timeout = timeout
+        self.token = token
+        """The bearer token every request carries (``--token``, ``ENGINE_TOKEN``)."""
         self.ids = itertools.count(1)
         self.replica = "?"
         self.where = url
@@ -84,6 +86,8 @@ class Session:
         name = params.get("name", params.get("uri", params.get("taskId")))
         if isinstance(name, str):
             sent["Mcp-Name"] = header_text(name)
+        if self.token is not None:
+            sent["Authorization"] = f"Bearer {self.token}"
         http = urllib.request.Request(self.url, body.encode(), sent, method="POST")
         try:
             with urllib.request.urlopen(http, timeout=self.timeout) as response:
@@ -95,6 +99,8 @@ class Session:
                     message = response_message(response.read(), kind, request_id)
         except urllib.error.HTTPError as exc:
             raw, kind = exc.read(), exc.headers.get("content-type", "")
+            if exc.code in (401, 403) and exc.headers.get("www-authenticate"):
+                raise ProtocolFailure(self._refused(exc.code, raw)) from None
             message = response_message(raw, kind, request_id)
             if message is None:
                 text = raw.decode(errors="replace").strip()[:200]
@@ -111,6 +117,20 @@ class Session:
         if message is None:
             raise ProtocolFailure(f"{self.url} did not answer with a JSON-RPC response")
         return result_of(method, message, self)
+
+    def _refused(self, status: int, raw: bytes) -> str:
+        """What a 401 or 403 said, and what to do about it."""
+        try:
+            said = str(json.loads(raw).get("error_description") or "")
+        except (ValueError, AttributeError):
+            said = ""
+        if status == 401 and self.token is None:
+            hint = "pass an access token with --token TOKEN or ENGINE_TOKEN"
+        elif status == 401:
+            hint = "the token was refused: get a new one and pass it with --token or ENGINE_TOKEN"
+        else:
+            hint = "get a token with the scopes named and pass it with --token or ENGINE_TOKEN"
+        return f"HTTP {status} from {self.url}: {said or 'unauthorized'}; {hint}"
 
 
 def result_of(method: str, message: Mapping[str, Any], session: Any) -> dict[str, Any]:

@@ -159,11 +159,14 @@ def calls(args: argparse.Namespace) -> int:
     if args.limit < 1:
         raise CLIError("--limit must be at least 1")
 
-    async def work(store: Any) -> list[Any]:
-        found: list[Any] = await store.calls(limit=args.limit, since=since, target=args.tool)
-        return found
+    keys = _journal_keys(args)
 
-    found = _with_store(args.store, work)
+    async def work(store: Any) -> tuple[list[Any], dict[str, str | None]]:
+        found: list[Any] = await store.calls(limit=args.limit, since=since, target=args.tool)
+        principals = {c.call_id: await _principal(store, c.call_id, keys) for c in found}
+        return found, principals
+
+    found, principals = _with_store(args.store, work)
     if args.json:
         rows = [
             {
@@ -173,6 +176,7 @@ def calls(args: argparse.Namespace) -> int:
                 "last_kind": c.last_kind,
                 "first_ts": c.first_ts,
                 "last_ts": c.last_ts,
+                "principal": principals[c.call_id],
             }
             for c in found
         ]
@@ -182,15 +186,48 @@ def calls(args: argparse.Namespace) -> int:
         print("No recorded calls" + (" matching the filters." if args.tool or since else "."))
         return 0
     now = time.time()
-    header = f"{'CALL ID':<26}{'TOOL':<22}{'ROUNDS':>6}  {'LAST':<16}{'STARTED (UTC)':<21}ACTIVE"
+    header = (
+        f"{'CALL ID':<26}{'TOOL':<22}{'ROUNDS':>6}  {'LAST':<16}{'STARTED (UTC)':<21}"
+        f"{'ACTIVE':<12}PRINCIPAL"
+    )
     print(header)
     for c in found:
         started = datetime.fromtimestamp(c.first_ts, UTC).strftime("%Y-%m-%d %H:%M:%S")
+        principal = principals[c.call_id]
         print(
             f"{c.call_id:<26}{(c.target or '?'):<22}{c.events:>6}  {(c.last_kind or '?'):<16}"
-            f"{started:<21}{_ago(now - c.last_ts)}"
+            f"{started:<21}{_ago(now - c.last_ts):<12}"
+            f"{principal if principal is not None else '-'}".rstrip()
         )
+    if keys is None and any(p == SEALED for p in principals.values()):
+        print(f"(principals are sealed: {HOW_TO_OPEN})")
     return 0
+
+
+SEALED = "(sealed)"
+HOW_TO_OPEN = "pass the server's keys with --keys-file PATH or ENGINE_KEYS to show them"
+
+
+async def _principal(store: Any, call_id: str, keys: Any) -> str | None:
+    """Who made a call, from its first journaled round that names one (``None``: nobody in
+    particular; `SEALED` when the keys to open it were not given)."""
+    from engine.errors import InvalidRequestState
+    from engine.store_services.journal_records import is_sealed, open_event
+
+    for event in await store.events(call_id):
+        if is_sealed(event):
+            if not event.get("has_principal"):
+                continue
+            if keys is None:
+                return SEALED
+            try:
+                event = open_event(event, keys)
+            except InvalidRequestState:
+                return SEALED
+        principal = event.get("principal")
+        if isinstance(principal, str):
+            return principal
+    return None
 
 
 TASK_STATUSES = ("working", "input_required", "completed", "failed", "cancelled")

@@ -15,12 +15,13 @@ behind ``call`` in :mod:`engine.cli.terminal_client`.
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import secrets
 import sys
 from typing import Any
 
+from engine import __version__
+from engine._internal import logs
 from engine.cli import journal as cli_journal
 from engine.cli.shared import (
     DEFAULT_STORE_SHOWN,
@@ -165,8 +166,29 @@ def _call(args: argparse.Namespace) -> int:
         stdio=args.stdio,
         log_level=args.log_level,
         traceback=args.traceback,
+        token=_token(args),
     )
     return run_call(options)
+
+
+def _token(args: argparse.Namespace) -> str | None:
+    """The bearer token for an HTTP server: ``--token``, else ``ENGINE_TOKEN``."""
+    from engine.cli.connections import is_url
+
+    given: str | None = args.token
+    if given is not None and not (args.target is not None and is_url(args.target)):
+        raise CLIError(
+            "--token is for a server reached over HTTP (an http:// or https:// TARGET); stdio "
+            "and a server file run here take no token"
+        )
+    token = given if given is not None else os.environ.get("ENGINE_TOKEN") or None
+    if token is not None:
+        token = token.strip()
+        if token.lower().startswith("bearer "):
+            token = token[7:].strip()
+        if not token or any(c.isspace() for c in token):
+            raise CLIError("the access token is empty or has spaces in it; pass the token alone")
+    return token
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -176,7 +198,9 @@ def _list(args: argparse.Namespace) -> int:
     from engine.cli.http_session import ProtocolFailure
     from engine.cli.listing import gather, print_listing
 
-    connection = open_connection(args.target, args.stdio, args.timeout, traceback=args.traceback)
+    connection = open_connection(
+        args.target, args.stdio, args.timeout, traceback=args.traceback, token=_token(args)
+    )
     try:
         found = gather(connection)
     except ProtocolFailure as exc:
@@ -198,6 +222,10 @@ TARGET_HELP = (
     "FILE.py[:ATTR] run in this process"
 )
 STDIO_HELP = "run CMD and speak to the server on its stdin/stdout instead of TARGET"
+TOKEN_HELP = (
+    "the OAuth access token an HTTP server requires, sent as Authorization: Bearer (or "
+    "ENGINE_TOKEN; shown by ps: prefer ENGINE_TOKEN)"
+)
 
 
 DESCRIPTION = """\
@@ -215,6 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"mcp-engine {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     store_help = (
         f"the server's store URL (default: ENGINE_STORE, else {DEFAULT_STORE_SHOWN}); "
@@ -256,6 +285,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help=f"print the traceback when importing FILE.py fails (or {TRACEBACK_ENV}=1)",
     )
+    serve.add_argument(
+        "--log-format",
+        choices=["text", "json"],
+        help="log lines as text, or as one JSON object each (or ENGINE_LOG_FORMAT)",
+    )
     serve.set_defaults(func=_serve)
 
     call = command(
@@ -293,6 +327,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--timeout", type=float, default=60.0, metavar="SECONDS", help="per request (60)"
     )
     call.add_argument("--stdio", metavar="CMD", help=STDIO_HELP)
+    call.add_argument("--token", metavar="TOKEN", help=TOKEN_HELP)
     call.add_argument(
         "--log-level",
         default="info",
@@ -316,6 +351,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     listing.add_argument("target", metavar="TARGET", nargs="?", help=TARGET_HELP)
     listing.add_argument("--stdio", metavar="CMD", help=STDIO_HELP)
+    listing.add_argument("--token", metavar="TOKEN", help=TOKEN_HELP)
     listing.add_argument("--json", action="store_true", help="print JSON instead of text")
     listing.add_argument(
         "--timeout", type=float, default=60.0, metavar="SECONDS", help="per request (60)"
@@ -338,6 +374,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     calls.add_argument("--limit", type=int, default=20, help="at most N calls (default 20)")
     calls.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    _key_options(calls)
     calls.set_defaults(func=cli_journal.calls)
 
     listed_tasks = command(
@@ -434,11 +471,14 @@ def _key_options(command: argparse.ArgumentParser) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO if args.command == "serve" else logging.WARNING,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    if getattr(args, "log_format", None):
+        os.environ[logs.LOG_FORMAT_ENV] = args.log_format
+    try:
+        log_format = logs.log_format()
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    logs.configure(log_format, "INFO" if args.command == "serve" else "WARNING")
     from engine.debug.journal import ReplayError
 
     try:

@@ -152,6 +152,7 @@ class CallOptions:
     stdio: str | None = None
     log_level: str = "info"
     traceback: bool = False
+    token: str | None = None
 
 
 def run_call(options: CallOptions, console: Console | None = None) -> int:
@@ -160,7 +161,11 @@ def run_call(options: CallOptions, console: Console | None = None) -> int:
     live = Live(console.stdout)
     try:
         session = open_connection(
-            options.url, options.stdio, options.timeout, traceback=options.traceback
+            options.url,
+            options.stdio,
+            options.timeout,
+            traceback=options.traceback,
+            token=options.token,
         )
     except ProtocolFailure as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -71,6 +71,8 @@ class RecordedRound:
     their sizes in bytes: the round cannot be replayed exactly."""
     redacted: tuple[str, ...] = ()
     """Arguments marked ``Redacted()``: never journaled, so replay needs them given."""
+    principal: str | None = None
+    """Who made the round (a server with ``auth``: the token's issuer and subject)."""
 
     @classmethod
     def of(cls, event: Mapping[str, Any]) -> RecordedRound:
@@ -103,6 +105,7 @@ class RecordedRound:
                 if isinstance(v, int)
             },
             redacted=tuple(str(name) for name in event.get("redacted") or () if name),
+            principal=event.get("principal") if isinstance(event.get("principal"), str) else None,
         )
 
     @property
@@ -135,6 +138,11 @@ class RecordedCall:
         if not self.events:
             raise ReplayError(f"call {self.call_id} has no journal events")
         self.rounds = [RecordedRound.of(event) for event in self.events]
+
+    @property
+    def principal(self) -> str | None:
+        """Who made the call: the principal its first round was made by."""
+        return next((r.principal for r in self.rounds if r.principal is not None), None)
 
     @classmethod
     def from_events(

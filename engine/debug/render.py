@@ -39,6 +39,8 @@ def timeline(call: RecordedCall) -> str:
         f"{_state_of(last.kind)}",
         f"  started   {when(first.ts)}",
     ]
+    if call.principal is not None:
+        lines.append(f"  principal {call.principal}")
     arguments = call.arguments
     lines.append(
         "  arguments "

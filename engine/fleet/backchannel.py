@@ -8,15 +8,16 @@ legacy clients need no sticky sessions.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import secrets
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 
-from engine.errors import ToolError
+from engine.errors import TOO_MANY_PENDING_CALLS, MCPError, ToolError
 from engine.protocol.jsonrpc import dumps
 from engine.questions.kinds import BadAnswer, ElicitURL
 from engine.questions.rendering import Rendered
@@ -43,12 +44,59 @@ class _Waiting:
 
 
 class BackChannel:
-    """This process's open server→client requests."""
+    """This process's open server→client requests, and the calls waiting on them.
 
-    def __init__(self, forward: Forward | None = None) -> None:
+    A call waiting for an answer holds its request, its stream and its round until the answer
+    comes or the answer timeout passes, even once its client has gone; so how many may wait is
+    bounded, per session and in all, and a call beyond the bound is refused before it asks.
+    """
+
+    def __init__(
+        self,
+        forward: Forward | None = None,
+        *,
+        max_pending_per_session: int = 16,
+        max_pending: int = 1000,
+    ) -> None:
         self.instance = secrets.token_hex(4)
         self._waiting: dict[str, _Waiting] = {}
         self.forward = forward
+        self.max_pending_per_session = max_pending_per_session
+        self.max_pending = max_pending
+        self._pending: dict[str | None, int] = {}
+        """Calls waiting for an answer, by session."""
+        self.pending_total = 0
+
+    def admit(self, session_id: str | None) -> None:
+        """Count one more call of ``session_id`` waiting for an answer, or refuse it."""
+        if self.pending_total >= self.max_pending:
+            raise MCPError(
+                TOO_MANY_PENDING_CALLS,
+                f"This server already has {self.max_pending} calls waiting for their clients' "
+                "answers; call again shortly (another replica may have room)",
+                {"reason": "too_many_pending_calls", "limit": self.max_pending},
+            )
+        held = self._pending.get(session_id, 0)
+        if held >= self.max_pending_per_session:
+            raise MCPError(
+                TOO_MANY_PENDING_CALLS,
+                f"This session already has {held} calls waiting for an answer: answer their "
+                "questions or cancel them (notifications/cancelled), then call again",
+                {"reason": "too_many_pending_calls", "limit": self.max_pending_per_session},
+            )
+        self._pending[session_id] = held + 1
+        self.pending_total += 1
+
+    def release(self, session_id: str | None) -> None:
+        """A call of ``session_id`` no longer waits: its slot is free."""
+        held = self._pending.pop(session_id, 0) - 1
+        if held > 0:
+            self._pending[session_id] = held
+        self.pending_total -= 1
+
+    def pending(self, session_id: str | None) -> int:
+        """How many calls of ``session_id`` wait for an answer."""
+        return self._pending.get(session_id, 0)
 
     async def request(
         self,
@@ -148,6 +196,20 @@ class BackChannelAnswers:
         self.accepted: dict[str, Any] = {}
         self.asked_in_place: dict[str, dict[str, Any]] = {}
         self.on_checkpoint: Callable[[str], Awaitable[None]] | None = None
+        self._asking = 0
+        """Questions of this call waiting now: the call holds one pending slot while any do."""
+
+    @contextlib.contextmanager
+    def _waiting_slot(self) -> Iterator[None]:
+        if self._asking == 0:
+            self.channel.admit(self.session_id)
+        self._asking += 1
+        try:
+            yield
+        finally:
+            self._asking -= 1
+            if self._asking == 0:
+                self.channel.release(self.session_id)
 
     def new_checkpoints(self) -> dict[str, Any]:
         return dict(self.next_state.checkpoints)  # the call had none before this one round
@@ -160,9 +222,10 @@ class BackChannelAnswers:
         if isinstance(question.question, ElicitURL):
             params["elicitationId"] = secrets.token_urlsafe(16)
         for _ in range(self.attempts):
-            answer = await self.channel.request(
-                self.outbox, question.question.method, params, self.timeout, self.session_id
-            )
+            with self._waiting_slot():
+                answer = await self.channel.request(
+                    self.outbox, question.question.method, params, self.timeout, self.session_id
+                )
             try:
                 outcome = question.question.parse(answer)
             except BadAnswer as exc:

@@ -7,6 +7,7 @@ sessions live in this process only.
 
 from __future__ import annotations
 
+import hmac
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from typing import Any
 import msgpack
 from pydantic_core import to_json
 
+from engine.state.claims import principal_tag
 from stores import Store
 
 SESSION_BLOB = "session"
@@ -48,11 +50,32 @@ class LegacySession:
     log_level: str | None = None
     subscriptions: list[str] = field(default_factory=list)
     touched: float = field(default_factory=time.time)
+    principal: bytes | None = None
+    """A salted digest of who initialized the session (``principal_tag``), never the name
+    itself; ``None`` when the ``principal`` callback named nobody."""
+
+    @classmethod
+    def for_principal(
+        cls,
+        principal: str | None,
+        protocol_version: str,
+        capabilities: dict[str, Any],
+        client_info: dict[str, Any],
+    ) -> LegacySession:
+        """A new session, bound to ``principal``."""
+        tag = principal_tag(principal) if principal is not None else None
+        return cls(new_session_id(), protocol_version, capabilities, client_info, principal=tag)
+
+    def owned_by(self, principal: str | None) -> bool:
+        """Whether ``principal`` is who initialized this session: only they are served by it."""
+        if self.principal is None or principal is None:
+            return self.principal is None and principal is None
+        return hmac.compare_digest(principal_tag(principal, self.principal[:4]), self.principal)
 
     def encode(self) -> bytes:
         return msgpack.packb(  # type: ignore[no-any-return]
             [
-                1,
+                2,
                 self.id,
                 self.protocol_version,
                 self.capabilities,
@@ -60,6 +83,7 @@ class LegacySession:
                 self.log_level,
                 self.subscriptions,
                 self.touched,
+                self.principal,
             ],
             use_bin_type=True,
         )
@@ -68,12 +92,14 @@ class LegacySession:
     def decode(cls, data: bytes) -> LegacySession | None:
         try:
             raw = msgpack.unpackb(data, raw=False)
-            version, sid, protocol, caps, info, level, subs, touched = raw
-        except (ValueError, TypeError, msgpack.UnpackException):
+            if raw[0] == 1:  # before sessions were bound: it serves no named principal
+                raw = [*raw, None]
+            version, sid, protocol, caps, info, level, subs, touched, principal = raw
+        except (ValueError, TypeError, IndexError, KeyError, msgpack.UnpackException):
             return None
-        if version != 1:
+        if version not in (1, 2) or not isinstance(principal, (bytes, type(None))):
             return None
-        return cls(sid, protocol, caps, info, level, list(subs), touched)
+        return cls(sid, protocol, caps, info, level, list(subs), touched, principal)
 
 
 def bounded_client_info(info: Any) -> dict[str, str]:

@@ -6,11 +6,12 @@ from __future__ import annotations
 import hashlib
 import inspect
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypedDict
 
 from engine._internal.introspect import callable_name
 from engine._internal.keywords import refuse_unknown
+from engine.auth.settings import check_scope
 from engine.di.signature import Signature, analyze
 from engine.role import Role
 from engine.types import Icon
@@ -27,6 +28,9 @@ class HandlerOptions(TypedDict, total=False):
     description: str | None
     """The function's docstring when not given."""
     icons: list[Icon] | None
+    scopes: Sequence[str] | None
+    """OAuth scopes a caller's access token needs, on top of the server's ``required_scopes``:
+    over HTTP with ``auth``, a call without them gets 403 ``insufficient_scope``."""
 
 
 def description_of(fn: Callable[..., Any], given: str | None) -> str:
@@ -81,6 +85,10 @@ class Handler:
         self.fn = fn
         self.name: str = name or callable_name(fn)
         self.role = role
+        given_scopes = options.get("scopes") or ()
+        if isinstance(given_scopes, str):
+            raise TypeError(f"scopes must be a list of scopes, such as [{given_scopes!r}]")
+        self.scopes: tuple[str, ...] = tuple(check_scope(scope) for scope in given_scopes)
         self.signature = analyze(fn, self.name, role=role)
         self.plans: dict[int, Signature] = {}
         self.code_fingerprint = code_digest([fn, *(node.fn for node in self.signature.plan.nodes)])

@@ -14,16 +14,17 @@ from typing import Any
 
 from engine._internal.logbridge import LEVELS, forwarding_logs
 from engine._internal.notify import Notify
+from engine.auth.provider import AccessToken
 from engine.calls.reply import CallRequest, ReplyKind, RoundReply
 from engine.context import RequestScope, Session
-from engine.errors import INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, MCPError
-from engine.fleet.backchannel import BackChannelAnswers, Outbox
-from engine.fleet.sessions import (
-    LegacySession,
-    bounded_capabilities,
-    bounded_client_info,
-    new_session_id,
+from engine.errors import (
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    MCPError,
 )
+from engine.fleet.backchannel import BackChannelAnswers, Outbox
+from engine.fleet.sessions import LegacySession, bounded_capabilities, bounded_client_info
 from engine.handlers.results import error_result
 from engine.protocol.common import LISTINGS, Listing, arguments_param, complete, string_param
 from engine.protocol.jsonrpc import Message, dumps
@@ -44,6 +45,10 @@ class LegacyExchange:
     notify: Notify | None = None
     new_session: LegacySession | None = None
     """Set by ``initialize``: the transport returns its id (``MCP-Session-Id``)."""
+    access_token: AccessToken | None = None
+    """The bearer token the transport verified, when the server requires one."""
+    principal: str | None = None
+    """Who makes the request (the ``principal`` a new session is bound to)."""
     extras: dict[str, Any] = field(default_factory=dict)
 
 
@@ -56,7 +61,8 @@ def session_notifier(server: Served, session: LegacySession) -> Notify:
     return notify
 
 
-async def _initialize(server: Served, params: Any, exchange: LegacyExchange) -> dict[str, Any]:
+async def _initialize(server: Served, message: Message, exchange: LegacyExchange) -> dict[str, Any]:
+    params = message.params
     if not isinstance(params, dict):
         raise MCPError(
             INVALID_PARAMS,
@@ -71,11 +77,9 @@ async def _initialize(server: Served, params: Any, exchange: LegacyExchange) -> 
             {"supported": LEGACY_VERSIONS, "requested": requested},
         )
     version = requested if requested in LEGACY_VERSIONS else LATEST
-    session = LegacySession(
-        new_session_id(),
-        version,
-        bounded_capabilities(capabilities),
-        bounded_client_info(params.get("clientInfo")),
+    kept = bounded_capabilities(capabilities)
+    session = LegacySession.for_principal(
+        exchange.principal, version, kept, bounded_client_info(params.get("clientInfo"))
     )
     await server.sessions.save(session)
     exchange.new_session = session
@@ -118,6 +122,7 @@ def _scope(
         notify=exchange.notify,
         session=Session(session_notifier(server, session)),
         close_stream=exchange.extras.get("close_stream"),
+        access_token=exchange.access_token,
     )
 
 
@@ -230,7 +235,7 @@ OPERATIONS: dict[str, Operation] = {
 async def handle(server: Served, message: Message, exchange: LegacyExchange) -> bytes:
     """Serve one legacy request; the serialised ``result`` (errors raise MCPError)."""
     if message.method == "initialize":
-        return dumps(await _initialize(server, message.params, exchange))
+        return dumps(await _initialize(server, message, exchange))
     session = exchange.session
     if session is None:
         raise MCPError(

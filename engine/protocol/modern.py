@@ -12,6 +12,7 @@ from typing import Any
 
 from engine._internal.logbridge import forwarding_logs
 from engine._internal.notify import Notify
+from engine.auth.provider import AccessToken
 from engine.calls.reply import CallRequest, ReplyKind, RoundReply
 from engine.context import RequestScope
 from engine.errors import (
@@ -49,6 +50,8 @@ class Exchange:
     notify: Notify | None = None
     validate: HeaderCheck | None = None
     """Transport-level checks of ``headers``, run once ``_meta`` is known (HTTP header rules)."""
+    access_token: AccessToken | None = None
+    """The bearer token the transport verified, when the server requires one."""
 
 
 def read_meta(params: Any) -> tuple[str, dict[str, Any], dict[str, Any]]:
@@ -207,6 +210,8 @@ async def handle(server: Served, message: Message, exchange: Exchange) -> bytes:
     scope = RequestScope(  # positional: keyword arguments are slower, on every request
         message.id, message.method, version, capabilities, exchange.headers, meta, exchange.notify
     )
+    if exchange.access_token is not None:
+        scope.access_token = exchange.access_token
     level = meta.get(META_LOG_LEVEL)
     if level is None or exchange.notify is None:
         outcome = await operation(server, params, scope)

@@ -8,6 +8,7 @@ from typing import Any, Protocol
 
 from engine._internal.metrics import Metrics
 from engine.calls.reply import CallRequest, RoundReply
+from engine.context import RequestScope
 from engine.fleet.backchannel import BackChannel
 from engine.fleet.notifications import Listener
 from engine.fleet.sessions import SessionRegistry
@@ -55,6 +56,11 @@ class Served(Protocol):
         ...
 
     def capabilities(self) -> dict[str, Any]: ...
+
+    def principal_of(self, scope: RequestScope) -> str | None:
+        """Who makes the request, by the ``principal`` callback (``None``: nobody in
+        particular, or no callback); a failing callback raises."""
+        ...
 
     def list_tools(self) -> list[dict[str, Any]]: ...
 

@@ -20,8 +20,9 @@ from stores.packing import pack
 PURPOSE = b"engine/journal/v2"
 """Bound to every sealed payload: it opens as a journal payload and as nothing else."""
 VERSION = 2
-PAYLOAD = ("arguments", "questions", "answers", "checkpoints", "response")
-"""The fields of an event that are sealed; every other field stays in the clear."""
+PAYLOAD = ("arguments", "questions", "answers", "checkpoints", "response", "principal")
+"""The fields of an event that are sealed; every other field stays in the clear (the principal,
+who made the call, is the user's identity: sealed like what they sent)."""
 
 
 def seal_event(event: dict[str, Any], keys: KeyRing, max_bytes: int) -> dict[str, Any]:

@@ -5,7 +5,9 @@ stays small; the next round, on any replica, fetches the blob and checks it agai
 When the store does not answer, a state that still fits the token travels inline instead: the
 round has run by then (a ``once=True`` resolver's side effect among what it did), so failing it
 with "retry" would make the client run it again.
-The blob is sealed with the server's key ring: the store holds no answer in the clear.
+The blob is sealed with the server's key ring: the store holds no answer in the clear. The seal
+binds the call's principal too, so a blob opens only for the user whose call it is, whatever
+token names it.
 """
 
 from __future__ import annotations
@@ -26,6 +28,13 @@ SPILLED_STATE = b"engine/spilled-state/v1"
 """Bound to a spilled state's seal: it opens as a spilled state and as nothing else."""
 
 
+def _purpose(principal: str | None) -> bytes:
+    """What a spilled state's seal binds: that it is one, and whose call it belongs to."""
+    if principal is None:
+        return SPILLED_STATE
+    return SPILLED_STATE + b"\0" + principal.encode("utf-8", "surrogatepass")
+
+
 class StateSpill:
     """Spills a call's state to the store and fetches it back.
 
@@ -42,22 +51,24 @@ class StateSpill:
         """How long a spilled state is kept: as long as the token that refers to it is valid."""
         self.metrics = metrics
 
-    async def spill(self, call_id: str, state: bytes) -> StateRef:
+    async def spill(self, call_id: str, state: bytes, principal: str | None = None) -> StateRef:
         blob_id = random_bytes(9).hex()
-        sealed = self.keys.seal_record(state, SPILLED_STATE)
+        sealed = self.keys.seal_record(state, _purpose(principal))
         await self.store.put_blob(call_id, blob_id, sealed, self.ttl)
         if self.metrics is not None:
             self.metrics.inc("engine_state_spills_total")
         return StateRef(blob_id, hashlib.sha256(state).digest())
 
-    async def keep(self, call_id: str, state: bytes, *, inline_limit: int) -> bytes | StateRef:
+    async def keep(
+        self, call_id: str, state: bytes, *, inline_limit: int, principal: str | None = None
+    ) -> bytes | StateRef:
         """What the next token carries: a reference to the spilled state, or, when the store
         does not answer and the state is at most ``inline_limit`` bytes, the state itself.
 
         A state over ``inline_limit`` that cannot be spilled raises `StoreUnavailable`.
         """
         try:
-            return await self.spill(call_id, state)
+            return await self.spill(call_id, state, principal)
         except StoreUnavailable as exc:
             if self.metrics is not None:
                 self.metrics.inc("engine_store_errors_total")
@@ -68,11 +79,11 @@ class StateSpill:
             )
             return state
 
-    async def fetch(self, call_id: str, ref: StateRef) -> bytes:
+    async def fetch(self, call_id: str, ref: StateRef, principal: str | None = None) -> bytes:
         blob = await self.store.get_blob(call_id, ref.blob_id)
         if blob is None:
             raise InvalidRequestState("state blob missing or expired")
-        blob = self.keys.open_record(blob, SPILLED_STATE)
+        blob = self.keys.open_record(blob, _purpose(principal))
         if hashlib.sha256(blob).digest() != ref.sha256:
             raise InvalidRequestState("state blob does not match its digest")
         return blob

@@ -2,23 +2,30 @@
 
 A legacy POST's answer becomes an event stream as soon as something precedes its result
 (:class:`ResponseStream`). Its events are numbered and kept (:class:`EventLog`): in this process,
-and with a store in the store too, with a heartbeat while the call runs. A ``GET`` with a
-``Last-Event-ID`` then replays what followed that event and follows the stream to its end
-(:func:`resume`), from this process's log or, for a stream another replica owns, from the store.
+and with a store in the store too, with a heartbeat of the replica while any of its streamed calls
+runs. A ``GET`` with a ``Last-Event-ID`` then replays what followed that event and follows the
+stream to its end (:func:`resume`), from this process's log or, for a stream another replica
+owns, from the store. A stream belongs to the session that made the request (and so to its
+principal): :func:`find_stream` finds it for that session only. What the store keeps of a stream
+(its events hold results, its owner record says whose it is) is sealed with the key ring, each
+record bound to its place, so the store can neither read them nor move one to another stream.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import re
 import secrets
+import time
 import weakref
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
 
-from engine.errors import INTERNAL_ERROR, MCPError
+from engine.errors import INTERNAL_ERROR, InvalidRequestState, MCPError
 from engine.protocol.jsonrpc import dumps, error_bytes, loads, notification_bytes
 from engine.transports._asgi import Header, Receive, Send, send_json, wait_disconnect
 from engine.transports._served import Hosted
@@ -33,15 +40,59 @@ CALL_EVENT_ID = re.compile(r"[0-9a-f]{24}\.\d+")
 """Event ids of a call's stream: ``<stream id>.<n>``; anything else names a session stream."""
 HEARTBEAT = 2.0
 EVENT_TTL = 600.0
+STREAM_NOT_FOUND = (
+    "Stream not found: Last-Event-ID names no stream of this session; resume only your own "
+    "session's streams, or send the request again"
+)
+
+
+STREAM_RECORD = b"engine/stream-record/v1\0"
+
+
+def _seal(server: Hosted, stream_id: str, field: str, data: bytes) -> bytes:
+    return server.keys.seal_record(data, STREAM_RECORD + f"{stream_id}/{field}".encode())
+
+
+def _open(server: Hosted, stream_id: str, field: str, raw: bytes) -> bytes:
+    """A stored stream record, opened; :class:`InvalidRequestState` when it was sealed by
+    another key ring, altered, or moved from another stream or position."""
+    return server.keys.open_record(raw, STREAM_RECORD + f"{stream_id}/{field}".encode())
+
+
+def stream_owner(session_id: str | None) -> str:
+    """What a stream keeps of the session it belongs to: a digest, so the store holds no
+    session id beside its events (``""``: no session, a stream nobody can resume)."""
+    if session_id is None:
+        return ""
+    return hashlib.sha256(b"engine/stream-owner\0" + session_id.encode()).hexdigest()[:32]
+
+
+def _alive_key(instance: str) -> str:
+    return f"replica-{instance}"
 
 
 class LegacyState:
-    """Per-server transport state: streams kept for resumption, requests that can be cancelled."""
+    """Per-server transport state: streams kept for resumption, requests that can be cancelled,
+    and when this replica last told the store it is alive."""
 
     def __init__(self, server: Hosted) -> None:
         self.event_logs: dict[str, EventLog] = {}
         self.inflight: dict[tuple[str | None, Any], anyio.CancelScope] = {}
+        self.next_beat = 0.0
         server.bus.on("cancel", self._cancel_here)
+
+    async def beat(self, server: Hosted) -> None:
+        """Tell other replicas this one is alive, at most once per ``HEARTBEAT`` however many
+        streamed calls it runs: one write per replica, not one per call."""
+        store = server.store
+        now = time.monotonic()
+        if store is None or now < self.next_beat:
+            return
+        self.next_beat = now + HEARTBEAT
+        with contextlib.suppress(StoreUnavailable):
+            await store.put_blob(
+                _alive_key(server.backchannel.instance), "alive", b"1", HEARTBEAT * 3
+            )
 
     async def _cancel_here(self, session_id: str | None, request_id: Any) -> None:
         scope = self.inflight.get((session_id, request_id))
@@ -62,13 +113,17 @@ def state_of(server: Hosted) -> LegacyState:
 class EventLog:
     """The events of one response stream, kept for resumption."""
 
-    def __init__(self, server: Hosted, stream_id: str, request_id: Any) -> None:
+    def __init__(self, server: Hosted, stream_id: str, request_id: Any, owner: str) -> None:
         self.server = server
         self.stream_id = stream_id
         self.request_id = request_id
+        self.owner = owner
+        """``stream_owner`` of the session whose request this stream answers."""
         self.events: list[bytes] = []
         self.done = False
-        self.changed = anyio.Event()
+        self._changed: anyio.Event | None = None
+        """Set when an event is added or the stream ends; made only once a resumer waits, as
+        most streams are never resumed."""
 
     def event_id(self, index: int) -> str:
         return f"{self.stream_id}.{index}"
@@ -77,29 +132,54 @@ class EventLog:
         self.events.append(data)
         index = len(self.events)
         self.done = self.done or final
-        self.changed.set()
-        self.changed = anyio.Event()
+        self._wake()
         store = self.server.store
         if store is not None:
             try:
                 key = f"sse-{self.stream_id}"
-                await store.put_blob(key, str(index), data, EVENT_TTL)
+                sealed = _seal(self.server, self.stream_id, str(index), data)
+                await store.put_blob(key, str(index), sealed, EVENT_TTL)
                 if final:
                     await store.put_blob(key, "end", str(index).encode(), EVENT_TTL)
             except StoreUnavailable as exc:
                 log.warning("stream event not kept in the store: %s", exc)
         return index
 
+    def _wake(self) -> None:
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
+
+    async def changed(self) -> None:
+        """Wait for the next event, or the end."""
+        if self._changed is None:
+            self._changed = anyio.Event()
+        await self._changed.wait()
+
+    async def end(self) -> None:
+        """No more events (the request was cancelled): resumers here and elsewhere stop."""
+        self.done = True
+        self._wake()
+        store = self.server.store
+        if store is not None:
+            try:
+                key = f"sse-{self.stream_id}"
+                await store.put_blob(key, "end", str(len(self.events)).encode(), EVENT_TTL)
+            except StoreUnavailable as exc:
+                log.warning("stream end not kept in the store: %s", exc)
+
 
 class ResponseStream:
     """The answer to one legacy POST: plain JSON, or an event stream once something precedes
     the result."""
 
-    def __init__(self, server: Hosted, send: Send, replica: Header, request_id: Any) -> None:
+    def __init__(
+        self, server: Hosted, send: Send, replica: Header, request_id: Any, session_id: str | None
+    ) -> None:
         self.server = server
         self.send = send
         self.replica = replica
-        self.log = EventLog(server, secrets.token_hex(12), request_id)
+        self.log = EventLog(server, secrets.token_hex(12), request_id, stream_owner(session_id))
         self.started = False
         self.attached = True
         self.lock = anyio.Lock()
@@ -108,18 +188,22 @@ class ResponseStream:
 
     async def _start(self) -> None:
         self.started = True
-        logs = state_of(self.server).event_logs
+        state = state_of(self.server)
+        logs = state.event_logs
         if len(logs) >= 1000:  # resumption from the store still works for older streams
             for stream_id in [k for k, v in logs.items() if v.done][:500]:
                 del logs[stream_id]
         logs[self.log.stream_id] = self.log
         store = self.server.store
         if store is not None:
-            try:  # so another replica can answer for this request if this one dies
+            try:  # whose it is, and who serves it, so another replica can follow it
                 key = f"sse-{self.log.stream_id}"
-                await store.put_blob(key, "request", dumps(self.log.request_id), EVENT_TTL)
+                owner = [self.log.owner, self.server.backchannel.instance, self.log.request_id]
+                sealed = _seal(self.server, self.log.stream_id, "owner", dumps(owner))
+                await store.put_blob(key, "owner", sealed, EVENT_TTL)
             except StoreUnavailable as exc:
                 log.warning("stream not registered in the store: %s", exc)
+            await state.beat(self.server)
         await start_event_stream(self.send, self.replica)
         await self._write(priming_event(self.log.event_id(0), RETRY_MS))
 
@@ -152,8 +236,7 @@ class ResponseStream:
     async def abandon(self) -> None:
         """The request was cancelled: answer 202 if nothing was sent, else end the stream."""
         async with self.lock:
-            self.log.done = True
-            self.log.changed.set()
+            await self.log.end()
             if not self.started:
                 await send_json(self.send, 202, b"", self.replica)
             else:
@@ -173,13 +256,12 @@ class ResponseStream:
 
     async def heartbeat(self) -> None:
         """While a streamed call runs, tell other replicas its owner is alive."""
-        store = self.server.store
-        if store is None:
+        if self.server.store is None:
             return
+        state = state_of(self.server)
         while True:
             if self.started:
-                with contextlib.suppress(StoreUnavailable):
-                    await store.put_blob(f"sse-{self.log.stream_id}", "alive", b"1", HEARTBEAT * 3)
+                await state.beat(self.server)
             await anyio.sleep(HEARTBEAT)
 
     async def detach_on_disconnect(self, receive: Receive) -> None:
@@ -188,52 +270,102 @@ class ResponseStream:
         self.attached = False
 
 
-async def resume(server: Hosted, last_event_id: str, send: Send) -> None:
-    """What followed ``last_event_id`` on its stream, then the rest as it comes, to its end."""
-    stream_id, _, index_text = last_event_id.rpartition(".")
-    seen = int(index_text) if index_text.isdigit() else 0
+@dataclass(frozen=True, slots=True)
+class StoredStream:
+    """A stream another replica owns, as the store describes it."""
+
+    stream_id: str
+    instance: str
+    """The back-channel instance of the replica serving it, whose heartbeat says it lives."""
+    request_id: Any
+
+
+async def find_stream(
+    server: Hosted, stream_id: str, session_id: str
+) -> EventLog | StoredStream | None:
+    """The stream ``stream_id`` if it belongs to ``session_id``: this process's log of it, or
+    what the store keeps of it; ``None`` for a stream unknown, or another session's."""
+    owner = stream_owner(session_id)
     local = state_of(server).event_logs.get(stream_id)
-    await write(send, f"retry: {RETRY_MS}\n\n".encode())
     if local is not None:
-        while True:
-            while seen < len(local.events):
-                seen += 1
-                await write(send, numbered_event(local.event_id(seen), local.events[seen - 1]))
-            if local.done:
-                return
-            await local.changed.wait()
-    await _resume_from_store(server, stream_id, seen, send)
+        return local if secrets.compare_digest(local.owner, owner) else None
+    store = server.store
+    if store is None:
+        return None
+    record = await store.get_blob(f"sse-{stream_id}", "owner")
+    if record is None:
+        return None
+    try:
+        kept_owner, instance, request_id = loads(_open(server, stream_id, "owner", record))
+    except InvalidRequestState as exc:
+        log.warning("stream %s: its owner record does not open (%s)", stream_id, exc.reason)
+        return None
+    except (MCPError, ValueError, TypeError):
+        return None
+    if not isinstance(kept_owner, str) or not secrets.compare_digest(kept_owner, owner):
+        return None
+    return StoredStream(stream_id, str(instance), request_id)
 
 
-async def _resume_from_store(server: Hosted, stream_id: str, seen: int, send: Send) -> None:
+async def resume(stream: EventLog | StoredStream, seen: int, server: Hosted, send: Send) -> None:
+    """What followed event ``seen`` on ``stream``, then the rest as it comes, to its end."""
+    await write(send, f"retry: {RETRY_MS}\n\n".encode())
+    if isinstance(stream, StoredStream):
+        await _resume_from_store(server, stream, seen, send)
+        return
+    while True:
+        while seen < len(stream.events):
+            seen += 1
+            await write(send, numbered_event(stream.event_id(seen), stream.events[seen - 1]))
+        if stream.done:
+            return
+        await stream.changed()
+
+
+OWNER_STOPPED = (
+    "The replica serving this request stopped before it answered; send the request again"
+)
+EVENT_UNREADABLE = (
+    "A kept event of this stream does not open: the replicas do not share their keys, or the "
+    "store was altered; send the request again"
+)
+
+
+async def _resume_from_store(server: Hosted, stream: StoredStream, seen: int, send: Send) -> None:
     """Follow a stream another replica owns, through the store, until its result is sent or its
     owner stops answering (then a clear error for the request)."""
     store = server.store
-    if store is None:
-        return
+    assert store is not None
+    stream_id = stream.stream_id
     key = f"sse-{stream_id}"
+
+    async def fail(message: str) -> None:
+        error = error_bytes(stream.request_id, MCPError(INTERNAL_ERROR, message))
+        await write(send, numbered_event(f"{stream_id}.{seen + 1}", error))
+
     quiet = 0.0
     while True:
         data = await store.get_blob(key, str(seen + 1))
         if data is not None:
+            try:
+                data = _open(server, stream_id, str(seen + 1), data)
+            except InvalidRequestState as exc:
+                log.warning(
+                    "stream %s: event %d does not open (%s)", stream_id, seen + 1, exc.reason
+                )
+                await fail(EVENT_UNREADABLE)
+                return
             seen += 1
             quiet = 0.0
             await write(send, numbered_event(f"{stream_id}.{seen}", data))
-            end = await store.get_blob(key, "end")
-            if end is not None and int(end) <= seen:
-                return
+        end = await store.get_blob(key, "end")
+        if end is not None and int(end) <= seen:
+            return
+        if data is not None:
             continue
-        if await store.get_blob(key, "alive") is None and quiet > HEARTBEAT:
-            request = await store.get_blob(key, "request")
-            request_id = loads(request) if request else None
-            error = MCPError(
-                INTERNAL_ERROR,
-                "The replica serving this request stopped before it answered; send the "
-                "request again",
-            )
-            await write(
-                send, numbered_event(f"{stream_id}.{seen + 1}", error_bytes(request_id, error))
-            )
+        alive = await store.get_blob(_alive_key(stream.instance), "alive")
+        if alive is None and quiet > HEARTBEAT:
+            await fail(OWNER_STOPPED)
             return
         await anyio.sleep(0.1)
         quiet += 0.1

@@ -20,6 +20,9 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from engine.auth.current import current_token
+from engine.auth.metadata import WELL_KNOWN, ResourceMetadata
+from engine.auth.provider import AccessToken
 from engine.errors import INVALID_REQUEST, PARSE_ERROR, MCPError
 from engine.protocol.dispatch import dispatch
 from engine.protocol.era import is_legacy
@@ -37,6 +40,7 @@ from engine.transports._asgi import (
     send_plain,
     until_disconnect,
 )
+from engine.transports._bearer import BearerGate, Refusal
 from engine.transports._cors import CORSPolicy, with_cors
 from engine.transports._modern_streams import listen, stream_call
 from engine.transports._origin import OriginPolicy
@@ -94,6 +98,9 @@ class StreamableHTTPApp:
         self.freeze_after_startup = freeze_after_startup
         self.replica_header = (b"x-engine-replica", server.replica_id.encode())
         self._header_check = self._check_headers
+        self.gate = _gate(server, self.path)
+        """The bearer token checks, when the server has ``auth``; ``None``: the endpoint is
+        open."""
         self.draining = False
         """Set when the server drains: every response then closes its connection."""
 
@@ -113,7 +120,9 @@ class StreamableHTTPApp:
             path = path[len(root) :]
         route = path if path == self.path else path.rstrip("/") or "/"
         if route != self.path:
-            if route == "/healthz" and scope["method"] in ("GET", "HEAD"):
+            if self.gate is not None and route.startswith(WELL_KNOWN):
+                await self._metadata(route, root, scope, send)
+            elif route == "/healthz" and scope["method"] in ("GET", "HEAD"):
                 await self._health(send)
             elif route == "/metrics" and scope["method"] in ("GET", "HEAD"):
                 body = self.server.metrics.exposition().encode()
@@ -130,18 +139,56 @@ class StreamableHTTPApp:
             error = MCPError(INVALID_REQUEST, refused)
             await send_json(send, 403, error_bytes(None, error), self.replica_header)
             return
+        gate = self.gate
+        if gate is None:
+            await self._endpoint(scope, receive, send, headers, None)
+            return
+        verified = await gate.authenticate(headers)
+        if type(verified) is Refusal:
+            await gate.refuse(verified, scope, headers, send, self.replica_header)
+            return
+        assert isinstance(verified, AccessToken)
+        reset = current_token.set(verified)
+        try:
+            await self._endpoint(scope, receive, send, headers, verified)
+        finally:
+            current_token.reset(reset)
+
+    async def _endpoint(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        headers: dict[str, str],
+        token: AccessToken | None,
+    ) -> None:
+        """A request to the MCP endpoint, authenticated when the server requires it."""
         method = scope["method"]
         session_id = headers.get("mcp-session-id")
         if method in ("GET", "DELETE") and session_id is not None:
             await legacy_http.session_request(
-                self.server, method, session_id, headers, self.replica_header, receive, send
+                self.server, method, session_id, headers, self.replica_header, receive, send, token
             )
             return
         if method != "POST":
             allow = (b"allow", b"POST")
             await send_plain(send, 405, b"Method Not Allowed", self.replica_header, allow)
             return
-        await self._post(scope, receive, send, headers)
+        await self._post(scope, receive, send, headers, token)
+
+    async def _metadata(self, route: str, root: str, scope: Scope, send: Send) -> None:
+        """The protected resource metadata, at the bare well-known path and at the one
+        suffixed with this endpoint's path (RFC 9728 §3.1)."""
+        assert self.gate is not None
+        suffix = route[len(WELL_KNOWN) :]
+        if suffix not in ("", self.path, root + self.path):
+            await send_plain(send, 404, b"Not Found", self.replica_header)
+        elif scope["method"] not in ("GET", "HEAD", "OPTIONS"):
+            allow = (b"allow", b"GET, HEAD, OPTIONS")
+            await send_plain(send, 405, b"Method Not Allowed", self.replica_header, allow)
+        else:
+            headers = request_headers(scope)
+            await self.gate.serve_metadata(scope, headers, send, self.replica_header)
 
     async def _custom(
         self, endpoints: Mapping[str, App], scope: Scope, receive: Receive, send: Send
@@ -175,7 +222,12 @@ class StreamableHTTPApp:
     # --- POST ---------------------------------------------------------------------------------
 
     async def _post(
-        self, scope: Scope, receive: Receive, send: Send, headers: dict[str, str]
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        headers: dict[str, str],
+        token: AccessToken | None,
     ) -> None:
         content_type = headers.get("content-type", "")
         if (
@@ -203,6 +255,12 @@ class StreamableHTTPApp:
         streaming = False
         if type(raw) is dict:  # anything else is refused by dispatch, with its reason
             params = raw.get("params")
+            if token is not None and self.gate is not None:
+                needed = self.server.target_scopes(raw.get("method"), params)
+                refused = self.gate.scope_check(token, needed) if needed else None
+                if refused is not None:
+                    await self.gate.refuse(refused, scope, headers, send, self.replica_header)
+                    return
             meta = params.get("_meta") if type(params) is dict else None
             modern = type(meta) is dict and META_VERSION in meta
             if not modern and is_legacy(raw, headers=headers):
@@ -214,11 +272,12 @@ class StreamableHTTPApp:
                     self.replica_header,
                     receive,
                     send,
+                    token,
                 )
                 return
             if "id" in raw:
                 if raw.get("method") == "subscriptions/listen":
-                    exchange = Exchange(headers, None, self._header_check)
+                    exchange = Exchange(headers, None, self._header_check, token)
                     await listen(
                         self.server,
                         raw,
@@ -232,7 +291,7 @@ class StreamableHTTPApp:
                 streaming = isinstance(meta, dict) and (
                     "progressToken" in meta or "io.modelcontextprotocol/logLevel" in meta
                 )
-        exchange = Exchange(headers, None, self._header_check)
+        exchange = Exchange(headers, None, self._header_check, token)
         if streaming:
             await stream_call(self.server, raw, exchange, self.replica_header, receive, send)
             return
@@ -281,6 +340,15 @@ class StreamableHTTPApp:
         healthy, details = await self.server.health()
         details["status"] = "ok" if healthy else "unavailable"
         await send_json(send, 200 if healthy else 503, dumps(details), self.replica_header)
+
+
+def _gate(server: Hosted, path: str) -> BearerGate | None:
+    """The bearer token checks of a server with ``auth``."""
+    auth, verifier = server.auth, server.token_verifier
+    if auth is None or verifier is None:
+        return None
+    metadata = ResourceMetadata(auth, server.declared_scopes)
+    return BearerGate(verifier, metadata, server.metrics, path)
 
 
 Middleware = Callable[[App], App] | Any

@@ -13,12 +13,14 @@ resumption are in :mod:`engine.transports._legacy_streams`.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Mapping
 from typing import Any
 
 import anyio
 
-from engine.errors import INVALID_REQUEST, MCPError
+from engine.auth.provider import AccessToken
+from engine.errors import INTERNAL_ERROR, INVALID_REQUEST, MCPError
 from engine.fleet.sessions import LegacySession
 from engine.protocol import legacy
 from engine.protocol.dispatch import error_response
@@ -28,7 +30,11 @@ from engine.transports._asgi import Header, Receive, Send, cancel_on_disconnect,
 from engine.transports._legacy_streams import (
     CALL_EVENT_ID,
     RETRY_MS,
+    STREAM_NOT_FOUND,
+    EventLog,
     ResponseStream,
+    StoredStream,
+    find_stream,
     resume,
     state_of,
 )
@@ -42,6 +48,8 @@ from engine.transports._sse import (
     write,
 )
 from stores import StoreUnavailable
+
+log = logging.getLogger("engine.http")
 
 SESSION_NOT_FOUND = (
     "Session not found: it ended or expired; send initialize again without MCP-Session-Id"
@@ -60,9 +68,13 @@ async def session_request(
     replica: Header,
     receive: Receive,
     send: Send,
+    access_token: AccessToken | None = None,
 ) -> None:
     """``GET`` (the session's stream, or a resumed one) or ``DELETE`` of a session."""
-    session = await find_session(server, session_id, None, replica, send)
+    principal = await _principal(server, headers, access_token, None, replica, send)
+    if principal is _REFUSED:
+        return
+    session = await find_session(server, session_id, None, replica, send, principal)
     if session is None:
         return
     if method == "DELETE":
@@ -71,17 +83,48 @@ async def session_request(
         await get(server, headers, session, replica, receive, send)
 
 
+_REFUSED: Any = object()
+"""What `_principal` returns once the request is answered."""
+
+
+async def _principal(
+    server: Hosted,
+    headers: Mapping[str, str],
+    access_token: AccessToken | None,
+    request_id: Any,
+    replica: Header,
+    send: Send,
+) -> str | None:
+    """Who makes this request: the ``principal`` callback, or the token's issuer and subject;
+    `_REFUSED` once a callback that failed is answered with 500."""
+    try:
+        return server.request_principal(headers, access_token)
+    except Exception:
+        error = MCPError(INTERNAL_ERROR, "Internal error")
+        await send_json(send, 500, error_bytes(request_id, error), replica)
+        return _REFUSED  # type: ignore[no-any-return]
+
+
 async def find_session(
-    server: Hosted, session_id: str, request_id: Any, replica: Header, send: Send
+    server: Hosted,
+    session_id: str,
+    request_id: Any,
+    replica: Header,
+    send: Send,
+    principal: str | None = None,
 ) -> LegacySession | None:
-    """The session ``session_id`` names; ``None`` once the client is told there is none (404)
-    or that the store cannot say (503)."""
+    """The session ``session_id`` names, if ``principal`` opened it; ``None`` once the client
+    is told there is none (404: another principal's session is answered as if it did not
+    exist) or that the store cannot say (503)."""
     try:
         session = await server.sessions.get(session_id)
     except StoreUnavailable as exc:
         error = store_error(exc, server.metrics)
         await send_json(send, status_of(error), error_bytes(request_id, error), replica)
         return None
+    if session is not None and not session.owned_by(principal):
+        log.warning("session %s refused: it belongs to another principal", session_id[:64])
+        session = None
     if session is None:
         error = MCPError(INVALID_REQUEST, SESSION_NOT_FOUND)
         await send_json(send, 404, error_bytes(request_id, error), replica)
@@ -96,13 +139,17 @@ async def post(
     replica: Header,
     receive: Receive,
     send: Send,
+    access_token: AccessToken | None = None,
 ) -> None:
     """Serve one legacy POST: ``initialize``, a request, a notification, or a response."""
     session: LegacySession | None = None
     is_request = isinstance(raw, dict) and "method" in raw and "id" in raw
     request_id = raw.get("id") if isinstance(raw, dict) else None
+    principal = await _principal(server, headers, access_token, request_id, replica, send)
+    if principal is _REFUSED:
+        return
     if session_id is not None:
-        session = await find_session(server, session_id, request_id, replica, send)
+        session = await find_session(server, session_id, request_id, replica, send, principal)
         if session is None:
             return
     if isinstance(raw, dict) and "method" not in raw and ("result" in raw or "error" in raw):
@@ -120,9 +167,14 @@ async def post(
             await server.bus.publish("cancel", session_id, target)
         await send_json(send, 202, b"", replica)
         return
-    stream = ResponseStream(server, send, replica, request_id)
+    stream = ResponseStream(server, send, replica, request_id, session_id)
     exchange = legacy.LegacyExchange(
-        session, outbox=stream.message, headers=headers, notify=stream.notify
+        session,
+        outbox=stream.message,
+        headers=headers,
+        notify=stream.notify,
+        access_token=access_token,
+        principal=principal,
     )
     exchange.extras["close_stream"] = stream.close_connection
     try:
@@ -137,7 +189,8 @@ async def post(
         inflight[(session_id, request_id)] = cancel
         try:
             async with anyio.create_task_group() as tg:
-                tg.start_soon(stream.heartbeat)
+                if server.store is not None:
+                    tg.start_soon(stream.heartbeat)
                 tg.start_soon(stream.detach_on_disconnect, receive)
                 try:
                     body = result_bytes(message.id, await legacy.handle(server, message, exchange))
@@ -165,13 +218,27 @@ async def get(
     receive: Receive,
     send: Send,
 ) -> None:
-    """``GET``: resume a response stream (``Last-Event-ID``), or open the session's stream."""
-    await start_event_stream(send, replica)
+    """``GET``: resume a response stream of this session (``Last-Event-ID``), or open the
+    session's stream. Another session's stream is not found (404), as an unknown one."""
     last = headers.get("last-event-id")
+    stream: EventLog | StoredStream | None = None
+    if last and CALL_EVENT_ID.fullmatch(last):
+        try:
+            stream = await find_stream(server, last.rpartition(".")[0], session.id)
+        except StoreUnavailable as exc:
+            error = store_error(exc, server.metrics)
+            await send_json(send, status_of(error), error_bytes(None, error), replica)
+            return
+        if stream is None:
+            error = MCPError(INVALID_REQUEST, STREAM_NOT_FOUND)
+            await send_json(send, 404, error_bytes(None, error), replica)
+            return
+    await start_event_stream(send, replica)
     async with anyio.create_task_group() as tg:
         tg.start_soon(cancel_on_disconnect, receive, tg.cancel_scope)
-        if last and CALL_EVENT_ID.fullmatch(last):
-            await resume(server, last, send)
+        if stream is not None:
+            assert last is not None
+            await resume(stream, int(last.rpartition(".")[2]), server, send)
         else:
             await _session_stream(server, session, send)
         tg.cancel_scope.cancel()

@@ -36,6 +36,7 @@ import uvicorn
 from uvicorn.config import HTTP_PROTOCOLS, STARTUP_FAILURE
 from uvicorn.importer import import_from_string
 
+from engine._internal import logs
 from engine.settings import ConnectionLimits
 from engine.transports._connections import ConnectionGuard, guarded
 from engine.transports._writes import coalescing
@@ -179,6 +180,9 @@ def serve_app(
         "timeout_graceful_shutdown": max(1, round(drain_timeout)),
         **uvicorn_options,
     }
+    if "log_config" not in uvicorn_options and logs.log_format() == "json":
+        # uvicorn would give its own loggers text handlers: route them through the JSON lines.
+        settings["log_config"] = logs.logging_config("json")
     serve(app, host=host, port=port, settings=settings, limits=limits)
 
 

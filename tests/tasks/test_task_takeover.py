@@ -105,6 +105,20 @@ def effects(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
+async def journaled(db: Path, call_id: str, event: tuple[int, str]) -> None:
+    """Wait until the journal holds ``(round, kind)`` for the call: the journal is written
+    after a round answers, so a replica killed at once may not have written it yet."""
+    store = SQLiteStore(db)
+    try:
+        with anyio.fail_after(10):
+            while True:
+                if event in [(e["round"], e["kind"]) for e in await store.events(call_id)]:
+                    return
+                await anyio.sleep(0.05)
+    finally:
+        await store.aclose()
+
+
 @pytest.mark.anyio
 async def test_a_killed_replicas_task_is_finished_by_another_process(
     setting: dict[str, Any],
@@ -125,6 +139,7 @@ async def test_a_killed_replicas_task_is_finished_by_another_process(
             assert time.monotonic() < deadline, first.log.read_text()
             await anyio.sleep(0.05)
         assert effects(setting["effects"]) == [f"{task_id} 4"]
+        await journaled(setting["db"], task_id, (1, "task"))  # written after the answer
         first.process.send_signal(signal.SIGKILL)
         first.process.wait(5)
 

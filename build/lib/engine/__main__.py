@@ -1,0 +1,5 @@
+import sys
+
+from engine.cli.main import main
+
+sys.exit(main())

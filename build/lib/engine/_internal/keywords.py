@@ -1,0 +1,14 @@
+"""Keyword options declared once, as a ``TypedDict`` that a callee takes as ``**options``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+
+def refuse_unknown(where: str, options: Mapping[str, Any], known: frozenset[str]) -> None:
+    """Raise the ``TypeError`` Python raises for a keyword argument ``where`` does not take:
+    ``**options`` accepts any name at run time, the ``TypedDict`` only tells the type checker."""
+    for key in options:
+        if key not in known:
+            raise TypeError(f"{where}() got an unexpected keyword argument {key!r}")

@@ -1,0 +1,510 @@
+"""``MCPServer``: what a user declares (tools, prompts, resources), and how to run it.
+
+A thin facade: the registries live in :class:`~engine.registry.Registry`, what a running server
+owns in :class:`~engine.runtime.Runtime`, its configuration in :class:`~engine.settings.Settings`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar, Unpack
+
+import anyio
+
+from engine._internal import logs
+from engine._internal.keywords import refuse_unknown
+from engine._internal.metrics import Metrics
+from engine.calls.reply import CallRequest, RoundReply
+from engine.calls.runner import Principal
+from engine.context import RequestScope
+from engine.di.overrides import DependencyOverrides
+from engine.fleet.backchannel import BackChannel
+from engine.fleet.bus import Bus
+from engine.fleet.notifications import Listener, Notifications
+from engine.fleet.sessions import SessionRegistry
+from engine.handlers.base import HandlerOptions
+from engine.handlers.prompt import Prompt
+from engine.handlers.resource import Resource, ResourceOptions
+from engine.handlers.results import ReadResourceContents
+from engine.handlers.tool import Tool, ToolOptions
+from engine.operations import Operations
+from engine.questions.answers import AnswerSource
+from engine.registry import Registry
+from engine.runtime import Runtime
+from engine.settings import SERVER_OPTIONS, ServerOptions, Settings
+from engine.state.seal import KeyRing
+from engine.transports._routes import Routes
+from engine.types import Icon
+from stores.base import Store
+
+log = logging.getLogger("engine.app")
+
+REPLAY_WARNING = (
+    "without a store, a round's requestState can be replayed until it expires and a tool body "
+    "can run once per replay; configure store= (sqlite:///... or redis://...) for single-use "
+    "rounds"
+)
+"""Logged once as a server with tools starts running without a store (see docs/deployment.md)."""
+
+F = TypeVar("F", bound=Callable[..., Any])
+Lifespan = Callable[["MCPServer"], contextlib.AbstractAsyncContextManager[Any]]
+
+
+class MCPServer:
+    """An MCP server whose tool calls run as resumable rounds that any replica can resume.
+
+    ``name``, ``instructions`` and ``version`` are what clients are told about the server, with
+    ``title``, ``description``, ``website_url`` and ``icons`` (a list of
+    :class:`~engine.types.Icon` or dicts) when given: they are its ``serverInfo``. Unlike the
+    official ``MCPServer``, only ``name`` and ``instructions`` may be given by position. The
+    other options are keywords; all but ``principal`` and ``lifespan`` are declared once, in
+    :class:`~engine.settings.ServerOptions`, and defaulted by ``Settings.build``.
+
+    A second function registered under a tool's or prompt's name, or a resource's URI, is
+    refused with ``ValueError``; ``warn_on_duplicate_tools``, ``warn_on_duplicate_prompts`` and
+    ``warn_on_duplicate_resources`` keep the first instead, with a warning (``True``) or
+    without (``False``), as the official server does.
+
+    Tokens (see docs/state.md):
+
+    - ``keys``: the requestState secrets every replica shares (``ENGINE_KEYS``); without any, a
+      per-process key is made and a warning logged.
+    - ``audience``: what tokens are bound to, ``name`` by default; one per service.
+    - ``principal``: ``principal(request) -> str | None`` names who makes a request (it gets a
+      :class:`~engine.context.RequestScope`); a token then opens only for that principal, and
+      a 2025-11-25 session and its streams serve only the principal that initialized it.
+    - ``state_ttl``: seconds a requestState stays valid (and rounds are kept in the store).
+    - ``max_token_chars``: longer requestStates are refused unopened.
+    - ``max_inline_state``: without a store, the largest state carried in a token (bytes).
+    - ``trust_unsolicited_answers``: take answers to questions that were not asked in that
+      form (off: such answers are ignored and the question asked again).
+
+    Store (see docs/stores.md):
+
+    - ``store``: a URL (``sqlite:///calls.db``, ``redis://...``, ``memory://``) or a
+      :class:`~stores.Store` (``ENGINE_STORE``); none by default.
+    - ``spill_threshold``: state larger than this (bytes) goes to the store by reference.
+    - ``duplicate_wait``: seconds a concurrent duplicate of a round waits for the first one.
+    - ``claim_lease``: seconds a round's claim lives unless renewed by the replica running it
+      (10): how long the round of a replica that died stays taken.
+    - ``journal_arguments``: journal each call's arguments, sealed like the rest of the
+      journal (``ENGINE_JOURNAL_ARGUMENTS``; on by default, so a call replays as recorded); an
+      argument annotated ``Annotated[str, Redacted()]`` is never journaled.
+    - ``journal_ttl``: seconds the journal keeps a call.
+    - ``journal_sample``: the share of calls journaled, 0 to 1 (``ENGINE_JOURNAL_SAMPLE``).
+    - ``journal_max_event_bytes``: a round's journaled payload over this many bytes (64 KiB by
+      default) loses its largest parts, marked as truncated
+      (``ENGINE_JOURNAL_MAX_EVENT_BYTES``).
+
+    Clients of 2025-11-25 (see docs/legacy.md):
+
+    - ``session_ttl``: seconds an idle session lives.
+    - ``legacy_answer_timeout``: seconds a question asked on the back-channel waits.
+    - ``max_pending_calls_per_session``: calls of one session that may wait for an answer at
+      once (16); a call that would be one more is refused with a JSON-RPC error.
+    - ``max_pending_calls``: calls of all sessions that may wait for an answer at once on one
+      replica (1,000).
+
+    Connections of ``run("streamable-http")`` (see docs/security.md; each also ``ENGINE_`` and
+    its name in capitals, ``ENGINE_MAX_HEAD_BYTES`` and so on):
+
+    - ``max_head_bytes``: a longer request line and headers get 431 (64 KiB).
+    - ``head_timeout``: seconds for a head to arrive, from the connection or its first byte (10).
+    - ``body_timeout``: seconds a body may stall; also the grace before ``min_body_rate`` (30).
+    - ``min_body_rate``: bytes per second a body must average after that grace (1024; 0: any).
+    - ``max_connections``: open connections at most; beyond, the oldest serving no request is
+      closed, or the new one gets 503 (from the file-descriptor limit, at most 10,000).
+
+    And: ``lifespan(server)``, an async context manager whose value handlers read as
+    ``ctx.request_context.lifespan_context``; ``list_ttl_ms``, the caching hint of listings;
+    ``replica_id``, this process's name in results and logs (``ENGINE_REPLICA_ID``).
+    """
+
+    def __init__(
+        self,
+        name: str = "mcp-server",
+        instructions: str | None = None,
+        *,
+        version: str = "0.1.0",
+        principal: Principal | None = None,
+        lifespan: Lifespan | None = None,
+        **options: Unpack[ServerOptions],
+    ) -> None:
+        refuse_unknown("MCPServer.__init__", options, SERVER_OPTIONS)
+        self.name = name
+        self.instructions = instructions
+        self.version = version
+        self.settings = Settings.build(name=name, **options)
+        self.lifespan = lifespan
+        self.lifespan_context: Any = {}
+        self.dependency_overrides = DependencyOverrides()
+        self.registry = Registry(self.settings.registry)
+        self.custom_routes = Routes()
+        self.runtime = Runtime(
+            self.settings, principal=principal, hooks=self, overrides=self.dependency_overrides
+        )
+        self.operations = Operations(self.registry, self.runtime.runner, self.runtime.metrics)
+        # Read on every request: attributes rather than properties.
+        self.metrics: Metrics = self.runtime.metrics
+        self.replica_id: str = self.settings.replica_id
+        logs.set_replica(self.replica_id)
+        self.server_info: dict[str, Any] = self.settings.info.server_info(name, version)
+        """``serverInfo`` as clients receive it, made once (set ``name``, ``version`` and the
+        descriptive options when the server is made)."""
+
+    @property
+    def title(self) -> str | None:
+        return self.settings.info.title
+
+    @property
+    def description(self) -> str | None:
+        return self.settings.info.description
+
+    @property
+    def website_url(self) -> str | None:
+        return self.settings.info.website_url
+
+    @property
+    def icons(self) -> list[Icon] | None:
+        return list(self.settings.info.icons) or None
+
+    # --- what the runtime holds, for the protocol layer, transports and tests ----------------
+
+    @property
+    def keys(self) -> KeyRing:
+        return self.runtime.keys
+
+    @property
+    def store(self) -> Store | None:
+        return self.runtime.store
+
+    @property
+    def list_ttl_ms(self) -> int:
+        return self.settings.list_ttl_ms
+
+    @property
+    def bus(self) -> Bus:
+        return self.runtime.bus
+
+    @property
+    def backchannel(self) -> BackChannel:
+        return self.runtime.backchannel
+
+    @property
+    def notifications(self) -> Notifications:
+        return self.runtime.notifications
+
+    @property
+    def sessions(self) -> SessionRegistry:
+        return self.runtime.sessions
+
+    @property
+    def legacy_answer_timeout(self) -> float:
+        return self.settings.legacy.answer_timeout
+
+    # --- registration ---------------------------------------------------------------------------
+
+    def tool(self, name: str | None = None, **options: Unpack[ToolOptions]) -> Callable[[F], F]:
+        """Register a function as a tool; its signature is analysed now, not at call time.
+
+        ``name`` is what it is listed and called by (the function's name when not given); the
+        other options are :class:`~engine.handlers.tool.ToolOptions`.
+        """
+        if callable(name):
+            raise TypeError("Use @mcp.tool() with parentheses")
+        refuse_unknown("MCPServer.tool", options, ToolOptions.__optional_keys__)
+        return _registering(lambda fn: self.add_tool(fn, name, **options))
+
+    def add_tool(
+        self, fn: Callable[..., Any], name: str | None = None, **options: Unpack[ToolOptions]
+    ) -> Tool:
+        """Register a plain function as a tool, exactly as ``@mcp.tool()`` would."""
+        return self.registry.add_tool(Tool(fn, name, **options))
+
+    def remove_tool(self, name: str) -> None:
+        self.registry.remove_tool(name)
+
+    def prompt(
+        self, name: str | None = None, **options: Unpack[HandlerOptions]
+    ) -> Callable[[F], F]:
+        """Register a function as a prompt; ``options`` are
+        :class:`~engine.handlers.base.HandlerOptions`."""
+        if callable(name):
+            raise TypeError("Use @mcp.prompt() with parentheses")
+        refuse_unknown("MCPServer.prompt", options, HandlerOptions.__optional_keys__)
+        return _registering(lambda fn: self.add_prompt(fn, name, **options))
+
+    def add_prompt(
+        self, fn: Callable[..., Any], name: str | None = None, **options: Unpack[HandlerOptions]
+    ) -> Prompt:
+        return self.registry.add_prompt(Prompt(fn, name, **options))
+
+    def resource(
+        self, uri: str, *, name: str | None = None, **options: Unpack[ResourceOptions]
+    ) -> Callable[[F], F]:
+        """Register a function as the resource at ``uri`` (a template when it has ``{name}``
+        parts); ``options`` are :class:`~engine.handlers.resource.ResourceOptions`."""
+        refuse_unknown("MCPServer.resource", options, ResourceOptions.__optional_keys__)
+        return _registering(lambda fn: self.add_resource(fn, uri, name=name, **options))
+
+    def add_resource(
+        self,
+        fn: Callable[..., Any],
+        uri: str,
+        *,
+        name: str | None = None,
+        **options: Unpack[ResourceOptions],
+    ) -> Resource:
+        return self.registry.add_resource(Resource(fn, uri, name=name, **options))
+
+    def custom_route(
+        self,
+        path: str,
+        methods: Sequence[str] = ("GET",),
+        name: str | None = None,
+        include_in_schema: bool = True,
+    ) -> Callable[[F], F]:
+        """Serve ``path`` (beside ``/mcp``, over HTTP) with the decorated handler.
+
+        The handler is a plain ASGI app, ``async def app(scope, receive, send)``, or, when
+        Starlette is installed, ``async def handler(request) -> Response`` as the official
+        server takes. ``GET`` also answers ``HEAD``; another method gets ``405``. Paths are exact
+        (no ``{param}`` templates), and ``/mcp``, ``/healthz`` and ``/metrics`` are refused.
+        ``name`` is kept on the route (``mcp.custom_routes``); ``include_in_schema`` is accepted
+        for the official signature and has no effect (there is no OpenAPI schema). Register
+        routes before making the app: ``streamable_http_app()`` reads them once. They are not
+        behind the Host/Origin check of ``/mcp`` (as ``/healthz``), but are behind middleware
+        and CORS.
+        """
+        del include_in_schema
+        return _registering(lambda fn: self.custom_routes.add(path, methods, fn, name))
+
+    # --- listings -------------------------------------------------------------------------------
+
+    @property
+    def tools(self) -> dict[str, Tool]:
+        return self.registry.tools
+
+    @property
+    def prompts(self) -> dict[str, Prompt]:
+        return self.registry.prompts
+
+    @property
+    def resources(self) -> dict[str, Resource]:
+        """Resources at fixed URIs, by URI."""
+        return self.registry.resources
+
+    @property
+    def resource_templates(self) -> dict[str, Resource]:
+        """Resource templates, by URI template."""
+        return self.registry.templates
+
+    def capabilities(self) -> dict[str, Any]:
+        return {
+            "tools": {"listChanged": True},
+            "prompts": {"listChanged": True},
+            "resources": {"listChanged": True, "subscribe": True},
+            "completions": {},
+            "logging": {},
+        }
+
+    def principal_of(self, scope: RequestScope) -> str | None:
+        return self.runtime.runner.principal(scope)
+
+    def list_tools(self) -> list[dict[str, Any]]:
+        return self.registry.list_tools()
+
+    def list_prompts(self) -> list[dict[str, Any]]:
+        return self.registry.list_prompts()
+
+    def list_resources(self) -> list[dict[str, Any]]:
+        return self.registry.list_resources()
+
+    def list_resource_templates(self) -> list[dict[str, Any]]:
+        return self.registry.list_resource_templates()
+
+    # --- operations (one round of a call each; see engine.operations) -------------------
+
+    def call_tool(
+        self, request: CallRequest, in_place: AnswerSource | None = None
+    ) -> Awaitable[RoundReply]:
+        return self.operations.call_tool(request, in_place)
+
+    async def get_prompt(
+        self, request: CallRequest, in_place: AnswerSource | None = None
+    ) -> RoundReply:
+        return await self.operations.get_prompt(request, in_place)
+
+    async def read_resource(
+        self, request: CallRequest, in_place: AnswerSource | None = None
+    ) -> RoundReply:
+        return await self.operations.read_resource(request, in_place)
+
+    def find_resource(self, uri: str) -> tuple[Resource, dict[str, str]] | None:
+        return self.registry.find_resource(uri)
+
+    async def read_resource_contents(
+        self, uri: str, scope: RequestScope
+    ) -> list[ReadResourceContents]:
+        """``ctx.read_resource``: the same registry as ``resources/read``, from inside a handler."""
+        return await self.operations.read_resource_contents(uri, scope)
+
+    # --- completion -----------------------------------------------------------------------------
+
+    def completion(self) -> Callable[[F], F]:
+        """Register the function that suggests values for prompt and template arguments.
+
+        It receives ``(ref, argument, context)`` as dicts and returns a list of strings.
+        """
+
+        def decorator(fn: F) -> F:
+            self.registry.completer = fn
+            return fn
+
+        return decorator
+
+    async def complete(
+        self, ref: dict[str, Any], argument: dict[str, Any], context: Any
+    ) -> list[str]:
+        completer = self.registry.completer
+        if completer is None:
+            return []
+        values = completer(ref, argument, context)
+        if hasattr(values, "__await__"):
+            values = await values
+        return [str(v) for v in (values or [])]
+
+    # --- notifications (they reach every replica through the store's bus) -----------------
+
+    def add_listener(self, listener: Listener) -> None:
+        self.notifications.listeners.add(listener)
+
+    def remove_listener(self, listener: Listener) -> None:
+        self.notifications.listeners.discard(listener)
+
+    async def notify_list_changed(self, kind: str) -> None:
+        """Tell every open ``subscriptions/listen`` stream that a list changed."""
+        await self.notifications.broadcast(f"notifications/{kind}/list_changed", {})
+
+    async def notify_resource_updated(self, uri: str) -> None:
+        await self.notifications.broadcast("notifications/resources/updated", {"uri": uri})
+
+    async def notify_session(self, session_id: str, method: str, params: dict[str, Any]) -> None:
+        """A notification for one 2025-11-25 session's standalone stream, on any replica."""
+        await self.notifications.to_session(session_id, method, params)
+
+    def add_session_stream(self, session_id: str, listener: Listener) -> None:
+        self.notifications.add_session_stream(session_id, listener)
+
+    def remove_session_stream(self, session_id: str, listener: Listener) -> None:
+        self.notifications.remove_session_stream(session_id, listener)
+
+    # --- running ------------------------------------------------------------------------------
+
+    def streamable_http_app(
+        self,
+        *,
+        middleware: Sequence[Any] | None = None,
+        cors_origins: Iterable[str] | None = None,
+        **options: Any,
+    ) -> Any:
+        """A plain ASGI application serving this server on ``/mcp`` (see ``docs/running.md``),
+        and its custom routes.
+
+        ``middleware``: ASGI middleware factories, ``lambda app: wrapped_app`` (a middleware
+        class taking the app as its one argument is one), or Starlette ``Middleware`` objects;
+        the first is the outermost. ``cors_origins``: the browser origins allowed to call this
+        server (``["*"]`` for any); CORS is off without them. Each is also an allowed origin
+        of the DNS-rebinding check. ``options``: ``path``, ``allowed_hosts``,
+        ``allowed_origins``, ``max_body_bytes``, ``freeze_after_startup``.
+        """
+        from engine.transports.http import http_app
+
+        return http_app(
+            self,
+            routes=self.custom_routes,
+            middleware=middleware,
+            cors_origins=cors_origins,
+            extra_allowed_hosts=self.settings.serve.extra_allowed_hosts,
+            **options,
+        )
+
+    def run(
+        self,
+        transport: str = "stdio",
+        *,
+        host: str = "127.0.0.1",
+        port: int = 8000,
+        drain_timeout: float | None = None,
+        uvicorn_options: Mapping[str, Any] | None = None,
+        **options: Any,
+    ) -> None:
+        """Serve until interrupted: ``"stdio"`` (the default) or ``"streamable-http"``.
+
+        Over HTTP, SIGTERM drains: no new connections, requests in flight finish (within
+        ``drain_timeout`` seconds, ``ENGINE_DRAIN_TIMEOUT``, default 25), then exit status 0.
+        ``uvicorn_options`` go to uvicorn's ``Config`` (``loop``, ``http``, ``log_level``,
+        ``access_log``...; a ``timeout_graceful_shutdown`` there wins over ``drain_timeout``);
+        ``options`` to :meth:`streamable_http_app`. uvicorn's access log is off unless asked for
+        there or by ``ENGINE_ACCESS_LOG=1``. The process is the server's, so what exists
+        once it has started is left out of later garbage collections (``freeze_after_startup``;
+        ``ENGINE_GC_FREEZE=0`` turns it off).
+        """
+        if transport == "stdio":
+            from engine.transports.stdio import serve_stdio
+
+            anyio.run(serve_stdio, self)
+            return
+        if transport not in ("streamable-http", "http"):
+            raise ValueError(f"Unknown transport {transport!r}: use 'stdio' or 'streamable-http'")
+        from engine.transports.serving import checked_uvicorn_options, serve_app
+
+        serve = self.settings.serve
+        given = checked_uvicorn_options(uvicorn_options)
+        allowed = list(options.pop("allowed_hosts", [])) or None
+        if allowed is None and host not in ("127.0.0.1", "localhost", "::1"):
+            allowed = ["127.0.0.1", "localhost", "::1", host]
+        options.setdefault("freeze_after_startup", serve.gc_freeze)
+        app = self.streamable_http_app(allowed_hosts=allowed, **options)
+        serve_app(
+            app,
+            host=host,
+            port=port,
+            drain_timeout=serve.drain_timeout if drain_timeout is None else drain_timeout,
+            access_log=serve.access_log,
+            limits=serve.connections,
+            uvicorn_options=given,
+        )
+
+    async def health(self) -> tuple[bool, dict[str, Any]]:
+        """``(healthy, details)``: the process answers and its store (if any) does too."""
+        return await self.runtime.health()
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[MCPServer]:
+        """Serve: the lifespan (if any), the store, and the relay of the notification bus."""
+        logs.set_replica(self.replica_id)
+        if self.tools and self.runtime.store is None:
+            log.warning(REPLAY_WARNING)
+        async with contextlib.AsyncExitStack() as stack:
+            if self.lifespan is not None:
+                value = await stack.enter_async_context(self.lifespan(self))
+                self.lifespan_context = value if value is not None else {}
+                stack.callback(setattr, self, "lifespan_context", {})
+            await stack.enter_async_context(self.runtime.running())
+            yield self
+
+
+def _registering(register: Callable[[Any], object]) -> Callable[[F], F]:
+    """A decorator that registers the function it is given, and returns it unchanged."""
+
+    def decorator(fn: F) -> F:
+        register(fn)
+        return fn
+
+    return decorator
+
+
+__all__ = ["MCPServer"]

@@ -1,0 +1,110 @@
+"""``execute_round``: one round of one handler, the same code for live calls and for replay.
+
+It checks the arguments, walks the resolver plan, runs the body and turns its value into the
+wire result, with the call's state and an answer source given to it. It knows nothing of
+tokens, stores or transports: a live round (:mod:`engine.calls.runner`) opens the token and
+claims the round around it, a replayed one (:mod:`engine.debug.replay`) feeds it the journal.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from engine.calls.arguments import InvalidArguments, validate_arguments
+from engine.calls.walk import SUSPENDED, Round
+from engine.context import CallScope, RequestScope, ServerHooks
+from engine.di.overrides import DependencyOverrides
+from engine.errors import MCPError, ToolError
+from engine.handlers.base import Handler
+from engine.questions.answers import AnswerSource
+from engine.role import Role
+from engine.state.call import CallState
+
+log = logging.getLogger("engine.calls")
+
+Convert = Callable[[Any], Any]
+"""Turns a body's value into its method's wire result (``Tool.result``, say)."""
+
+
+class Outcome(enum.Enum):
+    COMPLETE = "complete"
+    """The body ran: ``value`` is the wire result."""
+    SUSPENDED = "suspended"
+    """Questions are pending: the answer source holds them."""
+    FAILED = "failed"
+    """``error`` says why, in the words the client gets."""
+
+
+@dataclass(slots=True)
+class Executed:
+    """What one round of a handler came to."""
+
+    outcome: Outcome
+    value: Any = None
+    error: str | None = None
+    unexpected: BaseException | None = None
+    """The exception behind an "unexpected error", for the log (live) or the report (replay)."""
+
+
+VERBS = {
+    Role.TOOL: "Error executing tool",
+    Role.PROMPT: "Error getting prompt",
+    Role.RESOURCE: "Error reading resource",
+}
+
+
+def fails_as_protocol_error(handler: Handler) -> bool:
+    """A tool's failure is an error *result*; a prompt's or resource's is a protocol error."""
+    return handler.role is not Role.TOOL
+
+
+async def execute_round(
+    handler: Handler,
+    raw_arguments: Any,
+    scope: RequestScope,
+    call_id: str,
+    round_no: int,
+    state: CallState,
+    answers: AnswerSource,
+    *,
+    hooks: ServerHooks,
+    overrides: DependencyOverrides,
+    convert: Convert | None,
+) -> Executed:
+    """Run one round. Protocol errors (:class:`MCPError`) propagate; every other failure is
+    an :attr:`Outcome.FAILED` with the text the client gets.
+
+    ``convert`` runs inside the same guard as the body, so a value that cannot be sent fails
+    like the body did.
+    """
+    signature = handler.planned(overrides, overrides.version)
+    try:
+        arguments = validate_arguments(signature, raw_arguments)
+    except InvalidArguments as exc:
+        return Executed(Outcome.FAILED, error=str(exc))
+    call = CallScope(handler.name, answers, state, answers.next_state, round_no)
+    call.call_id = call_id
+    try:
+        value = await Round(signature, hooks, scope, call, answers).run(arguments)
+        if value is SUSPENDED:
+            return Executed(Outcome.SUSPENDED)
+        if convert is not None:
+            value = convert(value)
+    except MCPError:
+        raise
+    except ToolError as exc:
+        return Executed(Outcome.FAILED, error=f"{VERBS[handler.role]} {handler.name}: {exc}")
+    except Exception as exc:
+        text = (
+            f"{VERBS[handler.role]} {handler.name}: an unexpected error occurred; the server log "
+            "has the details"
+        )
+        return Executed(Outcome.FAILED, error=text, unexpected=exc)
+    return Executed(Outcome.COMPLETE, value)
+
+
+__all__ = ["Executed", "Outcome", "execute_round", "fails_as_protocol_error"]

@@ -1,0 +1,68 @@
+"""What the protocol layer hands a round (:class:`CallRequest`) and gets back from it
+(:class:`RoundReply`)."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from engine.context import RequestScope
+from engine.questions.answers import AnswerSource
+
+Finisher = Callable[["RoundReply", bytes], Awaitable[None] | None]
+"""Keeps a round's response and journals it; ``None`` when nothing is left to wait for."""
+
+
+@dataclass(slots=True)
+class CallRequest:
+    """A ``tools/call``, ``prompts/get`` or ``resources/read`` as the round runner sees it."""
+
+    method: str
+    target: str
+    arguments: Any
+    input_responses: Any
+    request_state: Any
+    scope: RequestScope
+
+
+class ReplyKind(enum.StrEnum):
+    COMPLETE = "complete"
+    """``value`` is the wire result."""
+    INPUT_REQUIRED = "input_required"
+    """``input_requests`` to answer (none when a duplicate must retry) and ``request_state``."""
+    ERROR = "error"
+    """``error`` is the text of a tool's error result."""
+    CACHED = "cached"
+    """``cached`` is the serialised result of an earlier attempt of the same round."""
+
+
+@dataclass(slots=True)
+class RoundReply:
+    """What a round produced. :meth:`finish` must be called with the serialised result (and
+    what it returns awaited): it keeps the response for duplicates and journals the round."""
+
+    kind: ReplyKind
+    value: Any = None
+    call_id: str | None = None
+    round_no: int = 1
+    input_requests: dict[str, Any] | None = None
+    request_state: str | None = None
+    error: str | None = None
+    cached: bytes | None = None
+    finisher: Finisher | None = None
+    """Keeps the response and journals the round, when there is a store. It is given the
+    reply rather than holding it: a reply and a closure over it would form a reference cycle,
+    and every round would leave its whole request for the garbage collector."""
+    trace: AnswerSource | None = None
+    """The round's answer source: what it asked in place, accepted and recorded, for the
+    journal."""
+
+    def finish(self, response: bytes) -> Awaitable[None] | None:
+        """Keep and journal the round; an awaitable when that must wait for the store."""
+        finisher = self.finisher
+        return None if finisher is None else finisher(self, response)
+
+
+__all__ = ["CallRequest", "Finisher", "ReplyKind", "RoundReply"]

@@ -1,0 +1,383 @@
+"""A live round, end to end: token in, :func:`~engine.calls.execute.execute_round`, token or
+result out.
+
+Here the sealed requestState is opened and verified, the call's state restored (inline or from
+the store), the round executed, and the next state sealed. With a store, the round is also
+claimed (single use), its response kept for duplicates, and the round journaled. It knows
+nothing about HTTP or JSON-RPC framing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from engine._internal import logs
+from engine._internal.hangup_guard import uncut
+from engine.calls.execute import (
+    Convert,
+    Executed,
+    Outcome,
+    execute_round,
+    fails_as_protocol_error,
+)
+from engine.calls.reply import CallRequest, Finisher, ReplyKind, RoundReply
+from engine.context import RequestScope, ServerHooks
+from engine.di.overrides import DependencyOverrides
+from engine.errors import INTERNAL_ERROR, INVALID_PARAMS, InvalidRequestState, MCPError, ToolError
+from engine.handlers.base import Handler
+from engine.questions.answers import AnswerSource, StatelessAnswers
+from engine.role import Role
+from engine.settings import JournalSettings, TokenSettings
+from engine.state.call import CallState
+from engine.state.claims import Binding, Claims, StateRef, new_call_id, principal_tag
+from engine.state.seal import KeyRing
+from engine.store_services.services import StoreServices
+from engine.store_services.single_use import Hold, responses_fingerprint
+from stores import StoreUnavailable
+
+log = logging.getLogger("engine.calls")
+
+_NOT_HOLDING = contextlib.nullcontext()
+Principal = Callable[[RequestScope], str | None]
+"""The ``principal=`` callback: who is making this request (``None``: nobody in particular)."""
+
+
+class OversizedState(ToolError):
+    """The next round's state is over the inline limit and there is no store to hold it."""
+
+
+class UnkeptState(ToolError):
+    """The next round's state is over the inline limit and the store did not answer to keep it.
+
+    Not a `StoreOutage` ("nothing was recorded, retry"): the round ran, and a retry would run its
+    side effects again.
+    """
+
+
+class RoundRunner:
+    """Runs the live rounds of one server: the token policy, the store's part, the journal."""
+
+    def __init__(
+        self,
+        *,
+        keys: KeyRing,
+        tokens: TokenSettings,
+        journal: JournalSettings,
+        spill_threshold: int,
+        services: StoreServices | None,
+        principal: Principal | None,
+        replica_id: str,
+        hooks: ServerHooks,
+        overrides: DependencyOverrides,
+    ) -> None:
+        self.keys = keys
+        self.tokens = tokens
+        self.journal = journal
+        self.spill_threshold = spill_threshold
+        self.services = services
+        self.binder = principal
+        self.replica_id = replica_id
+        self.hooks = hooks
+        self.overrides = overrides
+
+    def principal(self, scope: RequestScope) -> str | None:
+        binder = self.binder
+        if binder is None:
+            return None
+        try:
+            principal = binder(scope)
+        except Exception:
+            log.exception("the principal callback raised; refusing the request")
+            raise
+        if principal is not None and not isinstance(principal, str):
+            log.error("the principal callback returned %s, not str or None", type(principal))
+            raise TypeError("the principal callback must return str or None")
+        return principal
+
+    async def run(
+        self,
+        handler: Handler,
+        request: CallRequest,
+        *,
+        in_place: AnswerSource | None = None,
+        convert: Convert | None = None,
+    ) -> RoundReply:
+        """One round; ``convert`` turns a final value into its wire result.
+
+        Questions are answered from the request's state and ``inputResponses`` (2026-07-28),
+        or, given ``in_place``, by that source within the round (2025-11-25). The conversion
+        runs while the round's claim is held, so a value that cannot be sent gives the claim
+        back (or becomes an error result) instead of stranding it.
+        """
+        services = self.services
+        responses = request.input_responses
+        if responses is not None and not isinstance(responses, dict):
+            raise MCPError(
+                INVALID_PARAMS,
+                "inputResponses must be an object of answers keyed by the inputRequests keys",
+            )
+        try:
+            principal = None if self.binder is None else self.principal(request.scope)
+        except Exception:
+            if request.request_state is not None:
+                raise InvalidRequestState("principal callback failed") from None
+            raise MCPError(INTERNAL_ERROR, "Internal error") from None
+        started = time.perf_counter()
+        token = request.request_state
+        claimed: Hold | None = None
+        binding: Binding | None = None  # made when a token is checked or sealed
+        if token is None:
+            state, call_id, round_no = CallState({}, {}, {}), new_call_id(), 1
+            self._log_as(handler, call_id, round_no, principal)
+        else:
+            claims = Claims.decode(self.keys.open(token, self.tokens.max_token_chars))
+            binding = self._binding(request)
+            claims.verify(binding, principal)
+            call_id, round_no = claims.call_id, claims.round_no + 1
+            self._log_as(handler, call_id, round_no, principal)
+            if services is not None:
+                fingerprint = responses_fingerprint(responses)
+                admission = await services.claims.admit(call_id.hex(), claims.round_no, fingerprint)
+                if admission.cached is not None:
+                    return RoundReply(
+                        ReplyKind.CACHED,
+                        cached=admission.cached,
+                        call_id=call_id.hex(),
+                        round_no=round_no,
+                    )
+                if admission.retry:
+                    return RoundReply(
+                        ReplyKind.INPUT_REQUIRED,
+                        request_state=token,
+                        call_id=call_id.hex(),
+                        round_no=round_no,
+                    )
+                claimed = admission.hold
+        try:
+            if token is not None:
+                carried = claims.state
+                if not isinstance(carried, bytes):
+                    carried = await self._fetch_state(carried, call_id)
+                state = CallState.decode(carried)
+            holding = _NOT_HOLDING if services is None else services.claims.keep_alive(claimed)
+            with holding:
+                call_hex = call_id.hex()
+                if in_place is None:
+                    answers: AnswerSource = StatelessAnswers(
+                        state,
+                        responses,
+                        request.scope.capabilities,
+                        self.tokens.trust_unsolicited_answers,
+                    )
+                else:
+                    answers = in_place
+                executed = await execute_round(
+                    handler,
+                    request.arguments,
+                    request.scope,
+                    call_hex,
+                    round_no,
+                    state,
+                    answers,
+                    hooks=self.hooks,
+                    overrides=self.overrides,
+                    convert=convert,
+                )
+                if executed.outcome is Outcome.SUSPENDED:
+                    reply = await self._suspended(
+                        answers, handler, request, call_id, round_no, binding, principal
+                    )
+                else:
+                    reply = _ended(executed, handler, request, call_hex, round_no)
+                reply.trace = answers
+        except BaseException:
+            if claimed is not None and services is not None:
+                await services.claims.abandon(claimed)
+            raise
+        if services is not None:
+            reply.finisher = self._finisher(services, claimed, handler, request, started)
+        return reply
+
+    def _log_as(
+        self, handler: Handler, call_id: bytes, round_no: int, principal: str | None
+    ) -> None:
+        fields = logs.RoundFields(call_id.hex(), round_no, handler.name, principal, self.replica_id)
+        logs.enter_round(fields)
+
+    async def _fetch_state(self, ref: StateRef, call_id: bytes) -> bytes:
+        """State kept by reference: from the store (inline state needs no await)."""
+        if self.services is None:
+            raise InvalidRequestState("state by reference but no store is configured")
+        return await self.services.state.fetch(call_id.hex(), ref)
+
+    async def _suspended(
+        self,
+        answers: AnswerSource,
+        handler: Handler,
+        request: CallRequest,
+        call_id: bytes,
+        round_no: int,
+        binding: Binding | None,
+        principal: str | None,
+    ) -> RoundReply:
+        """The ``input_required`` reply of a round waiting for answers: the next token."""
+        assert isinstance(answers, StatelessAnswers), "questions asked in place never suspend"
+        requests = {key: rendered.request() for key, rendered in answers.pending.items()}
+        call_hex = call_id.hex()
+        try:
+            sealed = await self.seal(
+                answers.next_state, binding or self._binding(request), principal, call_id, round_no
+            )
+        except (OversizedState, UnkeptState) as exc:
+            return _failed(handler, request, str(exc), call_hex, round_no)
+        return RoundReply(ReplyKind.INPUT_REQUIRED, None, call_hex, round_no, requests, sealed)
+
+    async def seal(
+        self,
+        state: CallState,
+        binding: Binding,
+        principal: str | None,
+        call_id: bytes,
+        round_no: int,
+    ) -> str:
+        """The requestState of the next round: the state inline, or by reference to the store."""
+        tokens = self.tokens
+        encoded = state.encode()
+        carried: bytes | StateRef = encoded
+        services = self.services
+        if services is not None and len(encoded) > self.spill_threshold:
+            try:
+                carried = await services.state.keep(
+                    call_id.hex(), encoded, inline_limit=tokens.max_inline_state
+                )
+            except StoreUnavailable as exc:
+                log.error("could not keep the state of call %s: %s", call_id.hex(), exc)
+                raise UnkeptState(
+                    f"The call store did not answer while keeping this call's state "
+                    f"({len(encoded)} bytes, over the {tokens.max_inline_state} bytes a "
+                    "requestState can carry), so the call cannot continue. This round ran: its "
+                    "side effects (once=True steps) may have run and are not recorded, so calling "
+                    "again would run them again. Check what this call did before starting it "
+                    "anew."
+                ) from None
+        elif services is None and len(encoded) > tokens.max_inline_state:
+            raise OversizedState(
+                f"This call's state grew to {len(encoded)} bytes, over the inline limit of "
+                f"{tokens.max_inline_state} bytes. Configure a store (store='sqlite:///calls.db' "
+                "or a redis:// URL) so large state is kept by reference."
+            )
+        claims = Claims(
+            int(time.time()),  # issued_at
+            tokens.state_ttl,
+            binding.digest(),
+            binding.tags(),
+            principal_tag(principal) if principal is not None else None,
+            call_id,
+            round_no,
+            carried,
+        )
+        return self.keys.seal(claims.encode())
+
+    def _binding(self, request: CallRequest) -> Binding:
+        """What this request's tokens are bound to."""
+        return Binding(self.tokens.audience, request.method, request.target, request.arguments)
+
+    def _finisher(
+        self,
+        services: StoreServices,
+        claimed: Hold | None,
+        handler: Handler,
+        request: CallRequest,
+        started: float,
+    ) -> Finisher:
+        def finish(reply: RoundReply, response: bytes) -> Awaitable[None] | None:
+            call_id = reply.call_id or ""
+            journal = services.journal
+            event = None
+            if journal.journals(call_id):
+                event = self.journal_event(handler, request, reply, response, started)
+            if claimed is None and (event is None or journal.enqueue(call_id, event)):
+                return None  # nothing waits on the store: the journal writers take it from here
+            return keep(call_id, event, response)
+
+        async def keep(call_id: str, event: dict[str, Any] | None, response: bytes) -> None:
+            # The body ran: keeping its response must not be cut short by a client hanging
+            # up, or a retry would run it again. Store operations have their own timeout.
+            with uncut():
+                if claimed is not None:
+                    await services.claims.settle(claimed, response)
+                if event is not None:
+                    await services.journal.record(call_id, event)
+
+        return finish
+
+    def journal_event(
+        self,
+        handler: Handler,
+        request: CallRequest,
+        reply: RoundReply,
+        response: bytes,
+        started: float,
+    ) -> dict[str, Any]:
+        """The journal entry of one round: what was asked, answered, checkpointed and
+        returned."""
+        trace = reply.trace
+        recorded = self.journal.arguments
+        signature = handler.signature
+        redacted = signature.redacted
+        arguments = request.arguments
+        if recorded and isinstance(arguments, dict):
+            # What the handler takes, without what it must never keep (nor extra keys a client
+            # added: the model ignores them, and so does the journal).
+            names = signature.argument_names
+            arguments = {k: v for k, v in arguments.items() if k in names and k not in redacted}
+        event = {
+            "v": 1,
+            "ts": time.time(),
+            "kind": reply.kind.value,
+            "target": handler.name,
+            "method": request.method,
+            "protocol": request.scope.protocol_version,
+            "round": reply.round_no,
+            "arguments": (arguments or {}) if recorded else None,
+            "arguments_recorded": recorded,
+            "questions": reply.input_requests
+            or (dict(trace.asked_in_place) if trace is not None else {}),
+            "answers": trace.accepted if trace is not None else {},
+            "checkpoints": trace.new_checkpoints() if trace is not None else {},
+            "response": response,
+            "duration_ms": int((time.perf_counter() - started) * 1e6) / 1000,  # µs resolution
+            "replica": self.replica_id,
+            "code": handler.code_fingerprint,
+        }
+        if redacted:
+            event["redacted"] = sorted(redacted)
+        return event
+
+
+def _ended(
+    executed: Executed, handler: Handler, request: CallRequest, call_id: str, round_no: int
+) -> RoundReply:
+    """The reply of a round that completed or failed."""
+    if executed.outcome is Outcome.COMPLETE:
+        return RoundReply(ReplyKind.COMPLETE, executed.value, call_id, round_no)
+    if executed.unexpected is not None:
+        log.error("%s %r failed", handler.role, handler.name, exc_info=executed.unexpected)
+    return _failed(handler, request, executed.error or "", call_id, round_no)
+
+
+def _failed(
+    handler: Handler, request: CallRequest, text: str, call_id: str, round_no: int
+) -> RoundReply:
+    """A tool's failure is an error result; a prompt's or resource's raises a protocol error."""
+    if not fails_as_protocol_error(handler):
+        return RoundReply(ReplyKind.ERROR, error=text, call_id=call_id, round_no=round_no)
+    data = {"uri": request.target} if handler.role is Role.RESOURCE else {"name": request.target}
+    raise MCPError(INVALID_PARAMS, text, data)
+
+
+__all__ = ["OversizedState", "Principal", "RoundRunner", "UnkeptState"]

@@ -1,0 +1,184 @@
+"""A JSON-RPC session with one Streamable HTTP endpoint, over the standard library only.
+
+Each request carries what 2026-07-28 wants with it: the protocol version, client capabilities
+and client info in ``_meta``, and the ``MCP-Protocol-Version``, ``Mcp-Method``, ``Mcp-Name`` and
+``Mcp-Param-*`` headers. The response is read from a JSON body or an event stream; anything that
+keeps the exchange from going on is a :class:`ProtocolFailure` that says what to try.
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping
+from typing import IO, Any
+
+PROTOCOL = "2026-07-28"
+CAPABILITIES: dict[str, Any] = {"elicitation": {"form": {}, "url": {}}, "sampling": {}, "roots": {}}
+
+
+class ProtocolFailure(Exception):
+    """The exchange cannot go on; the message says why and what to try."""
+
+
+Notify = Callable[[str, dict[str, Any]], None]
+"""Called with each notification (method, params) that arrives before a request's response."""
+
+
+def request_meta(extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The ``_meta`` every 2026-07-28 request carries, plus ``extra`` (``progressToken``...)."""
+    return {
+        "io.modelcontextprotocol/protocolVersion": PROTOCOL,
+        "io.modelcontextprotocol/clientCapabilities": CAPABILITIES,
+        "io.modelcontextprotocol/clientInfo": {"name": "engine-call", "version": "1"},
+        **(extra or {}),
+    }
+
+
+def header_text(value: str) -> str:
+    """A header value as the protocol wants it: plain when it can be, else ``=?base64?...?=``."""
+    if value.isascii() and value.isprintable() and value == value.strip():
+        return value
+    return "=?base64?" + base64.b64encode(value.encode()).decode("ascii") + "?="
+
+
+class Session:
+    """JSON-RPC requests to one Streamable HTTP endpoint, with the 2026-07-28 headers."""
+
+    def __init__(self, url: str, timeout: float) -> None:
+        self.url = url
+        self.timeout = timeout
+        self.ids = itertools.count(1)
+        self.replica = "?"
+        self.where = url
+        self.notify: Notify | None = None
+
+    def close(self) -> None:
+        pass
+
+    def request(
+        self,
+        method: str,
+        params: dict[str, Any],
+        headers: Mapping[str, str] | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        request_id = next(self.ids)
+        params = {**params, "_meta": request_meta(meta)}
+        body = json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+        sent = {
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": PROTOCOL,
+            "Mcp-Method": method,
+            **(headers or {}),
+        }
+        name = params.get("name", params.get("uri"))
+        if isinstance(name, str):
+            sent["Mcp-Name"] = header_text(name)
+        http = urllib.request.Request(self.url, body.encode(), sent, method="POST")
+        try:
+            with urllib.request.urlopen(http, timeout=self.timeout) as response:
+                self.replica = response.headers.get("x-engine-replica", "?")
+                kind = response.headers.get("content-type", "")
+                if "text/event-stream" in kind:
+                    message = read_stream(response, request_id, self.notify)
+                else:
+                    message = response_message(response.read(), kind, request_id)
+        except urllib.error.HTTPError as exc:
+            raw, kind = exc.read(), exc.headers.get("content-type", "")
+            message = response_message(raw, kind, request_id)
+            if message is None:
+                text = raw.decode(errors="replace").strip()[:200]
+                raise ProtocolFailure(
+                    f"HTTP {exc.code} from {self.url}: {text or exc.reason}; is this the MCP "
+                    "endpoint (usually ending in /mcp)?"
+                ) from None
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise ProtocolFailure(
+                f"cannot reach {self.url} ({reason}); is the server running? Start one with "
+                "`python -m engine serve FILE.py`"
+            ) from None
+        if message is None:
+            raise ProtocolFailure(f"{self.url} did not answer with a JSON-RPC response")
+        return result_of(method, message, self)
+
+
+def result_of(method: str, message: Mapping[str, Any], session: Any) -> dict[str, Any]:
+    """A JSON-RPC response's result object, or the ProtocolFailure its error says."""
+    error = message.get("error")
+    if isinstance(error, dict):
+        data = f" {json.dumps(error['data'])}" if error.get("data") is not None else ""
+        raise ProtocolFailure(f"{method} failed: {error.get('code')} {error.get('message')}{data}")
+    result = message.get("result")
+    if not isinstance(result, dict):
+        raise ProtocolFailure(f"{method}: the response has no result object")
+    meta = result.get("_meta")
+    if isinstance(meta, dict) and isinstance(meta.get("engine/replica"), str):
+        session.replica = meta["engine/replica"]
+    return result
+
+
+def read_stream(stream: IO[bytes], request_id: int, notify: Notify | None) -> dict[str, Any] | None:
+    """Read an event stream as it comes: notifications go to ``notify`` (so progress shows while
+    the tool runs), and the response with ``request_id`` ends it; ``None`` if it never came."""
+    data: list[str] = []
+    for raw_line in stream:
+        line = raw_line.decode(errors="replace").rstrip("\r\n")
+        if line.startswith("data:"):
+            data.append(line[5:].lstrip())
+            continue
+        if line or not data:
+            continue
+        text, data = "\n".join(data), []
+        try:
+            message = json.loads(text)
+        except ValueError:
+            continue
+        if not isinstance(message, dict):
+            continue
+        if message.get("id") == request_id and ("result" in message or "error" in message):
+            return message
+        if "id" not in message and isinstance(message.get("method"), str) and notify:
+            params = message.get("params")
+            notify(message["method"], params if isinstance(params, dict) else {})
+    return None
+
+
+def response_message(raw: bytes, kind: str, request_id: int) -> dict[str, Any] | None:
+    """The JSON-RPC response in a JSON body or an event stream, or ``None``."""
+    if "text/event-stream" in kind:
+        for event in raw.decode(errors="replace").split("\n\n"):
+            data = "\n".join(
+                line[5:].lstrip() for line in event.splitlines() if line.startswith("data:")
+            )
+            try:
+                message = json.loads(data) if data else None
+            except ValueError:
+                continue
+            if isinstance(message, dict) and message.get("id") == request_id:
+                return message
+        return None
+    try:
+        message = json.loads(raw)
+    except ValueError:
+        return None
+    return message if isinstance(message, dict) else None
+
+
+def param_headers(tool: Mapping[str, Any], arguments: Mapping[str, Any]) -> dict[str, str]:
+    """``Mcp-Param-*`` headers for the arguments the tool's schema marks with ``x-mcp-header``."""
+    headers: dict[str, str] = {}
+    props = (tool.get("inputSchema") or {}).get("properties") or {}
+    for name, prop in props.items():
+        header = prop.get("x-mcp-header") if isinstance(prop, dict) else None
+        value = arguments.get(name)
+        if not isinstance(header, str) or value is None or isinstance(value, dict | list):
+            continue
+        text = ("true" if value else "false") if isinstance(value, bool) else str(value)
+        headers[f"Mcp-Param-{header}"] = header_text(text)
+    return headers

@@ -1,0 +1,450 @@
+"""``python -m engine``: serve a server file, try its tools, and debug its calls from the journal.
+
+What an operator does around a server should be one command away, with no MCP host, notebook or
+database client to set up: ``serve`` it, ``call`` a tool and answer its questions at prompts,
+list the recorded ``calls``, ``show`` one as a timeline, ``replay`` it against the current code,
+``export`` it as a test fixture, ``inspect`` a requestState, ``keygen`` a secret. One entry point
+(also the ``engine`` console script); the journal commands read the store ``serve`` writes, so
+they default to the same URL.
+
+This module is the parser, ``main``, and the commands around running a server (``serve``,
+``call``, ``keygen``); the journal commands are in :mod:`engine.cli.journal`, the terminal client
+behind ``call`` in :mod:`engine.cli.terminal_client`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import sys
+from typing import Any
+
+from engine import __version__
+from engine._internal import logs
+from engine.cli import journal as cli_journal
+from engine.cli.shared import (
+    DEFAULT_STORE_SHOWN,
+    EXIT_TEMPFAIL,
+    TRACEBACK_ENV,
+    CLIError,
+    StoreChoice,
+    given_keys,
+    json_object,
+    load_server,
+    local_keys,
+    shown_url,
+    store_url,
+)
+from engine.cli.terminal_client import LOG_LEVELS
+
+
+def _serve(args: argparse.Namespace) -> int:
+    if not 0 <= args.port <= 65535:
+        raise CLIError(
+            f"--port {args.port}: a port is a number from 1 to 65535 (0 picks any free one)"
+        )
+    keys = given_keys(args.keys, args.keys_file)
+    kept = local_keys(create=True) if keys is None else None
+    if kept is not None:
+        keys = kept.secret
+    if keys is not None:
+        os.environ["ENGINE_KEYS"] = keys
+    if args.replica:
+        os.environ["ENGINE_REPLICA_ID"] = args.replica
+    store = store_url(args.store)
+    if store.url is None:
+        os.environ.pop("ENGINE_STORE", None)
+    else:
+        os.environ["ENGINE_STORE"] = store.url
+    if store.url is not None:
+        _reach(store)
+    if args.stdio:
+        server = load_server(args.target, traceback=args.traceback)
+        store.announce()
+        if kept is not None:
+            kept.announce()
+        server.run("stdio")
+        return 0
+    from engine.transports.serving import CannotListen, check_listenable
+
+    try:
+        check_listenable(args.host, args.port)  # before the import, whose logs would come first
+        server = load_server(args.target, traceback=args.traceback)
+        store.announce()
+        if kept is not None:
+            kept.announce()
+        server.run("streamable-http", host=args.host, port=args.port)
+    except CannotListen as exc:
+        if exc.in_use:
+            raise CLIError(
+                f"port {exc.port} on {exc.host} is in use; stop the server listening there or "
+                "serve on another with --port N"
+            ) from None
+        raise CLIError(
+            f"cannot listen on {exc.host} port {exc.port} ({exc.reason}); check --host (an "
+            "address of this machine, or 0.0.0.0) and --port (below 1024 needs privileges)"
+        ) from None
+    return 0
+
+
+def _reach(store: StoreChoice) -> None:
+    """Open the store once before serving: a malformed URL is refused (exit 2), and so is a
+    store that does not answer, since a replica that cannot reach its store cannot carry a call
+    across rounds: exit status 75 (EX_TEMPFAIL), which a supervisor may retry. A store lost
+    later is reported by /healthz."""
+    import anyio
+
+    from stores import StoreUnavailable, open_store
+
+    assert store.url is not None
+    try:
+        opened = open_store(store.url)  # checks the URL before it imports the backend
+    except ValueError as exc:
+        raise CLIError(f"{store.source}: {exc}") from None
+    except Exception as exc:  # a SQLite file that cannot be opened, say
+        reason = " ".join(str(exc).split())
+        raise CLIError(
+            f"{store.source}: cannot open the store {shown_url(store.url)}: {reason}"
+        ) from None
+
+    async def ping() -> None:
+        try:
+            with anyio.fail_after(10):
+                await opened.ping()
+        finally:
+            await opened.aclose()
+
+    shown = shown_url(store.url)
+    try:
+        anyio.run(ping)
+    except (StoreUnavailable, TimeoutError) as exc:
+        said = str(exc).partition(" The request can be retried")[0].rstrip(". ")
+        reason = " ".join(said.split()) or "no answer in 10 s"
+        raise CLIError(
+            f"cannot reach the store {shown}: {reason}; start Redis or fix --store "
+            "(or ENGINE_STORE); exit status 75 means try again later",
+            code=EXIT_TEMPFAIL,
+        ) from None
+    except Exception as exc:  # the server answered with an error: AUTH, SELECT of a bad index
+        reason = " ".join(str(exc).split())
+        hint = (
+            "; Redis has databases 0-15 unless configured otherwise" if "DB index" in reason else ""
+        )
+        raise CLIError(f"the store {shown} refused the connection: {reason}{hint}") from None
+
+
+def _keygen(args: argparse.Namespace) -> int:
+    print(secrets.token_hex(32))
+    return 0
+
+
+# --- call --------------------------------------------------------------------------------------
+
+
+def _call(args: argparse.Namespace) -> int:
+    from engine.cli.connections import check_target
+    from engine.cli.terminal_client import CallOptions, parse_answer, run_call
+
+    check_target(args.target, args.stdio)
+    arguments = json_object(args.json, "--json") if args.json is not None else {}
+    answers: dict[str, Any] = {}
+    for pair in args.answer:
+        try:
+            key, value = parse_answer(pair)
+        except ValueError as exc:
+            raise CLIError(str(exc)) from None
+        answers[key] = value
+    options = CallOptions(
+        url=args.target,
+        tool=args.tool,
+        arguments=arguments,
+        raw_arguments=list(args.arg),
+        answers=answers,
+        max_rounds=args.max_rounds,
+        timeout=args.timeout,
+        stdio=args.stdio,
+        log_level=args.log_level,
+        traceback=args.traceback,
+    )
+    return run_call(options)
+
+
+def _list(args: argparse.Namespace) -> int:
+    import json
+
+    from engine.cli.connections import open_connection
+    from engine.cli.http_session import ProtocolFailure
+    from engine.cli.listing import gather, print_listing
+
+    connection = open_connection(args.target, args.stdio, args.timeout, traceback=args.traceback)
+    try:
+        found = gather(connection)
+    except ProtocolFailure as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        connection.close()
+    if args.json:
+        print(json.dumps(found, indent=2, ensure_ascii=False))
+    else:
+        print_listing(found)
+    return 0
+
+
+# --- the parser ----------------------------------------------------------------------------------
+
+TARGET_HELP = (
+    "the server: its MCP endpoint (http://127.0.0.1:8000/mcp), or a server file "
+    "FILE.py[:ATTR] run in this process"
+)
+STDIO_HELP = "run CMD and speak to the server on its stdin/stdout instead of TARGET"
+
+
+DESCRIPTION = """\
+Serve an MCP server file, try its tools from the terminal, and debug its calls from the journal.
+
+The journal commands (calls, show, replay, export) read the store that serve writes: --store,
+else ENGINE_STORE, else calls.sqlite3 in your data directory (serve prints where). Every
+command takes --help; see docs/replay.md for a walk-through, and docs/running.md ("When
+something is wrong") for what each error line means."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m engine",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"mcp-engine {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    store_help = (
+        f"the server's store URL (default: ENGINE_STORE, else {DEFAULT_STORE_SHOWN}); "
+        "SQLite or Redis"
+    )
+
+    def command(name: str, summary: str, epilog: str | None = None) -> argparse.ArgumentParser:
+        return commands.add_parser(
+            name,
+            help=summary,
+            description=summary,
+            epilog=epilog,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+
+    serve = command("serve", "serve FILE.py[:ATTR] over HTTP or stdio")
+    serve.add_argument("target", help="the server file, optionally :ATTR naming the MCPServer")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--stdio", action="store_true", help="serve on stdin/stdout instead")
+    serve.add_argument(
+        "--keys",
+        help="comma-separated requestState secrets (shown by ps: prefer --keys-file or "
+        "ENGINE_KEYS)",
+    )
+    serve.add_argument(
+        "--keys-file",
+        metavar="PATH",
+        help="a file of the secrets, comma- or newline-separated, as ENGINE_KEYS holds them "
+        "(without any, serve generates one and keeps it in your data directory)",
+    )
+    serve.add_argument("--replica", help="this replica's id, shown in responses")
+    serve.add_argument(
+        "--store",
+        help=f"store URL (or ENGINE_STORE; default {DEFAULT_STORE_SHOWN}; 'none' for no store)",
+    )
+    serve.add_argument(
+        "--traceback",
+        action="store_true",
+        help=f"print the traceback when importing FILE.py fails (or {TRACEBACK_ENV}=1)",
+    )
+    serve.add_argument(
+        "--log-format",
+        choices=["text", "json"],
+        help="log lines as text, or as one JSON object each (or ENGINE_LOG_FORMAT)",
+    )
+    serve.set_defaults(func=_serve)
+
+    call = command(
+        "call",
+        "call a tool from the terminal, answering its questions at prompts",
+        "exit status: 0 result, 1 error result, 2 protocol error\n\nexamples:\n"
+        "  python -m engine call http://127.0.0.1:8000/mcp order_book --arg title=Dune\n"
+        "  python -m engine call server.py order_book --arg title=Dune\n"
+        "  python -m engine call --stdio 'python -m engine serve server.py --stdio' TOOL\n"
+        '  python -m engine call URL order_book --json \'{"title": "Neuromancer"}\' \\\n'
+        '      --answer \'confirm_backorder={"action": "accept", "content": '
+        '{"confirm": true}}\'',
+    )
+    call.add_argument("target", metavar="TARGET", nargs="?", help=TARGET_HELP)
+    call.add_argument("tool", metavar="TOOL", help="the tool's name")
+    call.add_argument(
+        "--arg",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an argument; VALUE is text for string parameters, JSON otherwise (repeatable)",
+    )
+    call.add_argument("--json", metavar="ARGS", help="all arguments as one JSON object")
+    call.add_argument(
+        "--answer",
+        action="append",
+        default=[],
+        metavar="KEY=JSON",
+        help="answer the question with this key without prompting (repeatable)",
+    )
+    call.add_argument(
+        "--max-rounds", type=int, default=20, metavar="N", help="give up after N rounds (20)"
+    )
+    call.add_argument(
+        "--timeout", type=float, default=60.0, metavar="SECONDS", help="per request (60)"
+    )
+    call.add_argument("--stdio", metavar="CMD", help=STDIO_HELP)
+    call.add_argument(
+        "--log-level",
+        default="info",
+        choices=LOG_LEVELS,
+        help="show the server's log messages at this level and above (info)",
+    )
+    call.add_argument(
+        "--traceback",
+        action="store_true",
+        help=f"print the traceback when importing FILE.py fails (or {TRACEBACK_ENV}=1)",
+    )
+    call.set_defaults(func=_call)
+
+    listing = command(
+        "list",
+        "list a server's tools, prompts, resources and resource templates, with their schemas",
+        "exit status: 0 listed, 2 protocol or usage error\n\nexamples:\n"
+        "  python -m engine list http://127.0.0.1:8000/mcp\n"
+        "  python -m engine list server.py --json\n"
+        "  python -m engine list --stdio 'python -m engine serve server.py --stdio'",
+    )
+    listing.add_argument("target", metavar="TARGET", nargs="?", help=TARGET_HELP)
+    listing.add_argument("--stdio", metavar="CMD", help=STDIO_HELP)
+    listing.add_argument("--json", action="store_true", help="print JSON instead of text")
+    listing.add_argument(
+        "--timeout", type=float, default=60.0, metavar="SECONDS", help="per request (60)"
+    )
+    listing.add_argument(
+        "--traceback",
+        action="store_true",
+        help=f"print the traceback when importing FILE.py fails (or {TRACEBACK_ENV}=1)",
+    )
+    listing.set_defaults(func=_list)
+
+    calls = command("calls", "list recorded calls, most recently active first")
+    calls.add_argument("--store", help=store_help)
+    calls.add_argument("--tool", help="only calls of this tool (or prompt, or resource)")
+    calls.add_argument(
+        "--since",
+        metavar="WHEN",
+        help="only calls active since WHEN: an ISO time (UTC unless it has an offset) or an age "
+        "like 90 (seconds), 15m, 2h, 1d",
+    )
+    calls.add_argument("--limit", type=int, default=20, help="at most N calls (default 20)")
+    calls.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    calls.set_defaults(func=cli_journal.calls)
+
+    show = command("show", "show a recorded call as a timeline of its rounds")
+    show.add_argument("call_id", metavar="CALL_ID", help="the call id (or a unique prefix)")
+    show.add_argument("--store", help=store_help)
+    show.add_argument("--json", action="store_true", help="print the recorded events as JSON")
+    _key_options(show)
+    show.set_defaults(func=cli_journal.show)
+
+    replay = command(
+        "replay",
+        "re-run a recorded call against the current code; report the first divergence",
+        "Nothing is written to any store, and once-steps are served from the record, so no\n"
+        "side effect runs again.\n\n"
+        "exit status: 0 every round matches, 1 divergence, 2 cannot replay\n\n"
+        "examples:\n"
+        "  python -m engine replay 6f0c2a... --app server.py\n"
+        "  python -m engine replay --file tests/fixtures/order.json --app server.py:mcp",
+    )
+    replay.add_argument("call_id", metavar="CALL_ID", nargs="?", help="a call id from the store")
+    replay.add_argument("--file", help="replay an exported call (fixture JSON) instead")
+    replay.add_argument("--app", required=True, help="FILE.py[:ATTR]: the server code to run")
+    replay.add_argument("--store", help=store_help)
+    replay.add_argument(
+        "--args",
+        metavar="JSON",
+        help="the call's arguments the server did not record (all, or the Redacted() ones); "
+        "they override recorded ones",
+    )
+    _key_options(replay)
+    replay.add_argument(
+        "--traceback",
+        action="store_true",
+        help=f"print the traceback when importing the app fails (or {TRACEBACK_ENV}=1)",
+    )
+    replay.set_defaults(func=cli_journal.replay)
+
+    export = command(
+        "export",
+        "print a recorded call as JSON, to keep as a test fixture",
+        "example:\n  python -m engine export 6f0c2a... > tests/fixtures/order.json",
+    )
+    export.add_argument("call_id", metavar="CALL_ID", help="the call id (or a unique prefix)")
+    export.add_argument("--store", help=store_help)
+    _key_options(export)
+    export.set_defaults(func=cli_journal.export)
+
+    inspect = command(
+        "inspect",
+        "decode a requestState: its claims and the call's state, as JSON",
+        "exit status: 0 decoded, 1 the keys do not open it, 2 usage error",
+    )
+    inspect.add_argument("token", metavar="TOKEN", help="the requestState ('-' reads stdin)")
+    inspect.add_argument(
+        "--keys", help="the server's secrets, comma-separated (or --keys-file, ENGINE_KEYS)"
+    )
+    inspect.add_argument(
+        "--keys-file", metavar="PATH", help="a file of the server's secrets, as serve takes"
+    )
+    inspect.add_argument("--store", help="read state kept by reference from this store")
+    inspect.set_defaults(func=cli_journal.inspect)
+
+    keygen = command("keygen", "print a new requestState secret")
+    keygen.set_defaults(func=_keygen)
+    return parser
+
+
+def _key_options(command: argparse.ArgumentParser) -> None:
+    """``--keys`` and ``--keys-file``: what opens the sealed journal (else ``ENGINE_KEYS``)."""
+    command.add_argument(
+        "--keys",
+        help="the server's secrets, comma-separated, to open the sealed journal (shown by ps: "
+        "prefer --keys-file or ENGINE_KEYS)",
+    )
+    command.add_argument(
+        "--keys-file", metavar="PATH", help="a file of the server's secrets, as serve takes"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if getattr(args, "log_format", None):
+        os.environ[logs.LOG_FORMAT_ENV] = args.log_format
+    try:
+        log_format = logs.log_format()
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    logs.configure(log_format, "INFO" if args.command == "serve" else "WARNING")
+    from engine.debug.journal import ReplayError
+
+    try:
+        result: int = args.func(args)
+    except (CLIError, ReplayError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.code if isinstance(exc, CLIError) else 2
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # `... | head` stopped reading: not an error worth a traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    return result

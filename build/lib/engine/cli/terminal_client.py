@@ -1,0 +1,265 @@
+"""``python -m engine call``: a terminal MCP client, to try a tool by hand or from a script.
+
+Trying a multi-round tool should not need an MCP host. This client speaks 2026-07-28 over
+Streamable HTTP with the standard library only (:mod:`engine.cli.http_session`), runs the whole
+loop (send, get ``input_required``, answer, send again with the ``requestState``), and turns
+each question into prompts (:mod:`engine.cli.prompts`): a form field by field (types, enums,
+defaults, required fields; decline and cancel possible), sampling as "type the model's reply",
+roots from the working directory. ``--answer KEY=JSON`` answers a question without prompting,
+for scripts and CI.
+
+Exit status: 0 for a result, 1 for an error result (``isError``), 2 for a protocol error (the
+server refused the request, or could not be reached).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.cli.connections import Connection, open_connection
+from engine.cli.http_session import ProtocolFailure, param_headers
+from engine.cli.prompts import ANSWERERS, Console, NoMoreInput, schema_types
+from engine.cli.style import Live
+from engine.debug.render import describe_result
+
+LOG_LEVEL_META = "io.modelcontextprotocol/logLevel"
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+
+EXIT_OK, EXIT_ERROR_RESULT, EXIT_PROTOCOL = 0, 1, 2
+
+
+def parse_argument(pair: str, schema: Mapping[str, Any] | None) -> tuple[str, Any]:
+    """``k=v`` → ``(k, value)``: a string where the schema wants one, else JSON."""
+    name, sep, text = pair.partition("=")
+    if not sep or not name:
+        raise ValueError(f"--arg {pair!r}: write NAME=VALUE")
+    props = (schema or {}).get("properties") or {}
+    kinds = schema_types(props.get(name))
+    if "string" in kinds:
+        return name, text
+    try:
+        return name, json.loads(text)
+    except ValueError:
+        if not kinds:
+            return name, text
+        raise ValueError(
+            f"--arg {name}: the tool wants {' or '.join(sorted(kinds))}, and {text!r} is not "
+            "JSON; for example --arg count=3 or --arg tags='[\"a\"]'"
+        ) from None
+
+
+def _is(kind: str, value: Any) -> bool:
+    """Whether ``value`` (decoded JSON) is of the JSON schema type ``kind``."""
+    if kind == "null":
+        return value is None
+    if kind == "boolean":
+        return isinstance(value, bool)
+    if isinstance(value, bool):
+        return False
+    if kind == "integer":
+        return isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+    if kind == "number":
+        return isinstance(value, int | float)
+    kinds: dict[str, type] = {"string": str, "array": list, "object": dict}
+    return kind not in kinds or isinstance(value, kinds[kind])
+
+
+def answer_problem(request: Mapping[str, Any], answer: Any) -> str | None:
+    """What is wrong with a ``--answer`` for this question, checked against what the question
+    says it wants (a form's fields, types, choices, bounds); ``None`` when nothing is."""
+    if request.get("method") != "elicitation/create":
+        return None
+    params = request.get("params") or {}
+    actions = ("accept", "decline", "cancel")
+    if not isinstance(answer, dict) or answer.get("action") not in actions:
+        return 'give an object whose "action" is "accept", "decline" or "cancel"'
+    if answer["action"] != "accept" or params.get("mode", "form") != "form":
+        return None
+    content = answer.get("content")
+    if not isinstance(content, dict):
+        return 'an accepted form needs "content": an object of the form\'s fields'
+    schema = params.get("requestedSchema") or {}
+    props = schema.get("properties") or {}
+    problems = [
+        f"content.{name}: required" for name in schema.get("required") or [] if name not in content
+    ]
+    for name, value in content.items():
+        prop = props.get(name)
+        if not isinstance(prop, dict):
+            problems.append(f"content.{name}: not a field of the form ({', '.join(props)})")
+            continue
+        problem = _value_problem(prop, value)
+        if problem is not None:
+            problems.append(f"content.{name}: {problem}")
+    return "; ".join(problems) or None
+
+
+def _value_problem(prop: Mapping[str, Any], value: Any) -> str | None:
+    kinds = schema_types(prop)
+    shown = json.dumps(value)
+    if kinds and not any(_is(kind, value) for kind in kinds):
+        return f"expected {' or '.join(sorted(kinds))}, got {shown}"
+    choices = prop.get("enum")
+    if isinstance(choices, list) and value not in choices:
+        return f"expected one of {', '.join(map(json.dumps, choices))}, got {shown}"
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        low, high = prop.get("minimum"), prop.get("maximum")
+        if isinstance(low, int | float) and value < low:
+            return f"expected at least {low}, got {shown}"
+        if isinstance(high, int | float) and value > high:
+            return f"expected at most {high}, got {shown}"
+    if isinstance(value, str):
+        short, long = prop.get("minLength"), prop.get("maxLength")
+        if isinstance(short, int) and len(value) < short:
+            return f"expected at least {short} characters, got {shown}"
+        if isinstance(long, int) and len(value) > long:
+            return f"expected at most {long} characters, got {shown}"
+    return None
+
+
+def parse_answer(pair: str) -> tuple[str, Any]:
+    """``KEY=JSON`` → ``(key, answer)``: a question's answer given with ``--answer``."""
+    key, sep, text = pair.partition("=")
+    if not sep or not key:
+        raise ValueError(f"--answer {pair!r}: write KEY=JSON")
+    try:
+        return key, json.loads(text)
+    except ValueError:
+        raise ValueError(
+            f"--answer {key}: {text!r} is not JSON; for a form write "
+            f'--answer \'{key}={{"action": "accept", "content": {{...}}}}\''
+        ) from None
+
+
+@dataclass
+class CallOptions:
+    url: str | None
+    tool: str
+    arguments: dict[str, Any]
+    raw_arguments: list[str] = field(default_factory=list)
+    answers: dict[str, Any] = field(default_factory=dict)
+    max_rounds: int = 20
+    timeout: float = 60.0
+    stdio: str | None = None
+    log_level: str = "info"
+    traceback: bool = False
+
+
+def run_call(options: CallOptions, console: Console | None = None) -> int:
+    """Run the call to its end; the exit status (0 result, 1 error result, 2 protocol error)."""
+    console = console or Console()
+    live = Live(console.stdout)
+    try:
+        session = open_connection(
+            options.url, options.stdio, options.timeout, traceback=options.traceback
+        )
+    except ProtocolFailure as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_PROTOCOL
+    session.notify = live
+    try:
+        return _run(options, console, session, live)
+    except ProtocolFailure as exc:
+        live.done()
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_PROTOCOL
+    except NoMoreInput as exc:
+        why = f"{exc.args[0]}, and " if exc.args else ""
+        print(
+            f"error: {why}standard input ended while a question needed an answer; answer it "
+            "with --answer KEY=JSON (the key is shown in brackets above)",
+            file=sys.stderr,
+        )
+        return EXIT_PROTOCOL
+    finally:
+        session.close()
+
+
+def _run(options: CallOptions, console: Console, session: Connection, live: Live) -> int:
+    listed = session.request("tools/list", {}).get("tools") or []
+    tools = {t.get("name"): t for t in listed if isinstance(t, dict)}
+    tool = tools.get(options.tool)
+    if tool is None:
+        raise ProtocolFailure(
+            f"{session.where} has no tool {options.tool!r}; it has: {', '.join(map(str, tools))}"
+        )
+    arguments = dict(options.arguments)
+    try:
+        for pair in options.raw_arguments:
+            name, value = parse_argument(pair, tool.get("inputSchema"))
+            arguments[name] = value
+    except ValueError as exc:
+        raise ProtocolFailure(str(exc)) from None
+    scripted = dict(options.answers)
+    headers = param_headers(tool, arguments)
+    params: dict[str, Any] = {"name": options.tool, "arguments": arguments}
+    sent: dict[str, Any] = {}
+    for number in range(1, options.max_rounds + 1):
+        answering = params.get("inputResponses") or {}
+        about = f"answering {', '.join(answering)}" if answering else json.dumps(arguments)
+        console.say(f"round {number} → tools/call {options.tool} {about}")
+        meta = {"progressToken": f"call-{number}", LOG_LEVEL_META: options.log_level}
+        result = session.request("tools/call", params, headers, meta)
+        live.done()
+        kind = result.get("resultType", "complete")
+        if kind != "input_required":
+            console.say(f"round {number} ← {kind} (replica {session.replica})")
+            for line in describe_result(result):
+                console.say("  " + line)
+            for key in scripted:
+                console.say(f"note: --answer {key} was not used: the server never asked it")
+            return EXIT_ERROR_RESULT if result.get("isError") else EXIT_OK
+        requests = result.get("inputRequests") or {}
+        state = result.get("requestState")
+        if not requests:  # "retry now": the same request again, shortly
+            console.say(f"round {number} ← the server asks to retry (replica {session.replica})")
+            time.sleep(0.2)
+            params = {**params, "requestState": state}
+            continue
+        plural = "s" if len(requests) != 1 else ""
+        console.say(
+            f"round {number} ← input_required (replica {session.replica}): "
+            f"{len(requests)} question{plural}"
+        )
+        responses: dict[str, Any] = {}
+        for key, request in requests.items():
+            method = request.get("method") if isinstance(request, dict) else None
+            console.say(f"[{key}] {method}")
+            if key in sent:
+                console.say(
+                    f"  the server asked {key} again: it did not take the answer sent "
+                    f"({json.dumps(sent[key])})"
+                )
+            rejected = None
+            if key in scripted:
+                given = scripted.pop(key)
+                rejected = answer_problem(request if isinstance(request, dict) else {}, given)
+                if rejected is None:
+                    responses[key] = given
+                    console.say(f"  answered from --answer: {json.dumps(given)}")
+                    continue
+                console.say(f"  --answer {key} does not fit the question: {rejected}")
+            answer = ANSWERERS.get(str(method))
+            if answer is None:
+                raise ProtocolFailure(
+                    f"the server asked {method!r}, which this client cannot answer"
+                )
+            try:
+                responses[key] = answer(console, request.get("params") or {})
+            except NoMoreInput:
+                if rejected is None:
+                    raise
+                raise NoMoreInput(
+                    f"--answer {key} does not fit the question ({rejected})"
+                ) from None
+        sent = responses
+        params = {**params, "inputResponses": responses, "requestState": state}
+    raise ProtocolFailure(
+        f"no final result after {options.max_rounds} rounds; raise --max-rounds if the tool "
+        "really needs more"
+    )

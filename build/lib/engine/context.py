@@ -1,0 +1,406 @@
+"""The ``Context`` a handler asks for by annotation: the request, the server, the way back.
+
+A new ``Context`` is made for every request. It is never ambient: a helper that needs it gets it
+passed as an argument.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, cast
+
+import anyio.to_thread
+from pydantic import BaseModel, TypeAdapter
+
+from engine._internal.logbridge import log_message, notify_in_order
+from engine._internal.notify import Notify
+from engine.questions.answers import PENDING, AnswerSource
+from engine.questions.kinds import Elicit, ElicitURL, ListRoots, Question, Sample
+from engine.questions.rendering import Rendered
+from engine.state.call import CallState
+from engine.types import (
+    CreateMessageResult,
+    ListRootsResult,
+    ModelPreferences,
+    SamplingMessage,
+    Tool,
+    ToolChoice,
+)
+
+if TYPE_CHECKING:
+    # For the type of ``ctx.mcp_server`` only: at run time a Context sees its server through
+    # the narrow ServerHooks below.
+    from engine.app import MCPServer
+
+log = logging.getLogger("engine.rounds")
+
+LOG_LEVEL_META = "io.modelcontextprotocol/logLevel"
+
+LifespanT = TypeVar("LifespanT")
+ModelT = TypeVar("ModelT", bound=BaseModel)
+R = TypeVar("R")
+
+
+class ServerHooks(Protocol):
+    """What a handler's Context reaches of its server (the MCPServer provides it)."""
+
+    @property
+    def lifespan_context(self) -> Any: ...
+
+    async def read_resource_contents(self, uri: str, scope: RequestScope) -> list[Any]: ...
+
+    async def notify_list_changed(self, kind: str) -> None: ...
+
+    async def notify_resource_updated(self, uri: str) -> None: ...
+
+
+class Session:
+    """The server side of the conversation with this client.
+
+    ``send_*_list_changed()`` and ``send_resource_updated(uri)`` reach a 2025-11-25 client on its
+    session. A 2026-07-28 client only hears list changes on its ``subscriptions/listen`` streams:
+    use ``ctx.notify_*`` for those (they reach every subscribed stream, on every replica).
+    """
+
+    def __init__(self, notify: Notify | None = None) -> None:
+        self._notify = notify
+
+    async def send_notification(self, method: str, params: dict[str, Any] | None = None) -> None:
+        if self._notify is not None:
+            await self._notify(method, params or {})
+
+    async def send_tool_list_changed(self) -> None:
+        await self.send_notification("notifications/tools/list_changed")
+
+    async def send_prompt_list_changed(self) -> None:
+        await self.send_notification("notifications/prompts/list_changed")
+
+    async def send_resource_list_changed(self) -> None:
+        await self.send_notification("notifications/resources/list_changed")
+
+    async def send_resource_updated(self, uri: str) -> None:
+        await self.send_notification("notifications/resources/updated", {"uri": uri})
+
+
+NO_SESSION = Session()
+"""The session of a request that has none (2026-07-28): it sends nothing, so one is shared."""
+
+
+@dataclass(slots=True)
+class RequestScope:
+    """What the protocol layer knows about the request being served."""
+
+    request_id: str | int | None = None
+    method: str = ""
+    protocol_version: str | None = None
+    capabilities: dict[str, Any] = field(default_factory=dict)
+    headers: Mapping[str, str] | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+    notify: Notify | None = None
+    session: Session = NO_SESSION
+    close_stream: Callable[[], Awaitable[None]] | None = None
+    """Ends the HTTP response of a 2025-11-25 call early; the client resumes it with GET."""
+
+
+@dataclass(slots=True)
+class RequestContext(Generic[LifespanT]):
+    """The raw per-request record; ``lifespan_context`` is what the lifespan yielded."""
+
+    request_id: str | int | None
+    method: str
+    protocol_version: str | None
+    headers: Mapping[str, str] | None
+    meta: dict[str, Any]
+    lifespan_context: LifespanT
+    session: Session
+
+
+class CallScope:
+    """Per-round bookkeeping for questions and checkpoints taken inside a handler body."""
+
+    __slots__ = (
+        "asker",
+        "call_id",
+        "next_state",
+        "prefix",
+        "round_no",
+        "state",
+        "steps",
+        "target",
+    )
+
+    def __init__(
+        self,
+        target: str,
+        asker: AnswerSource,
+        state: CallState,
+        next_state: CallState,
+        round_no: int,
+        prefix: str = "",
+    ) -> None:
+        self.target = target
+        self.asker = asker
+        self.state = state
+        self.next_state = next_state
+        self.round_no = round_no
+        self.prefix = prefix
+        self.steps = 0
+        self.call_id = ""
+
+    def child(self, resolver_key: str) -> CallScope:
+        """A scope whose steps are counted apart: a resolver's own questions and checkpoints
+        get keys that do not depend on how concurrent resolvers were scheduled."""
+        scope = CallScope(
+            self.target, self.asker, self.state, self.next_state, self.round_no, f"{resolver_key}."
+        )
+        scope.call_id = self.call_id
+        return scope
+
+
+class Suspend(BaseException):
+    """Raised inside a body when a question must go to the client before it can continue."""
+
+
+class Context(Generic[LifespanT]):
+    """Injected into any tool, resource, prompt or resolver that annotates a parameter with it."""
+
+    def __init__(
+        self,
+        server: ServerHooks,
+        scope: RequestScope,
+        call: CallScope | None = None,
+    ) -> None:
+        self._server = server
+        self._scope = scope
+        self._call = call
+
+    def for_resolver(self, key: str) -> Context[LifespanT]:
+        """The Context a resolver receives: the same request, its own question keys."""
+        if self._call is None:
+            return self
+        return Context(self._server, self._scope, self._call.child(key))
+
+    @property
+    def mcp_server(self) -> MCPServer:
+        return cast("MCPServer", self._server)
+
+    @property
+    def request_id(self) -> str:
+        """The JSON-RPC id of the request being served, as a string."""
+        return "" if self._scope.request_id is None else str(self._scope.request_id)
+
+    @property
+    def headers(self) -> Mapping[str, str] | None:
+        """The HTTP request headers (lower-case names), or ``None`` on stdio."""
+        return self._scope.headers
+
+    @property
+    def protocol_version(self) -> str | None:
+        return self._scope.protocol_version
+
+    @property
+    def client_capabilities(self) -> dict[str, Any]:
+        return self._scope.capabilities
+
+    @property
+    def session(self) -> Session:
+        return self._scope.session
+
+    @property
+    def request_context(self) -> RequestContext[LifespanT]:
+        scope = self._scope
+        return RequestContext(
+            request_id=scope.request_id,
+            method=scope.method,
+            protocol_version=scope.protocol_version,
+            headers=scope.headers,
+            meta=scope.meta,
+            lifespan_context=self._server.lifespan_context,
+            session=scope.session,
+        )
+
+    @property
+    def call_id(self) -> str | None:
+        """The id shared by every round of this call (``None`` outside a multi-round handler)."""
+        return self._call.call_id if self._call is not None else None
+
+    @property
+    def round(self) -> int:
+        """1 on the first round of a call, then 2, 3, ..."""
+        return self._call.round_no if self._call is not None else 1
+
+    async def read_resource(self, uri: str) -> list[Any]:
+        """Read one of this server's resources through the same registry as ``resources/read``."""
+        return await self._server.read_resource_contents(uri, self._scope)
+
+    async def report_progress(
+        self, progress: float, total: float | None = None, message: str | None = None
+    ) -> None:
+        """Send ``notifications/progress`` if the caller asked for progress; else do nothing."""
+        token = self._scope.meta.get("progressToken")
+        if token is None or self._scope.notify is None:
+            return
+        params: dict[str, Any] = {"progressToken": token, "progress": progress}
+        if total is not None:
+            params["total"] = total
+        if message is not None:
+            params["message"] = message
+        await notify_in_order(self._scope.notify, "notifications/progress", params)
+
+    async def log(self, level: str, data: Any, *, logger_name: str | None = None) -> None:
+        """Send ``notifications/message`` ``{level, logger?, data}`` to this request's client.
+
+        Only when the client asked for ``level`` or a lower one (2026-07-28: the request's
+        ``_meta["io.modelcontextprotocol/logLevel"]``; 2025-11-25: the session's
+        ``logging/setLevel``, ``info`` by default) and the request can carry notifications; a
+        message below that level, or to a client that did not ask, is dropped silently. ``level``
+        is one of ``debug``, ``info``, ``notice``, ``warning``, ``error``, ``critical``,
+        ``alert``, ``emergency`` (another raises ``ValueError``); ``data`` any JSON value.
+        """
+        scope = self._scope
+        requested = scope.meta.get(LOG_LEVEL_META)
+        await log_message(
+            level,
+            data,
+            logger_name,
+            requested=requested if type(requested) is str else None,
+            notify=scope.notify,
+        )
+
+    async def debug(self, data: Any, *, logger_name: str | None = None) -> None:
+        await self.log("debug", data, logger_name=logger_name)
+
+    async def info(self, data: Any, *, logger_name: str | None = None) -> None:
+        await self.log("info", data, logger_name=logger_name)
+
+    async def warning(self, data: Any, *, logger_name: str | None = None) -> None:
+        await self.log("warning", data, logger_name=logger_name)
+
+    async def error(self, data: Any, *, logger_name: str | None = None) -> None:
+        await self.log("error", data, logger_name=logger_name)
+
+    async def close_sse_stream(self) -> None:
+        """Close this request's event stream now (2025-11-25 over HTTP); the call goes on, and
+        the client picks up the rest with ``GET`` + ``Last-Event-ID``. Elsewhere a no-op."""
+        if self._scope.close_stream is not None:
+            await self._scope.close_stream()
+
+    async def notify_tools_changed(self) -> None:
+        await self._server.notify_list_changed("tools")
+
+    async def notify_prompts_changed(self) -> None:
+        await self._server.notify_list_changed("prompts")
+
+    async def notify_resources_changed(self) -> None:
+        await self._server.notify_list_changed("resources")
+
+    async def notify_resource_updated(self, uri: str) -> None:
+        await self._server.notify_resource_updated(uri)
+
+    # --- questions and checkpoints inside a body ---------------------------------------------
+
+    def _require_call(self, what: str) -> CallScope:
+        if self._call is None:
+            raise RuntimeError(
+                f"ctx.{what}() needs a tool call, prompt or resource read in progress; it is not "
+                "available in this request"
+            )
+        return self._call
+
+    async def ask(self, question: Question, *, key: str | None = None) -> Any:
+        """Ask any question from a body; returns its outcome.
+
+        On 2026-07-28 the body is replayed every round: the n-th question is answered from the
+        record, or the round ends with ``input_required``. So build questions only from the
+        arguments and earlier answers. If a replay asks a different n-th question than the
+        recorded one, the recorded answer is discarded and the question asked again.
+        """
+        call = self._require_call("ask")
+        call.steps += 1
+        wire_key = key or f"{call.prefix}{question.kind}#{call.steps}"
+        rendered = Rendered.of(question, from_body=True)
+        outcome = await call.asker.ask(wire_key, rendered, f"{call.target!r}")
+        if outcome is PENDING:
+            raise Suspend
+        return outcome
+
+    async def elicit(self, message: str, schema: type[ModelT]) -> Any:
+        """Ask the user to fill a form; returns an ``ElicitationResult[schema]``."""
+        return await self.ask(Elicit(message, schema))
+
+    async def elicit_url(self, message: str, url: str, elicitation_id: str | None = None) -> Any:
+        """Send the user to a URL; returns the accept/decline/cancel outcome."""
+        return await self.ask(ElicitURL(message, url))
+
+    async def sample(
+        self,
+        messages: Sequence[SamplingMessage] | str,
+        *,
+        max_tokens: int,
+        system_prompt: str | None = None,
+        temperature: float | None = None,
+        stop_sequences: list[str] | None = None,
+        model_preferences: ModelPreferences | None = None,
+        tools: list[Tool] | None = None,
+        tool_choice: ToolChoice | None = None,
+    ) -> CreateMessageResult:
+        """Ask the client's model; a plain string becomes one user message."""
+        if isinstance(messages, str):
+            from engine.types import TextContent
+
+            messages = [SamplingMessage(role="user", content=TextContent(text=messages))]
+        result: CreateMessageResult = await self.ask(
+            Sample(
+                messages,
+                max_tokens=max_tokens,
+                system_prompt=system_prompt,
+                temperature=temperature,
+                stop_sequences=stop_sequences,
+                model_preferences=model_preferences,
+                tools=tools,
+                tool_choice=tool_choice,
+            )
+        )
+        return result
+
+    async def list_roots(self) -> ListRootsResult:
+        result: ListRootsResult = await self.ask(ListRoots())
+        return result
+
+    async def once(
+        self, fn: Callable[..., Awaitable[R]] | Callable[..., R], *args: Any, **kwargs: Any
+    ) -> R:
+        """Run a side effect once per call, whatever the number of rounds and replicas.
+
+        The n-th ``once`` of a body records its value in the call's state; on later rounds (on any
+        replica) the recorded value is returned and ``fn`` does not run. The value must be
+        JSON-compatible or described by ``fn``'s return annotation (a pydantic model, say).
+        """
+        call = self._require_call("once")
+        call.steps += 1
+        key = f"{call.prefix}once#{call.steps}"
+        adapter = _return_adapter(fn)
+        if key in call.state.checkpoints:
+            recorded = call.state.checkpoints[key]
+            return adapter.validate_python(recorded) if adapter is not None else recorded  # type: ignore[no-any-return]
+        if inspect.iscoroutinefunction(fn):
+            value = await fn(*args, **kwargs)
+        else:
+            value = await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
+        dumped = adapter.dump_python(value, mode="json") if adapter is not None else value
+        call.next_state.checkpoints[key] = dumped
+        return value  # type: ignore[no-any-return]
+
+
+@functools.lru_cache(maxsize=256)
+def _return_adapter(fn: Callable[..., Any]) -> TypeAdapter[Any] | None:
+    from engine._internal.introspect import type_hints
+
+    returns = type_hints(fn).get("return")
+    if returns is None:
+        return None
+    return TypeAdapter(returns)

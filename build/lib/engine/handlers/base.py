@@ -1,0 +1,104 @@
+"""What every handler is: a user function with its name, role and signature, re-planned under
+dependency overrides, and a fingerprint of its code for the journal."""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import types
+from collections.abc import Callable, Mapping
+from typing import Any, TypedDict
+
+from engine._internal.introspect import callable_name
+from engine._internal.keywords import refuse_unknown
+from engine.di.signature import Signature, analyze
+from engine.role import Role
+from engine.types import Icon
+
+Overrides = Mapping[Callable[..., Any], Callable[..., Any]]
+
+
+class HandlerOptions(TypedDict, total=False):
+    """What any handler may be given when it is registered, besides its name; each kind
+    declares its own on top (:class:`~engine.handlers.tool.ToolOptions`), so every option is
+    declared once."""
+
+    title: str | None
+    description: str | None
+    """The function's docstring when not given."""
+    icons: list[Icon] | None
+
+
+def description_of(fn: Callable[..., Any], given: str | None) -> str:
+    """The listed description: the one given, otherwise the function's docstring."""
+    if given is not None:
+        return given
+    return inspect.cleandoc(fn.__doc__) if fn.__doc__ else ""
+
+
+def code_digest(fns: list[Callable[..., Any]]) -> str:
+    """A fingerprint of the code of some functions: changes when their bytecode does."""
+    h = hashlib.sha256()
+
+    def feed(code: types.CodeType) -> None:
+        h.update(code.co_qualname.encode() + b"\0" + code.co_code)
+        for const in code.co_consts:
+            if isinstance(const, types.CodeType):
+                feed(const)
+            else:
+                h.update(repr(const).encode())
+
+    for fn in fns:
+        target = inspect.unwrap(fn)
+        code = getattr(target, "__code__", None)
+        if code is None:
+            code = getattr(type(target).__call__, "__code__", None)
+        if isinstance(code, types.CodeType):
+            feed(code)
+        else:
+            h.update(callable_name(fn).encode())
+    return h.hexdigest()[:16]
+
+
+class Handler:
+    """A user function plus its registration-time analysis.
+
+    Each kind (:class:`~engine.handlers.tool.Tool` and the others) adds its listing and how a
+    returned value becomes the result of its method.
+    """
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        role: Role,
+        name: str | None,
+        options: HandlerOptions,
+        known: frozenset[str],
+    ) -> None:
+        """Analyse ``fn`` as a ``role``, listed and called by ``name`` (the function's name when
+        not given); ``known`` names the options its kind takes."""
+        refuse_unknown(f"{type(self).__qualname__}.__init__", options, known)
+        self.fn = fn
+        self.name: str = name or callable_name(fn)
+        self.role = role
+        self.signature = analyze(fn, self.name, role=role)
+        self.plans: dict[int, Signature] = {}
+        self.code_fingerprint = code_digest([fn, *(node.fn for node in self.signature.plan.nodes)])
+        """Changes when the code of the handler or any of its resolvers changes (set when
+        registered: every journaled round reads it)."""
+
+    def planned(self, overrides: Overrides, version: int) -> Signature:
+        """The signature planned with the current dependency overrides (cached per version)."""
+        if not overrides:
+            return self.signature
+        cached = self.plans.get(version)
+        if cached is None:
+            cached = analyze(
+                self.fn,
+                self.name,
+                role=self.role,
+                overrides=overrides,
+                model_name=self.signature.arguments.__name__,
+            )
+            self.plans = {version: cached}
+        return cached

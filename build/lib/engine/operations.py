@@ -1,0 +1,109 @@
+"""The operations behind ``tools/call``, ``prompts/get`` and ``resources/read``: find the
+handler in the registry, run its round with a runner.
+
+One registry and one runner make one set of operations: the live server's runner claims and
+journals; a replay's runner has no store, so the same operations touch nothing outside.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from typing import Any
+
+from engine._internal.metrics import Metrics
+from engine.calls.execute import Convert
+from engine.calls.reply import CallRequest, ReplyKind, RoundReply
+from engine.calls.runner import RoundRunner
+from engine.context import RequestScope
+from engine.errors import INVALID_PARAMS, MCPError, ResourceError
+from engine.handlers.base import Handler
+from engine.handlers.prompt import Prompt
+from engine.handlers.resource import Resource
+from engine.handlers.results import ReadResourceContents, contents_for_server, resource_contents
+from engine.handlers.tool import Tool
+from engine.protocol.errors import store_error
+from engine.questions.answers import AnswerSource
+from engine.registry import Registry
+from stores.base import StoreUnavailable
+
+
+def converter(handler: Handler, target: str) -> Convert:
+    """How ``handler``'s value becomes its method's wire result; ``target`` is the URI read,
+    for a resource."""
+    if isinstance(handler, Tool | Prompt):
+        return handler.result
+    if not isinstance(handler, Resource):  # pragma: no cover - every handler is one of the three
+        raise TypeError(f"no wire result for a {handler.role}")
+    mime_type = handler.mime_type
+
+    def contents(value: Any) -> dict[str, Any]:
+        return {"contents": resource_contents(target, value, mime_type)}
+
+    return contents
+
+
+class Operations:
+    """The round operations of one registry, run by one runner."""
+
+    def __init__(self, registry: Registry, runner: RoundRunner, metrics: Metrics) -> None:
+        self.registry = registry
+        self.runner = runner
+        self.metrics = metrics
+
+    def call_tool(
+        self, request: CallRequest, in_place: AnswerSource | None = None
+    ) -> Awaitable[RoundReply]:
+        """One round of a tool call (awaitable; a plain function so that a round is one
+        coroutine less deep). ``in_place`` answers questions within the round (2025-11-25)."""
+        tool = self.registry.tools.get(request.target)
+        if tool is None:
+            return _replied(RoundReply(ReplyKind.ERROR, error=f"Unknown tool: {request.target}"))
+        return self.runner.run(tool, request, in_place=in_place, convert=tool.result)
+
+    async def get_prompt(
+        self, request: CallRequest, in_place: AnswerSource | None = None
+    ) -> RoundReply:
+        prompt = self.registry.prompts.get(request.target)
+        if prompt is None:
+            raise MCPError(
+                INVALID_PARAMS, f"Unknown prompt: {request.target}", {"name": request.target}
+            )
+        return await self.runner.run(prompt, request, in_place=in_place, convert=prompt.result)
+
+    async def read_resource(
+        self, request: CallRequest, in_place: AnswerSource | None = None
+    ) -> RoundReply:
+        uri = request.target
+        found = self.registry.find_resource(uri)
+        if found is None:
+            raise MCPError(INVALID_PARAMS, f"Unknown resource: {uri}", {"uri": uri})
+        resource, params = found
+        request.arguments = params
+        return await self.runner.run(
+            resource, request, in_place=in_place, convert=converter(resource, uri)
+        )
+
+    async def read_resource_contents(
+        self, uri: str, scope: RequestScope
+    ) -> list[ReadResourceContents]:
+        """``ctx.read_resource``: the same registry as ``resources/read``, from inside a handler."""
+        request = CallRequest("resources/read", uri, None, None, None, scope)
+        try:
+            reply = await self.read_resource(request)
+        except MCPError as exc:
+            raise ResourceError(exc.message) from None
+        except StoreUnavailable as exc:  # what a client would get, as the handler's error
+            raise ResourceError(store_error(exc, self.metrics).message) from None
+        if reply.kind is not ReplyKind.COMPLETE:
+            raise ResourceError(
+                f"Resource {uri!r} asks the client a question, so it can only be read by a "
+                "client, not from inside a handler"
+            )
+        return contents_for_server(reply.value["contents"])
+
+
+async def _replied(reply: RoundReply) -> RoundReply:
+    return reply
+
+
+__all__ = ["Operations", "converter"]

@@ -1,0 +1,1 @@
+"""JSON-RPC framing and the protocol eras, independent of any transport."""

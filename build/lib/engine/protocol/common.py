@@ -1,0 +1,51 @@
+"""What both eras serve alike: the listings, ``completion/complete``, and the checks of the
+parameters that name what a request is about."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from engine.errors import INVALID_PARAMS, MCPError
+from engine.protocol.served import Served
+
+Listing = Callable[[Served], dict[str, Any]]
+
+LISTINGS: dict[str, Listing] = {
+    "tools/list": lambda server: {"tools": server.list_tools()},
+    "prompts/list": lambda server: {"prompts": server.list_prompts()},
+    "resources/list": lambda server: {"resources": server.list_resources()},
+    "resources/templates/list": lambda server: {
+        "resourceTemplates": server.list_resource_templates()
+    },
+}
+"""Each listing method's result: every item, under its key (one page in both eras)."""
+
+
+def string_param(params: dict[str, Any], name: str) -> str:
+    """``params[name]``, which must be a string (a tool's name, a prompt's, a URI)."""
+    value = params.get(name)
+    if not isinstance(value, str):
+        raise MCPError(INVALID_PARAMS, f"Invalid params: {name!r} must be a string")
+    return value
+
+
+def arguments_param(params: dict[str, Any]) -> dict[str, Any] | None:
+    """``params["arguments"]``: an object, or absent."""
+    arguments = params.get("arguments")
+    if arguments is not None and not isinstance(arguments, dict):
+        raise MCPError(INVALID_PARAMS, "Invalid params: 'arguments' must be an object")
+    return arguments
+
+
+async def complete(server: Served, params: dict[str, Any]) -> dict[str, Any]:
+    """``completion/complete``: the completer's values for ``ref`` and ``argument``, at most
+    100 of them listed."""
+    ref = params.get("ref")
+    argument = params.get("argument")
+    if not isinstance(ref, dict) or not isinstance(argument, dict):
+        raise MCPError(INVALID_PARAMS, "Invalid params: 'ref' and 'argument' are required")
+    values = await server.complete(ref, argument, params.get("context"))
+    return {
+        "completion": {"values": values[:100], "total": len(values), "hasMore": len(values) > 100}
+    }

@@ -1,0 +1,85 @@
+"""JSON-RPC 2.0 framing: parsing one message, and building responses as bytes.
+
+Responses are built as bytes once, so a cached result can be replayed byte for byte under a new
+request id.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic_core import from_json, to_json
+
+from engine.errors import INVALID_REQUEST, PARSE_ERROR, MCPError
+
+RequestId = str | int
+_ID_TYPES = (str, int)
+
+
+dumps = to_json
+"""``dumps(value)``: compact JSON bytes (pydantic-core's serializer, called directly)."""
+
+
+def loads(data: bytes | str) -> Any:
+    try:
+        return from_json(data, cache_strings="keys")  # values (tokens, ids) rarely repeat
+    except ValueError:
+        raise MCPError(PARSE_ERROR, "Parse error: the body is not valid JSON") from None
+
+
+@dataclass(slots=True)
+class Message:
+    """One parsed client message: a request (with ``id``) or a notification."""
+
+    method: str
+    params: Any
+    id: RequestId | None
+    is_request: bool
+
+
+def parse(raw: Any) -> Message:
+    """Check the JSON-RPC shape; :class:`MCPError` ``-32600`` with a reason when it is wrong."""
+    if isinstance(raw, list):
+        raise MCPError(
+            INVALID_REQUEST,
+            "Invalid Request: batches are not supported; send one JSON-RPC message per request",
+        )
+    if not isinstance(raw, dict):
+        raise MCPError(INVALID_REQUEST, "Invalid Request: a JSON-RPC message must be an object")
+    if raw.get("jsonrpc") != "2.0":
+        raise MCPError(INVALID_REQUEST, 'Invalid Request: "jsonrpc" must be "2.0"')
+    method = raw.get("method")
+    if not isinstance(method, str) or not method:
+        raise MCPError(INVALID_REQUEST, 'Invalid Request: "method" must be a non-empty string')
+    has_id = "id" in raw
+    request_id = raw.get("id")
+    if has_id and (isinstance(request_id, bool) or not isinstance(request_id, _ID_TYPES)):
+        raise MCPError(INVALID_REQUEST, 'Invalid Request: "id" must be a string or an integer')
+    return Message(method, raw.get("params"), request_id, has_id)
+
+
+def request_id_of(raw: Any) -> RequestId | None:
+    """The id of a message, if it has a usable one (for echoing it in an error)."""
+    if isinstance(raw, dict):
+        value = raw.get("id")
+        if isinstance(value, _ID_TYPES) and not isinstance(value, bool):
+            return value
+    return None
+
+
+def result_bytes(request_id: RequestId | None, result: bytes) -> bytes:
+    """A response around an already-serialised result."""
+    rid = b"%d" % request_id if type(request_id) is int else dumps(request_id)
+    return b'{"jsonrpc":"2.0","id":' + rid + b',"result":' + result + b"}"
+
+
+def error_bytes(request_id: RequestId | None, error: MCPError) -> bytes:
+    return dumps({"jsonrpc": "2.0", "id": request_id, "error": error.to_error()})
+
+
+def notification_bytes(method: str, params: dict[str, Any] | None) -> bytes:
+    message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+    if params is not None:
+        message["params"] = params
+    return dumps(message)

@@ -1,0 +1,283 @@
+"""The 2025-11-25 era: ``initialize``, sessions, and questions asked on the back-channel.
+
+The same registries, resolvers and round machine as the 2026-07-28 era; only the delivery of
+questions differs: a question becomes a server→client request on the call's stream and the round
+waits for the answer in place (:class:`~engine.fleet.backchannel.BackChannelAnswers`). Results have
+the 2025-11-25 shapes: no ``resultType``, no caching hints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine._internal.logbridge import LEVELS, forwarding_logs
+from engine._internal.notify import Notify
+from engine.calls.reply import CallRequest, ReplyKind, RoundReply
+from engine.context import RequestScope, Session
+from engine.errors import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    MCPError,
+)
+from engine.fleet.backchannel import BackChannelAnswers, Outbox
+from engine.fleet.sessions import LegacySession, bounded_capabilities, bounded_client_info
+from engine.handlers.results import error_result
+from engine.protocol.common import LISTINGS, Listing, arguments_param, complete, string_param
+from engine.protocol.jsonrpc import Message, dumps
+from engine.protocol.served import Served
+
+LATEST = "2025-11-25"
+LEGACY_VERSIONS = ["2025-11-25", "2025-06-18", "2025-03-26"]
+
+
+@dataclass(slots=True)
+class LegacyExchange:
+    """What the transport provides to one legacy request."""
+
+    session: LegacySession | None
+    outbox: Outbox
+    """Writes a message (a notification, or a question to the client) on this request's stream."""
+    headers: Mapping[str, str] | None = None
+    notify: Notify | None = None
+    new_session: LegacySession | None = None
+    """Set by ``initialize``: the transport returns its id (``MCP-Session-Id``)."""
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+def session_notifier(server: Served, session: LegacySession) -> Notify:
+    """``ctx.session.send_*``: to this session's standalone stream, on whichever replica."""
+
+    async def notify(method: str, params: dict[str, Any]) -> None:
+        await server.notify_session(session.id, method, params)
+
+    return notify
+
+
+def principal_of(server: Served, scope: RequestScope) -> str | None:
+    """Who makes this request, by the ``principal`` callback; a callback that fails refuses
+    the request (the server log has why)."""
+    try:
+        return server.principal_of(scope)
+    except Exception:
+        raise MCPError(INTERNAL_ERROR, "Internal error; the server log has the details") from None
+
+
+def session_principal(
+    server: Served,
+    session: LegacySession,
+    method: str,
+    request_id: Any,
+    headers: Mapping[str, str] | None,
+) -> str | None:
+    """Who makes a request that presents ``session``, to check against who initialized it."""
+    scope = RequestScope(
+        request_id=request_id,
+        method=method,
+        protocol_version=session.protocol_version,
+        capabilities=session.capabilities,
+        headers=headers,
+    )
+    return principal_of(server, scope)
+
+
+async def _initialize(server: Served, message: Message, exchange: LegacyExchange) -> dict[str, Any]:
+    params = message.params
+    if not isinstance(params, dict):
+        raise MCPError(
+            INVALID_PARAMS,
+            "Invalid params: initialize needs protocolVersion, capabilities and clientInfo",
+        )
+    requested = params.get("protocolVersion")
+    capabilities = params.get("capabilities")
+    if not isinstance(requested, str) or not isinstance(capabilities, dict):
+        raise MCPError(
+            INVALID_PARAMS,
+            "Invalid params: initialize needs a protocolVersion string and a capabilities object",
+            {"supported": LEGACY_VERSIONS, "requested": requested},
+        )
+    version = requested if requested in LEGACY_VERSIONS else LATEST
+    kept = bounded_capabilities(capabilities)
+    scope = RequestScope(
+        request_id=message.id,
+        method=message.method,
+        protocol_version=version,
+        capabilities=kept,
+        headers=exchange.headers,
+    )
+    session = LegacySession.for_principal(
+        principal_of(server, scope), version, kept, bounded_client_info(params.get("clientInfo"))
+    )
+    await server.sessions.save(session)
+    exchange.new_session = session
+    result: dict[str, Any] = {
+        "protocolVersion": version,
+        "capabilities": server.capabilities(),
+        "serverInfo": server.server_info,
+    }
+    if server.instructions:
+        result["instructions"] = server.instructions
+    return result
+
+
+@dataclass(slots=True)
+class LegacyRequest:
+    """One request of an initialized session, as its operation receives it."""
+
+    server: Served
+    params: dict[str, Any]
+    session: LegacySession
+    scope: RequestScope
+    exchange: LegacyExchange
+
+
+def _scope(
+    server: Served,
+    message: Message,
+    params: dict[str, Any],
+    session: LegacySession,
+    exchange: LegacyExchange,
+) -> RequestScope:
+    meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
+    return RequestScope(
+        request_id=message.id,
+        method=message.method,
+        protocol_version=session.protocol_version,
+        capabilities=session.capabilities,
+        headers=exchange.headers,
+        meta=meta or {},
+        notify=exchange.notify,
+        session=Session(session_notifier(server, session)),
+        close_stream=exchange.extras.get("close_stream"),
+    )
+
+
+def _answers(request: LegacyRequest) -> BackChannelAnswers:
+    return BackChannelAnswers(
+        request.server.backchannel,
+        request.exchange.outbox,
+        request.session.capabilities,
+        timeout=request.server.legacy_answer_timeout,
+        session_id=request.session.id,
+    )
+
+
+def round_result(reply: RoundReply) -> dict[str, Any]:
+    """The wire result of a round in this era: the final value or an error result."""
+    if reply.kind is ReplyKind.ERROR:
+        return error_result(reply.error or "error")
+    assert reply.kind is ReplyKind.COMPLETE, "questions are answered in place in this era"
+    result: dict[str, Any] = reply.value
+    return result
+
+
+Operation = Callable[[LegacyRequest], Awaitable[dict[str, Any] | bytes]]
+"""An operation's result, or its serialised result when it was journaled as sent."""
+
+
+RoundOperation = Callable[..., Awaitable[RoundReply]]
+
+
+def _round(method: str, target_param: str) -> Operation:
+    """``tools/call``, ``prompts/get`` or ``resources/read``: one round, questions asked in
+    place on this request's stream."""
+    run: Callable[[Served], RoundOperation] = {
+        "tools/call": lambda server: server.call_tool,
+        "prompts/get": lambda server: server.get_prompt,
+        "resources/read": lambda server: server.read_resource,
+    }[method]
+
+    async def operation(request: LegacyRequest) -> bytes:
+        params = request.params
+        target = string_param(params, target_param)
+        arguments = arguments_param(params) if method != "resources/read" else None
+        call = CallRequest(method, target, arguments, None, None, request.scope)
+        reply = await run(request.server)(call, in_place=_answers(request))
+        body = dumps(round_result(reply))
+        pending = reply.finish(body)  # journaled with the questions asked and answered in place
+        if pending is not None:
+            await pending
+        return body
+
+    return operation
+
+
+async def _set_level(request: LegacyRequest) -> dict[str, Any]:
+    level = request.params.get("level")
+    if level not in LEVELS:
+        raise MCPError(INVALID_PARAMS, f"Invalid params: level must be one of {list(LEVELS)}")
+    request.session.log_level = level
+    await request.server.sessions.save(request.session)
+    return {}
+
+
+def _subscription(subscribe: bool) -> Operation:
+    """``resources/subscribe`` and ``unsubscribe``: kept in the session, so on every replica."""
+
+    async def operation(request: LegacyRequest) -> dict[str, Any]:
+        uri = string_param(request.params, "uri")
+        session = request.session
+        if subscribe != (uri in session.subscriptions):
+            if subscribe:
+                session.subscriptions.append(uri)
+            else:
+                session.subscriptions.remove(uri)
+            await request.server.sessions.save(session)
+        return {}
+
+    return operation
+
+
+def _listing(listed: Listing) -> Operation:
+    """A listing of this era: a cursor is ignored (every item is on the first page)."""
+
+    async def operation(request: LegacyRequest) -> dict[str, Any]:
+        return listed(request.server)
+
+    return operation
+
+
+async def _ping(request: LegacyRequest) -> dict[str, Any]:
+    return {}
+
+
+def _complete(request: LegacyRequest) -> Awaitable[dict[str, Any]]:
+    return complete(request.server, request.params)
+
+
+OPERATIONS: dict[str, Operation] = {
+    "ping": _ping,
+    **{method: _listing(listed) for method, listed in LISTINGS.items()},
+    "tools/call": _round("tools/call", "name"),
+    "prompts/get": _round("prompts/get", "name"),
+    "resources/read": _round("resources/read", "uri"),
+    "logging/setLevel": _set_level,
+    "resources/subscribe": _subscription(True),
+    "resources/unsubscribe": _subscription(False),
+    "completion/complete": _complete,
+}
+
+
+async def handle(server: Served, message: Message, exchange: LegacyExchange) -> bytes:
+    """Serve one legacy request; the serialised ``result`` (errors raise MCPError)."""
+    if message.method == "initialize":
+        return dumps(await _initialize(server, message, exchange))
+    session = exchange.session
+    if session is None:
+        raise MCPError(
+            INVALID_REQUEST,
+            "Bad Request: no session; send initialize first and "
+            "then the MCP-Session-Id it returned",
+        )
+    operation = OPERATIONS.get(message.method)
+    if operation is None:
+        raise MCPError(METHOD_NOT_FOUND, f"Method not found: {message.method}")
+    params = message.params if isinstance(message.params, dict) else {}
+    scope = _scope(server, message, params, session, exchange)
+    request = LegacyRequest(server, params, session, scope, exchange)
+    async with forwarding_logs(session.log_level or "info", exchange.notify):
+        result = await operation(request)
+    return result if isinstance(result, bytes) else dumps(result)

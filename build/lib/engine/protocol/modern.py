@@ -1,0 +1,234 @@
+"""The 2026-07-28 era: every request carries its version and capabilities in ``_meta``.
+
+Requests are validated here (``_meta``, version), dispatched to the server's operations, and
+results decorated as the era requires (``resultType``, caching hints, ``serverInfo``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from engine._internal.logbridge import forwarding_logs
+from engine._internal.notify import Notify
+from engine.calls.reply import CallRequest, ReplyKind, RoundReply
+from engine.context import RequestScope
+from engine.errors import (
+    INVALID_PARAMS,
+    METHOD_NOT_FOUND,
+    UNSUPPORTED_PROTOCOL_VERSION,
+    MCPError,
+)
+from engine.handlers.results import error_result
+from engine.protocol.common import LISTINGS, Listing, arguments_param, complete, string_param
+from engine.protocol.jsonrpc import Message, dumps
+from engine.protocol.served import Served
+
+MODERN = "2026-07-28"
+SUPPORTED_VERSIONS = [MODERN]
+META_VERSION = "io.modelcontextprotocol/protocolVersion"
+META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
+META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
+META_REPLICA = "engine/replica"
+META_CALL = "engine/call"
+META_LOG_LEVEL = "io.modelcontextprotocol/logLevel"
+INPUT_METHODS = frozenset({"tools/call", "prompts/get", "resources/read"})
+
+
+HeaderCheck = Callable[[Mapping[str, str], str, dict[str, Any], str], None]
+"""``(headers, method, params, protocol version)``; raises :class:`MCPError` on a mismatch."""
+
+
+@dataclass(slots=True)
+class Exchange:
+    """What the transport knows about one request."""
+
+    headers: Mapping[str, str] | None = None
+    notify: Notify | None = None
+    validate: HeaderCheck | None = None
+    """Transport-level checks of ``headers``, run once ``_meta`` is known (HTTP header rules)."""
+
+
+def read_meta(params: Any) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """``(protocolVersion, clientCapabilities, _meta)``; ``-32602`` when either is missing."""
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    if not isinstance(meta, dict):
+        raise MCPError(
+            INVALID_PARAMS,
+            f"Invalid params: params._meta with {META_VERSION!r} and {META_CAPABILITIES!r} "
+            "is required",
+        )
+    version = meta.get(META_VERSION)
+    capabilities = meta.get(META_CAPABILITIES)
+    if not isinstance(version, str):
+        raise MCPError(INVALID_PARAMS, f"Invalid params: _meta[{META_VERSION!r}] is required")
+    if not isinstance(capabilities, dict):
+        raise MCPError(
+            INVALID_PARAMS,
+            f"Invalid params: _meta[{META_CAPABILITIES!r}] must be an object "
+            "({} declares no optional capability)",
+        )
+    return version, capabilities, meta
+
+
+def check_version(version: str) -> None:
+    if version not in SUPPORTED_VERSIONS:
+        raise MCPError(
+            UNSUPPORTED_PROTOCOL_VERSION,
+            "Unsupported protocol version",
+            {"supported": list(SUPPORTED_VERSIONS), "requested": version},
+        )
+
+
+Operation = Callable[[Served, dict[str, Any], RequestScope], Awaitable[dict[str, Any] | RoundReply]]
+
+
+def cacheable(result: dict[str, Any], ttl_ms: int) -> dict[str, Any]:
+    """A result clients may cache for ``ttl_ms``, shared between users (listings, reads)."""
+    result["ttlMs"] = ttl_ms
+    result["cacheScope"] = "public"
+    return result
+
+
+def _no_cursor(params: dict[str, Any]) -> None:
+    if params.get("cursor") is not None:
+        raise MCPError(
+            INVALID_PARAMS,
+            "Invalid cursor: this server returns every item on the "
+            "first page; call again without a cursor",
+        )
+
+
+async def _discover(server: Served, params: dict[str, Any], scope: RequestScope) -> dict[str, Any]:
+    result: dict[str, Any] = {
+        "supportedVersions": list(SUPPORTED_VERSIONS),
+        "capabilities": server.capabilities(),
+    }
+    if server.instructions:
+        result["instructions"] = server.instructions
+    return cacheable(result, server.list_ttl_ms)
+
+
+def _listing(listed: Listing) -> Operation:
+    """A listing of this era: no cursor (every item is on the first page), cacheable."""
+
+    async def operation(
+        server: Served, params: dict[str, Any], scope: RequestScope
+    ) -> dict[str, Any]:
+        _no_cursor(params)
+        return cacheable(listed(server), server.list_ttl_ms)
+
+    return operation
+
+
+def _call_request(
+    method: str, target: str, params: dict[str, Any], scope: RequestScope, arguments: Any
+) -> CallRequest:
+    return CallRequest(
+        method, target, arguments, params.get("inputResponses"), params.get("requestState"), scope
+    )
+
+
+def round_result(reply: RoundReply) -> dict[str, Any]:
+    """The wire result of a round: the final value, an error result, or ``input_required``."""
+    if reply.kind is ReplyKind.INPUT_REQUIRED:
+        result: dict[str, Any] = {"resultType": "input_required"}
+        if reply.input_requests:
+            result["inputRequests"] = reply.input_requests
+        if reply.request_state is not None:
+            result["requestState"] = reply.request_state
+        return result
+    result = error_result(reply.error or "error") if reply.kind is ReplyKind.ERROR else reply.value
+    result["resultType"] = "complete"
+    return result
+
+
+def _call_tool(
+    server: Served, params: dict[str, Any], scope: RequestScope
+) -> Awaitable[RoundReply]:
+    name = params.get("name")
+    if type(name) is not str:
+        name = string_param(params, "name")
+    arguments = params.get("arguments")
+    if arguments is not None and type(arguments) is not dict:
+        arguments = arguments_param(params)
+    return server.call_tool(_call_request("tools/call", name, params, scope, arguments))
+
+
+async def _get_prompt(server: Served, params: dict[str, Any], scope: RequestScope) -> RoundReply:
+    name = string_param(params, "name")
+    arguments = arguments_param(params)
+    return await server.get_prompt(_call_request("prompts/get", name, params, scope, arguments))
+
+
+async def _read_resource(server: Served, params: dict[str, Any], scope: RequestScope) -> RoundReply:
+    uri = string_param(params, "uri")
+    reply = await server.read_resource(_call_request("resources/read", uri, params, scope, None))
+    if reply.kind is ReplyKind.COMPLETE:
+        cacheable(reply.value, server.list_ttl_ms)
+    return reply
+
+
+def _complete(
+    server: Served, params: dict[str, Any], scope: RequestScope
+) -> Awaitable[dict[str, Any]]:
+    return complete(server, params)
+
+
+OPERATIONS: dict[str, Operation] = {
+    "server/discover": _discover,
+    **{method: _listing(listed) for method, listed in LISTINGS.items()},
+    "tools/call": _call_tool,
+    "prompts/get": _get_prompt,
+    "resources/read": _read_resource,
+    "completion/complete": _complete,
+}
+
+
+async def handle(server: Served, message: Message, exchange: Exchange) -> bytes:
+    """Serve one modern request; the serialised ``result`` object (errors raise MCPError)."""
+    params = message.params
+    version, capabilities, meta = read_meta(params)
+    if exchange.validate is not None and exchange.headers is not None:
+        exchange.validate(exchange.headers, message.method, params, version)
+    if version != MODERN:
+        check_version(version)
+    operation = OPERATIONS.get(message.method)
+    if operation is None:
+        raise MCPError(METHOD_NOT_FOUND, f"Method not found: {message.method}")
+    scope = RequestScope(  # positional: keyword arguments are slower, on every request
+        message.id, message.method, version, capabilities, exchange.headers, meta, exchange.notify
+    )
+    level = meta.get(META_LOG_LEVEL)
+    if level is None or exchange.notify is None:
+        outcome = await operation(server, params, scope)
+    else:  # the client asked for log records at this level, on this request's stream
+        async with forwarding_logs(level, exchange.notify):
+            outcome = await operation(server, params, scope)
+    if type(outcome) is RoundReply:
+        server.metrics.round_served(message.method, outcome.kind)
+        if outcome.cached is not None:
+            return outcome.cached
+        result = round_result(outcome)
+        _decorate(server, result)
+        if outcome.call_id is not None:
+            result["_meta"][META_CALL] = outcome.call_id
+        body = dumps(result)
+        pending = outcome.finish(body)
+        if pending is not None:
+            await pending
+        return body
+    assert isinstance(outcome, dict)
+    outcome.setdefault("resultType", "complete")
+    _decorate(server, outcome)
+    return dumps(outcome)
+
+
+def _decorate(server: Served, result: dict[str, Any]) -> None:
+    """Name the server and the replica that answered in the result's ``_meta``."""
+    meta = result.get("_meta")
+    if type(meta) is not dict:
+        meta = result["_meta"] = {}
+    meta[META_SERVER_INFO] = server.server_info
+    meta[META_REPLICA] = server.replica_id

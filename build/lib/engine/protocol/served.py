@@ -1,0 +1,92 @@
+"""What the protocol layer reaches of a server: the operations behind each method, and the
+services both eras use (``MCPServer`` provides it)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from typing import Any, Protocol
+
+from engine._internal.metrics import Metrics
+from engine.calls.reply import CallRequest, RoundReply
+from engine.context import RequestScope
+from engine.fleet.backchannel import BackChannel
+from engine.fleet.notifications import Listener
+from engine.fleet.sessions import SessionRegistry
+from engine.questions.answers import AnswerSource
+
+
+class Served(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def version(self) -> str: ...
+
+    @property
+    def instructions(self) -> str | None: ...
+
+    @property
+    def server_info(self) -> dict[str, Any]:
+        """The wire ``serverInfo``: ``name``, ``version`` and the optional ``title``,
+        ``description``, ``websiteUrl`` and ``icons``."""
+        ...
+
+    @property
+    def replica_id(self) -> str: ...
+
+    @property
+    def list_ttl_ms(self) -> int: ...
+
+    @property
+    def metrics(self) -> Metrics: ...
+
+    @property
+    def sessions(self) -> SessionRegistry: ...
+
+    @property
+    def backchannel(self) -> BackChannel: ...
+
+    @property
+    def legacy_answer_timeout(self) -> float: ...
+
+    def capabilities(self) -> dict[str, Any]: ...
+
+    def principal_of(self, scope: RequestScope) -> str | None:
+        """Who makes the request, by the ``principal`` callback (``None``: nobody in
+        particular, or no callback); a failing callback raises."""
+        ...
+
+    def list_tools(self) -> list[dict[str, Any]]: ...
+
+    def list_prompts(self) -> list[dict[str, Any]]: ...
+
+    def list_resources(self) -> list[dict[str, Any]]: ...
+
+    def list_resource_templates(self) -> list[dict[str, Any]]: ...
+
+    def call_tool(
+        self, request: CallRequest, in_place: AnswerSource | None = None
+    ) -> Awaitable[RoundReply]: ...
+
+    async def get_prompt(
+        self, request: CallRequest, in_place: AnswerSource | None = None
+    ) -> RoundReply: ...
+
+    async def read_resource(
+        self, request: CallRequest, in_place: AnswerSource | None = None
+    ) -> RoundReply: ...
+
+    async def complete(
+        self, ref: dict[str, Any], argument: dict[str, Any], context: Any
+    ) -> list[str]: ...
+
+    async def notify_session(
+        self, session_id: str, method: str, params: dict[str, Any]
+    ) -> None: ...
+
+    def add_listener(self, listener: Listener) -> None: ...
+
+    def remove_listener(self, listener: Listener) -> None: ...
+
+
+__all__ = ["Served"]

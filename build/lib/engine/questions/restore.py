@@ -1,0 +1,54 @@
+"""Questions rebuilt from a checkpoint, for ``once=True`` resolvers that asked one.
+
+A ``once`` resolver does not run again on later rounds, so the question it returned is kept in
+the call's state as (kind, rendered params). Rebuilding it here renders the same params (so the
+fingerprint matches the recorded answer) and parses answers the way the original would.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from engine.questions.kinds import Elicit, ElicitURL, ListRoots, Question, Sample
+
+
+class _Replayed(Question):
+    def __init__(self, inner: Question, params: dict[str, Any]) -> None:
+        self.inner = inner
+        self.params = params
+        self.method = inner.method  # type: ignore[misc]
+        self.kind = inner.kind  # type: ignore[misc]
+
+    def render(self) -> dict[str, Any]:
+        return self.params
+
+    def missing_capability(self, capabilities: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+        return self.inner.missing_capability(capabilities)
+
+    def parse(self, answer: Any) -> Any:
+        return self.inner.parse(answer)
+
+    def settles(self, outcome: Any) -> bool:
+        return self.inner.settles(outcome)
+
+    def kept(self, outcome: Any) -> Any:
+        return self.inner.kept(outcome)
+
+
+def restore_question(
+    kind: str, params: dict[str, Any], form_model: type[BaseModel] | None
+) -> Question:
+    inner: Question
+    if kind == Elicit.kind:
+        inner = Elicit(params.get("message", ""), form_model or BaseModel)
+    elif kind == ElicitURL.kind:
+        inner = ElicitURL(params.get("message", ""), params.get("url", ""))
+    elif kind == Sample.kind:
+        inner = Sample([], max_tokens=0)
+        if "tools" in params or "toolChoice" in params:
+            inner.tools = []
+    else:
+        inner = ListRoots()
+    return _Replayed(inner, params)

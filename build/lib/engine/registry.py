@@ -1,0 +1,120 @@
+"""What a server offers: its tools, prompts, resources and resource templates, by name or URI."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from engine._internal.introspect import callable_name
+from engine.handlers.base import Handler
+from engine.handlers.prompt import Prompt
+from engine.handlers.resource import Resource
+from engine.handlers.tool import Tool
+from engine.settings import Duplicates, RegistrySettings
+
+log = logging.getLogger("engine.registry")
+
+Completer = Callable[..., Any]
+"""``completer(ref, argument, context)`` -> suggested values (or an awaitable of them)."""
+
+
+class Registry:
+    """The handlers registered on one server; analysed when added, looked up per request."""
+
+    def __init__(self, duplicates: RegistrySettings | None = None) -> None:
+        self.duplicates = duplicates or RegistrySettings("refuse", "refuse", "refuse")
+        self.tools: dict[str, Tool] = {}
+        self.prompts: dict[str, Prompt] = {}
+        self.resources: dict[str, Resource] = {}
+        """Resources at fixed URIs, by URI."""
+        self.templates: dict[str, Resource] = {}
+        """Resource templates, by URI template."""
+        self.completer: Completer | None = None
+
+    def add_tool(self, tool: Tool) -> Tool:
+        """Register ``tool``; the same function again is a no-op, another one under a name
+        already taken is refused (it would replace the first without a word)."""
+        known = _known(
+            self.tools, tool.name, tool, "a tool", "@mcp.tool(name=...)", self.duplicates.tools
+        )
+        if known is None:
+            self.tools[tool.name] = known = tool
+        return known
+
+    def remove_tool(self, name: str) -> None:
+        if self.tools.pop(name, None) is None:
+            raise KeyError(f"Unknown tool: {name}")
+
+    def add_prompt(self, prompt: Prompt) -> Prompt:
+        known = _known(
+            self.prompts,
+            prompt.name,
+            prompt,
+            "a prompt",
+            "@mcp.prompt(name=...)",
+            self.duplicates.prompts,
+        )
+        if known is None:
+            self.prompts[prompt.name] = known = prompt
+        return known
+
+    def add_resource(self, resource: Resource) -> Resource:
+        table = self.templates if resource.is_template else self.resources
+        known = _known(
+            table, resource.uri, resource, "a resource", "another URI", self.duplicates.resources
+        )
+        if known is None:
+            table[resource.uri] = known = resource
+        return known
+
+    def find_resource(self, uri: str) -> tuple[Resource, dict[str, str]] | None:
+        """The resource at ``uri`` and the template parameters it matched (``{}`` for a fixed
+        URI), or ``None``."""
+        resource = self.resources.get(uri)
+        if resource is not None:
+            return resource, {}
+        for template in self.templates.values():
+            params = template.match(uri)
+            if params is not None:
+                return template, params
+        return None
+
+    def list_tools(self) -> list[dict[str, Any]]:
+        return [tool.listing for tool in self.tools.values()]
+
+    def list_prompts(self) -> list[dict[str, Any]]:
+        return [prompt.listing for prompt in self.prompts.values()]
+
+    def list_resources(self) -> list[dict[str, Any]]:
+        return [resource.listing for resource in self.resources.values()]
+
+    def list_resource_templates(self) -> list[dict[str, Any]]:
+        return [template.listing for template in self.templates.values()]
+
+
+H = TypeVar("H", bound=Handler)
+
+
+def _known(
+    table: dict[str, H], key: str, handler: H, kind: str, rename: str, duplicates: Duplicates
+) -> H | None:
+    """The handler already registered under ``key``, or ``None`` when the key is free. Another
+    function under a taken key is refused (``ValueError``), or, as the official server's
+    ``warn_on_duplicate_*`` switches do, the first is kept, with a warning or without."""
+    existing = table.get(key)
+    if existing is None:
+        return None
+    if existing.fn == handler.fn or duplicates == "keep":
+        return existing
+    taken = f"{kind.capitalize()} {key!r} is already registered (by {callable_name(existing.fn)})"
+    if duplicates == "warn":
+        log.warning("%s; %s is not registered", taken, callable_name(handler.fn))
+        return existing
+    raise ValueError(
+        f"{taken}; register {callable_name(handler.fn)} as {kind} with {rename}, or remove the "
+        "first one"
+    )
+
+
+__all__ = ["Completer", "Registry"]

@@ -1,0 +1,147 @@
+"""What a server owns while it runs: its key ring, store and store services, the fleet's
+messaging, the metrics and the round runner, all built from its :class:`~engine.settings.Settings`.
+
+The registries (tools, prompts, resources) stay with ``MCPServer``; everything here serves them
+and knows nothing of how they were declared.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+
+from engine._internal.metrics import Metrics
+from engine.calls.runner import Principal, RoundRunner
+from engine.context import ServerHooks
+from engine.di.overrides import DependencyOverrides
+from engine.fleet.backchannel import BackChannel
+from engine.fleet.bus import Bus
+from engine.fleet.notifications import Notifications
+from engine.fleet.sessions import SessionRegistry
+from engine.settings import Settings
+from engine.state.seal import KeyRing
+from engine.store_services.services import StoreServices
+from stores.base import Store, StoreUnavailable
+
+log = logging.getLogger("engine.seal")
+
+
+class Runtime:
+    """The services behind one ``MCPServer``; ``hooks`` is what its handlers' Context reaches."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        principal: Principal | None,
+        hooks: ServerHooks,
+        overrides: DependencyOverrides,
+    ) -> None:
+        self.settings = settings
+        self.keys = settings.keys if settings.keys is not None else _ephemeral_ring()
+        self.metrics = Metrics()
+        self.replica_id = settings.replica_id
+        given = settings.store.store
+        self.store: Store | None = None
+        if given is not None:
+            from stores import open_store  # the backend's library loads only when one is used
+
+            self.store = open_store(given)
+        self.owns_store = isinstance(given, str)
+        """A store opened from a URL is closed with the server; a store object is the caller's."""
+        self.store_services: StoreServices | None = (
+            StoreServices(
+                self.store,
+                keys=self.keys,
+                ttl=settings.tokens.state_ttl,
+                wait_duplicates=settings.store.duplicate_wait,
+                journal_ttl=settings.journal.ttl,
+                metrics=self.metrics,
+                lease=settings.store.claim_lease,
+                journal_sample=settings.journal.sample,
+                journal_max_event_bytes=settings.journal.max_event_bytes,
+            )
+            if self.store is not None
+            else None
+        )
+        self.bus = Bus(self.store, f"engine:{settings.tokens.audience}")
+        self.backchannel = BackChannel(
+            forward=self._forward_response,
+            max_pending_per_session=settings.legacy.max_pending_calls_per_session,
+            max_pending=settings.legacy.max_pending_calls,
+        )
+        self.bus.on("response", self._accept_response)
+        self.notifications = Notifications(self.bus)
+        self.sessions = SessionRegistry(self.store, settings.legacy.session_ttl)
+        self.runner = RoundRunner(
+            keys=self.keys,
+            tokens=settings.tokens,
+            journal=settings.journal,
+            spill_threshold=settings.store.spill_threshold,
+            services=self.store_services,
+            principal=principal,
+            replica_id=settings.replica_id,
+            hooks=hooks,
+            overrides=overrides,
+        )
+
+    async def _forward_response(
+        self, instance: str, message: dict[str, Any], session_id: str | None
+    ) -> None:
+        await self.bus.publish("response", instance, message, session_id)
+
+    async def _accept_response(
+        self, instance: str, message: dict[str, Any], session_id: str | None
+    ) -> None:
+        self.backchannel.accept_forwarded(instance, message, session_id)
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """The store, the relay of the notification bus, and the store services' tasks."""
+        store = self.store
+        if store is None:
+            yield
+            return
+        async with contextlib.AsyncExitStack() as stack:
+            if self.owns_store:
+                stack.push_async_callback(store.aclose)
+            tg = await stack.enter_async_context(anyio.create_task_group())
+            stack.callback(tg.cancel_scope.cancel)
+            await tg.start(self.bus.relay)
+            serve = getattr(store, "serve", None)  # optional: see stores.base.Store
+            if serve is not None:
+                await tg.start(serve)
+            if self.store_services is not None:
+                await tg.start(self.store_services.run)
+                stack.push_async_callback(self.store_services.flush)
+            yield
+
+    async def health(self) -> tuple[bool, dict[str, Any]]:
+        """``(healthy, details)``: the process answers and its store (if any) does too."""
+        details: dict[str, Any] = {"replica": self.replica_id, "store": None}
+        if self.store is None:
+            return True, details
+        try:
+            with anyio.fail_after(2):
+                await self.store.ping()
+        except (StoreUnavailable, TimeoutError) as exc:
+            details["store"] = f"unavailable: {exc}"
+            return False, details
+        details["store"] = "ok"
+        return True, details
+
+
+def _ephemeral_ring() -> KeyRing:
+    log.warning(
+        "No requestState keys configured: using an ephemeral key. Calls that ask a question can "
+        "only be resumed by this process; give every replica the same keys=[...] or ENGINE_KEYS "
+        "(generate one with `python -m engine keygen`)."
+    )
+    return KeyRing.ephemeral_ring()
+
+
+__all__ = ["Runtime"]

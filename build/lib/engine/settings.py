@@ -1,0 +1,430 @@
+"""Typed, grouped settings: what ``MCPServer(...)`` is given, completed from the environment.
+
+The environment (``ENGINE_*``) is read here, once, when a server is made: the rest of the engine
+receives these frozen values and never looks at ``os.environ``. An argument given in code wins
+over the environment, which wins over the default.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
+
+from engine.state.seal import KeyRing, KeySpec
+from engine.types import Icon
+
+if TYPE_CHECKING:
+    from stores.base import Store
+
+Environ = Mapping[str, str]
+
+
+class ServerOptions(TypedDict, total=False):
+    """What ``MCPServer(...)`` may be given besides its name, instructions, version, principal
+    and lifespan: declared here once, documented on ``MCPServer``, defaulted by
+    :meth:`Settings.build`."""
+
+    keys: Iterable[KeySpec] | KeyRing | None
+    audience: str | None
+    state_ttl: int
+    max_token_chars: int
+    max_inline_state: int | None
+    trust_unsolicited_answers: bool
+    store: str | Store | None
+    spill_threshold: int
+    duplicate_wait: float
+    claim_lease: float
+    journal_arguments: bool | None
+    journal_ttl: float
+    journal_sample: float | None
+    journal_max_event_bytes: int | None
+    session_ttl: float
+    legacy_answer_timeout: float
+    max_pending_calls_per_session: int
+    max_pending_calls: int
+    list_ttl_ms: int
+    replica_id: str | None
+    title: str | None
+    description: str | None
+    website_url: str | None
+    icons: Iterable[Icon | Mapping[str, Any]] | None
+    warn_on_duplicate_tools: bool
+    warn_on_duplicate_prompts: bool
+    warn_on_duplicate_resources: bool
+    max_head_bytes: int
+    head_timeout: float
+    body_timeout: float
+    min_body_rate: float
+    max_connections: int | None
+
+
+SERVER_OPTIONS = ServerOptions.__optional_keys__
+
+DEFAULT_CLAIM_LEASE = 10.0
+"""Seconds a round's claim lives unless renewed: how long the round of a replica that died stays
+taken before a retry may run it (renewing costs one store write per running round per quarter of
+it)."""
+
+JOURNAL_MAX_EVENT_BYTES = 64 * 1024
+"""The default cap on a journal event's payload."""
+
+_ON = ("1", "true", "yes", "on")
+_OFF = ("0", "false", "no", "off")
+
+
+@dataclass(frozen=True, slots=True)
+class TokenSettings:
+    """How a requestState is bound, how long it lives and how large it may be."""
+
+    audience: str
+    state_ttl: int
+    max_token_chars: int
+    max_inline_state: int
+    trust_unsolicited_answers: bool
+
+
+@dataclass(frozen=True, slots=True)
+class StoreSettings:
+    """Which store holds what outlives a round, and how rounds use it."""
+
+    store: str | Store | None
+    spill_threshold: int
+    duplicate_wait: float
+    claim_lease: float
+
+
+@dataclass(frozen=True, slots=True)
+class JournalSettings:
+    """What the journal keeps of each round, for how long, and of which share of calls."""
+
+    arguments: bool
+    ttl: float
+    sample: float
+    max_event_bytes: int
+    """A round's payload (arguments, questions, answers, checkpoints, response) larger than
+    this is journaled without its largest parts, marked as truncated."""
+
+
+@dataclass(frozen=True, slots=True)
+class LegacySettings:
+    """2025-11-25 sessions and questions asked over the back-channel."""
+
+    session_ttl: float
+    answer_timeout: float
+    max_pending_calls_per_session: int
+    """Calls of one session that may wait for an answer at once; more are refused."""
+    max_pending_calls: int
+    """Calls of all sessions that may wait for an answer at once on this replica."""
+
+
+Duplicates = Literal["refuse", "warn", "keep"]
+"""What registering a second function under a taken name does: refuse it (``ValueError``), or
+keep the first with a warning or without one (the official server's two switch settings)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RegistrySettings:
+    """What a name (or URI) already taken does to the next registration, per kind."""
+
+    tools: Duplicates
+    prompts: Duplicates
+    resources: Duplicates
+
+
+def _duplicates(flag: bool | None) -> Duplicates:
+    return "refuse" if flag is None else "warn" if flag else "keep"
+
+
+@dataclass(frozen=True, slots=True)
+class InfoSettings:
+    """What clients are told about the server besides its name and version (``serverInfo``)."""
+
+    title: str | None
+    description: str | None
+    website_url: str | None
+    icons: tuple[Icon, ...]
+
+    def server_info(self, name: str, version: str) -> dict[str, Any]:
+        """The wire ``serverInfo`` (an ``Implementation``): only the fields that were given."""
+        info: dict[str, Any] = {"name": name, "version": version}
+        if self.title is not None:
+            info["title"] = self.title
+        if self.description is not None:
+            info["description"] = self.description
+        if self.website_url is not None:
+            info["websiteUrl"] = self.website_url
+        if self.icons:
+            info["icons"] = [icon.to_wire() for icon in self.icons]
+        return info
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionLimits:
+    """What one HTTP connection of ``mcp.run()`` may make a replica hold, and for how long."""
+
+    max_head_bytes: int
+    """The request line and headers of one request, in bytes."""
+    head_timeout: float
+    """Seconds a head may take: from the connection, or from the first byte of a later head."""
+    body_timeout: float
+    """Seconds a body may go without a byte; also the grace before `min_body_rate` counts."""
+    min_body_rate: float
+    """Bytes per second a body must average once `body_timeout` has passed (0: no minimum)."""
+    max_connections: int | None
+    """Open connections at most; ``None``: derived from the file-descriptor limit at start."""
+
+
+@dataclass(frozen=True, slots=True)
+class ServeSettings:
+    """How ``mcp.run()`` serves over HTTP; from the environment only, but for the connection
+    limits, which options give too."""
+
+    drain_timeout: float
+    gc_freeze: bool
+    access_log: bool
+    extra_allowed_hosts: tuple[str, ...]
+    connections: ConnectionLimits
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Everything a server is configured with, grouped by the part of the engine that reads it."""
+
+    keys: KeyRing | None
+    """``None`` when no key was given anywhere: the runtime makes an ephemeral one, and warns."""
+    replica_id: str
+    list_ttl_ms: int
+    tokens: TokenSettings
+    store: StoreSettings
+    journal: JournalSettings
+    legacy: LegacySettings
+    serve: ServeSettings
+    info: InfoSettings
+    registry: RegistrySettings
+
+    @classmethod
+    def build(
+        cls, *, name: str, environ: Environ | None = None, **options: Unpack[ServerOptions]
+    ) -> Settings:
+        """The settings of a server named ``name`` (see ``MCPServer`` for each option).
+
+        An option not given takes its default, here. Those with an ``ENGINE_*`` variable
+        (``keys``, ``store``, ``replica_id``, ``journal_arguments``, ``journal_sample``,
+        ``journal_max_event_bytes``) read it
+        from ``environ`` (default: ``os.environ``) when not given or ``None``.
+        """
+        env = os.environ if environ is None else environ
+        state_ttl = options.get("state_ttl", 600)
+        if int(state_ttl) < 1:
+            raise ValueError("state_ttl must be a whole number of seconds, at least 1")
+        max_token_chars = options.get("max_token_chars", 64 * 1024)
+        max_inline_state = options.get("max_inline_state")
+        journal_arguments = options.get("journal_arguments")
+        if journal_arguments is None:
+            journal_arguments = env_flag(env, "ENGINE_JOURNAL_ARGUMENTS", default=True)
+        journal_sample = options.get("journal_sample")
+        if journal_sample is None:
+            journal_sample = env_number(
+                env, "ENGINE_JOURNAL_SAMPLE", default=1.0, hint="from 0 to 1"
+            )
+        journal_max_event_bytes: float | None = options.get("journal_max_event_bytes")
+        if journal_max_event_bytes is None:
+            journal_max_event_bytes = env_number(
+                env,
+                "ENGINE_JOURNAL_MAX_EVENT_BYTES",
+                default=JOURNAL_MAX_EVENT_BYTES,
+                hint="of bytes, at least 1024",
+            )
+        store = options.get("store")
+        return cls(
+            keys=_key_ring(options.get("keys"), env),
+            replica_id=(
+                options.get("replica_id") or env.get("ENGINE_REPLICA_ID") or f"pid-{os.getpid()}"
+            ),
+            list_ttl_ms=options.get("list_ttl_ms", 0),
+            tokens=TokenSettings(
+                audience=options.get("audience") or name,
+                state_ttl=int(state_ttl),
+                max_token_chars=max_token_chars,
+                # A sealed token is about 4/3 of the state plus ~100 characters of claims: the
+                # default keeps every token this server mints under the cap it enforces.
+                max_inline_state=(
+                    max_inline_state
+                    if max_inline_state is not None
+                    else max_token_chars * 3 // 4 - 256
+                ),
+                trust_unsolicited_answers=options.get("trust_unsolicited_answers", False),
+            ),
+            store=StoreSettings(
+                store=store if store is not None else env.get("ENGINE_STORE") or None,
+                spill_threshold=options.get("spill_threshold", 4 * 1024),
+                duplicate_wait=options.get("duplicate_wait", 2.0),
+                claim_lease=options.get("claim_lease", DEFAULT_CLAIM_LEASE),
+            ),
+            journal=JournalSettings(
+                arguments=journal_arguments,
+                ttl=options.get("journal_ttl", 24 * 3600),
+                sample=check_journal_sample(journal_sample),
+                max_event_bytes=check_max_event_bytes(journal_max_event_bytes),
+            ),
+            legacy=LegacySettings(
+                session_ttl=options.get("session_ttl", 3600),
+                answer_timeout=options.get("legacy_answer_timeout", 300),
+                max_pending_calls_per_session=_at_least_one(
+                    "max_pending_calls_per_session",
+                    options.get("max_pending_calls_per_session", 16),
+                ),
+                max_pending_calls=_at_least_one(
+                    "max_pending_calls", options.get("max_pending_calls", 1000)
+                ),
+            ),
+            serve=ServeSettings(
+                drain_timeout=env_number(
+                    env, "ENGINE_DRAIN_TIMEOUT", default=25.0, hint="of seconds"
+                ),
+                gc_freeze=env_flag(env, "ENGINE_GC_FREEZE", default=True),
+                access_log=env_flag(env, "ENGINE_ACCESS_LOG", default=False),
+                extra_allowed_hosts=tuple(
+                    host.strip()
+                    for host in env.get("ENGINE_ALLOWED_HOSTS", "").split(",")
+                    if host.strip()
+                ),
+                connections=_connection_limits(options, env),
+            ),
+            info=InfoSettings(
+                title=options.get("title"),
+                description=options.get("description"),
+                website_url=options.get("website_url"),
+                icons=_icons(options.get("icons")),
+            ),
+            registry=RegistrySettings(
+                tools=_duplicates(options.get("warn_on_duplicate_tools")),
+                prompts=_duplicates(options.get("warn_on_duplicate_prompts")),
+                resources=_duplicates(options.get("warn_on_duplicate_resources")),
+            ),
+        )
+
+
+def _connection_limits(options: ServerOptions, env: Environ) -> ConnectionLimits:
+    """The connection limits: an option given wins over ``ENGINE_*``, which wins over the
+    default; each checked, so a mistake is one error at start rather than a replica that
+    refuses every request."""
+
+    def number(option: str, variable: str, default: float, *, whole: bool, low: float) -> float:
+        given = options.get(option)
+        if given is None:
+            given = env_number(env, variable, default=default, hint=f"of at least {low:g}")
+        if (
+            isinstance(given, bool)
+            or not isinstance(given, (int, float))
+            or not math.isfinite(given)
+            or given < low
+            or (whole and given != int(given))
+        ):
+            kind = "a whole number" if whole else "a number"
+            raise ValueError(
+                f"{option} ({variable}) must be {kind} of at least {low:g}, got {given!r}; "
+                f"leave it unset for the default"
+            )
+        return given
+
+    connections = None  # derived at start from the file-descriptor limit
+    if options.get("max_connections") is not None or env.get("ENGINE_MAX_CONNECTIONS", "").strip():
+        connections = int(number("max_connections", "ENGINE_MAX_CONNECTIONS", 0, whole=True, low=1))
+    return ConnectionLimits(
+        max_head_bytes=int(
+            number("max_head_bytes", "ENGINE_MAX_HEAD_BYTES", 64 * 1024, whole=True, low=1024)
+        ),
+        head_timeout=number("head_timeout", "ENGINE_HEAD_TIMEOUT", 10.0, whole=False, low=0.1),
+        body_timeout=number("body_timeout", "ENGINE_BODY_TIMEOUT", 30.0, whole=False, low=0.1),
+        min_body_rate=number("min_body_rate", "ENGINE_MIN_BODY_RATE", 1024, whole=False, low=0),
+        max_connections=connections,
+    )
+
+
+def _at_least_one(option: str, value: Any) -> int:
+    """A count that must allow at least one: a whole number, 1 or more."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{option} must be a whole number, at least 1, got {value!r}")
+    return value
+
+
+def _icons(icons: Iterable[Any] | None) -> tuple[Icon, ...]:
+    """Icons as given: ``engine.types.Icon``, a dict (``src``, ``mimeType``, ``sizes``,
+    ``theme``), or another pydantic model of those fields (the official ``mcp_types.Icon``)."""
+    checked = []
+    for icon in icons or ():
+        if not isinstance(icon, Icon):
+            dump = getattr(icon, "model_dump", None)
+            raw = dump(mode="json", by_alias=True, exclude_none=True) if dump else icon
+            icon = Icon.model_validate(raw)
+        checked.append(icon)
+    return tuple(checked)
+
+
+def _key_ring(keys: Iterable[KeySpec] | KeyRing | None, env: Environ) -> KeyRing | None:
+    if isinstance(keys, KeyRing):
+        return keys
+    if keys is not None:
+        return KeyRing(list(keys))
+    text = env.get("ENGINE_KEYS")
+    return KeyRing.from_env(text) if text else None
+
+
+def check_journal_sample(sample: Any) -> float:
+    """The share of calls to journal, checked: a number from 0 (none) to 1 (every call)."""
+    if (
+        isinstance(sample, bool)
+        or not isinstance(sample, (int, float))
+        or not math.isfinite(sample)
+        or not 0 <= sample <= 1
+    ):
+        raise ValueError(
+            "journal_sample (ENGINE_JOURNAL_SAMPLE) must be a number from 0 (journal no call) "
+            f"to 1 (every call), got {sample!r}; 0.1 journals one call in ten, each with all its "
+            "rounds"
+        )
+    return float(sample)
+
+
+def check_max_event_bytes(size: Any) -> int:
+    """The cap on a journal event's payload, checked: a whole number of bytes, at least 1 KiB."""
+    whole = (
+        not isinstance(size, bool)
+        and isinstance(size, (int, float))
+        and math.isfinite(size)
+        and size == int(size)
+    )
+    if not whole or size < 1024:
+        raise ValueError(
+            "journal_max_event_bytes (ENGINE_JOURNAL_MAX_EVENT_BYTES) must be a whole number of "
+            f"bytes, at least 1024, got {size!r}; the default is {JOURNAL_MAX_EVENT_BYTES}"
+        )
+    return int(size)
+
+
+def env_flag(env: Environ, name: str, *, default: bool) -> bool:
+    """A yes/no setting: ``1/true/yes/on`` or ``0/false/no/off`` (any case); ``default`` when
+    unset or spelled otherwise."""
+    value = env.get(name, "").strip().lower()
+    if value in _ON:
+        return True
+    if value in _OFF:
+        return False
+    return default
+
+
+def env_number(env: Environ, name: str, *, default: float, hint: str) -> float:
+    """A number; ``default`` when unset or empty. ``hint`` says which numbers it takes."""
+    value = env.get(name, "").strip()
+    if not value:
+        return default
+    try:
+        return float(value)
+    except ValueError:
+        raise ValueError(
+            f"{name} must be a number {hint}, got {value!r}; unset it for {default:g}"
+        ) from None

@@ -1,0 +1,200 @@
+"""The journal: every round of a sampled call, written to the store off the response's path.
+
+A round's event goes to a background writer's queue, and writers seal the payloads of what has
+gathered (:mod:`engine.store_services.journal_records`) and send it in one round trip. A journal
+failure is logged, never fails a call; under overload, events beyond what the queues hold are
+dropped and counted rather than slowing the calls down.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import zlib
+from collections import deque
+from typing import Any
+
+import anyio
+
+from engine._internal.metrics import Metrics
+from engine.state.seal import KeyRing
+from engine.store_services.journal_records import seal_event
+from stores import Store, StoreUnavailable
+
+log = logging.getLogger(__name__)
+
+JOURNAL_LINGER = 0.005
+"""Seconds a journal writer waits after an event for others to share its round trip (not when
+a whole batch is already waiting: under load it writes back to back)."""
+JOURNAL_BATCH = 200
+"""Events a journal writer sends in one round trip at most."""
+JOURNAL_QUEUE = 2048
+"""Events waiting for a journal writer beyond which new ones are dropped (and counted)."""
+
+MAX_EVENT_BYTES = 64 * 1024
+"""The default cap on a journal event's payload (``journal_max_event_bytes``)."""
+
+DROP_WARNING_INTERVAL = 10.0
+"""Seconds between warnings about journal events dropped under overload."""
+
+
+class _EventQueue:
+    """One journal writer's queue: events in order, dropped when ``limit`` are waiting.
+
+    A deque and a wake-up rather than a memory object stream: every round puts an event here,
+    and this single-consumer, never-blocking case needs none of a stream's machinery.
+    """
+
+    __slots__ = ("closed", "events", "limit", "wake")
+
+    def __init__(self, limit: int) -> None:
+        self.events: deque[tuple[str, dict[str, Any]]] = deque()
+        self.limit = limit
+        self.wake = anyio.Event()
+        self.closed = False
+
+    def put(self, item: tuple[str, dict[str, Any]]) -> bool:
+        """Queue an event; ``False`` when the queue is full (the event is not queued)."""
+        if len(self.events) >= self.limit:
+            return False
+        self.events.append(item)
+        wake = self.wake
+        if not wake.is_set():
+            wake.set()
+        return True
+
+    def close(self) -> None:
+        """The writer ends once it has written what is queued."""
+        self.closed = True
+        self.wake.set()
+
+
+class JournalWriter:
+    """Which calls are journaled, and the writers that put their rounds in the store."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        keys: KeyRing,
+        ttl: float,
+        sample: float,
+        metrics: Metrics | None,
+        max_event_bytes: int = MAX_EVENT_BYTES,
+    ) -> None:
+        self.store = store
+        self.keys = keys
+        """Seals each event's payload: the store keeps no arguments, answers or results in
+        the clear."""
+        self.max_event_bytes = max_event_bytes
+        """A payload larger than this loses its largest parts, named as truncated."""
+        self.ttl = ttl
+        """How long the store keeps journal events."""
+        self.sample = sample
+        """The share of calls journaled (checked in `engine.settings`)."""
+        self._below = None if sample >= 1 else int(sample * 2**32)
+        """Calls whose id hashes (CRC-32) below this are journaled; ``None``: every call."""
+        self.metrics = metrics
+        self._writers: list[_EventQueue] = []
+        self._drained = anyio.Event()
+        self._dropped = 0
+        """Journal events dropped since the last warning about them."""
+        self._warned_at = -DROP_WARNING_INTERVAL
+
+    def journals(self, call_id: str) -> bool:
+        """Whether this call's rounds go to the journal: all of them or none, and the same
+        answer on every replica, since it follows from the call id alone."""
+        below = self._below
+        return below is None or zlib.crc32(call_id.encode()) < below
+
+    async def record(self, call_id: str, event: dict[str, Any]) -> None:
+        """Journal a round, off the response's path when the writers run (see
+        :meth:`run`); a journal failure is logged, never fails the call."""
+        if not self.enqueue(call_id, event):
+            await self._append(call_id, event)
+
+    def enqueue(self, call_id: str, event: dict[str, Any]) -> bool:
+        """Hand a round's event to the journal writers; ``False`` when none are running."""
+        writers = self._writers
+        if not writers:
+            return False
+        # One writer per call, so a call's events stay in order.
+        writer = writers[0] if len(writers) == 1 else writers[hash(call_id) % len(writers)]
+        if not writer.put((call_id, event)):
+            self._dropped_event()
+        return True
+
+    def _dropped_event(self) -> None:
+        """Count a journal event dropped because the writers are behind; warn at most every
+        ``DROP_WARNING_INTERVAL`` seconds (a warning per event would add to the overload)."""
+        self._dropped += 1
+        if self.metrics is not None:
+            self.metrics.inc("engine_journal_events_dropped_total")
+        now = time.monotonic()
+        if now - self._warned_at >= DROP_WARNING_INTERVAL:
+            log.warning(
+                "journal writers are behind the calls: %d journal events not written; the "
+                "store is too slow or too far for this load (engine_journal_events_dropped_total "
+                "counts them)",
+                self._dropped,
+            )
+            self._dropped = 0
+            self._warned_at = now
+
+    async def run(self, writers: int = 1, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
+        """Write journal events in the background, so a response never waits for them."""
+        queues = [_EventQueue(JOURNAL_QUEUE) for _ in range(writers)]
+        self._writers = queues
+        self._drained = anyio.Event()
+        try:
+            async with anyio.create_task_group() as tg:
+                for queue in queues:
+                    tg.start_soon(self._write_journal, queue)
+                task_status.started()
+        finally:
+            self._writers = []
+            self._drained.set()
+
+    def close(self) -> bool:
+        """Take no more events (a round then writes its own); the writers end once they have
+        written what is queued. Whether any writers were running."""
+        writers, self._writers = self._writers, []
+        for writer in writers:
+            writer.close()
+        return bool(writers)
+
+    async def wait_written(self) -> None:
+        """Until the writers that :meth:`close` ended have written their queues."""
+        await self._drained.wait()
+
+    async def _write_journal(self, queue: _EventQueue) -> None:
+        events = queue.events
+        while True:
+            if not events:
+                if queue.closed:
+                    return
+                queue.wake = anyio.Event()
+                await queue.wake.wait()
+                continue
+            if len(events) < JOURNAL_BATCH:  # let a batch gather: one round trip for many
+                await anyio.sleep(JOURNAL_LINGER)
+            batch = [events.popleft() for _ in range(min(len(events), JOURNAL_BATCH))]
+            try:
+                sealed = [(call_id, self.sealed(event)) for call_id, event in batch]
+                await self.store.append_many(sealed, self.ttl)
+            except StoreUnavailable as exc:
+                log.warning("%d journal events not written: %s", len(batch), exc)
+            except TypeError as exc:
+                log.warning("journal events not serialisable: %s", exc)
+
+    def sealed(self, event: dict[str, Any]) -> dict[str, Any]:
+        """The event as the store keeps it: its payload sealed, and capped."""
+        return seal_event(event, self.keys, self.max_event_bytes)
+
+    async def _append(self, call_id: str, event: dict[str, Any]) -> None:
+        try:
+            await self.store.append(call_id, self.sealed(event), self.ttl)
+        except StoreUnavailable as exc:
+            log.warning("journal event for call %s not written: %s", call_id, exc)
+        except TypeError as exc:
+            log.warning("journal event for call %s not serialisable: %s", call_id, exc)

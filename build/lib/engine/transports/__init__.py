@@ -1,0 +1,1 @@
+"""Transports: Streamable HTTP (a plain ASGI application) and stdio."""

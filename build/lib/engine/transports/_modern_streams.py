@@ -1,0 +1,107 @@
+"""The 2026-07-28 answers that are event streams: a call that notifies before its response,
+and ``subscriptions/listen``.
+
+A request that asks for progress or log messages may send notifications before its response;
+what comes first decides the answer (an event stream, or plain JSON with its own status). A
+listen request is acknowledged, then hears matching notifications until it is closed. In this
+era a hang-up ends the request: both stop when the client closes the connection.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+
+from engine.errors import MCPError
+from engine.protocol.dispatch import dispatch, error_response
+from engine.protocol.jsonrpc import notification_bytes
+from engine.protocol.modern import Exchange
+from engine.transports._asgi import (
+    Header,
+    Receive,
+    Send,
+    cancel_on_disconnect,
+    send_json,
+    send_plain,
+)
+from engine.transports._served import Hosted
+from engine.transports._sse import (
+    end_event_stream,
+    message_event,
+    relay,
+    start_event_stream,
+    write,
+)
+
+
+async def stream_call(
+    server: Hosted, raw: Any, exchange: Exchange, replica: Header, receive: Receive, send: Send
+) -> None:
+    """A request that may stream notifications before its response.
+
+    The response status is decided by the first thing to send: a notification starts a
+    ``text/event-stream`` (200); a response that comes first (an error, say) is sent as
+    plain JSON with its own status.
+    """
+    sender, events = anyio.create_memory_object_stream[tuple[int | None, bytes]](64)
+
+    async def notify(method: str, params: dict[str, Any]) -> None:
+        await sender.send((None, notification_bytes(method, params)))
+
+    exchange.notify = notify
+    streaming = False
+    async with anyio.create_task_group() as tg:
+
+        async def run() -> None:
+            async with sender:
+                response = await dispatch(server, raw, exchange)
+                await sender.send((response.status, response.body or b""))
+
+        tg.start_soon(cancel_on_disconnect, receive, tg.cancel_scope)
+        tg.start_soon(run)
+        async with events:
+            async for status, data in events:
+                if status is None:
+                    if not streaming:
+                        streaming = True
+                        await start_event_stream(send, replica)
+                    await write(send, message_event(data))
+                    continue
+                if streaming:
+                    await write(send, message_event(data))
+                elif data:
+                    await send_json(send, status, data, replica)
+                else:
+                    await send_plain(send, status, b"", replica)
+                break
+        tg.cancel_scope.cancel()
+    if streaming:
+        await end_event_stream(send)
+
+
+async def listen(
+    server: Hosted,
+    raw: dict[str, Any],
+    exchange: Exchange,
+    replica: Header,
+    receive: Receive,
+    send: Send,
+    keepalive: float,
+) -> None:
+    """``subscriptions/listen``: an acknowledgement, then matching notifications (and a
+    keep-alive comment after ``keepalive`` quiet seconds) until the client closes the stream."""
+    from engine.protocol.subscriptions import open_subscription
+
+    try:
+        subscription = open_subscription(server, raw, exchange)
+    except MCPError as exc:
+        response = error_response(raw.get("id"), exc)
+        await send_json(send, response.status, response.body or b"", replica)
+        return
+    await start_event_stream(send, replica)
+    sender, events = anyio.create_memory_object_stream[bytes](256)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(cancel_on_disconnect, receive, tg.cancel_scope)
+        tg.start_soon(subscription.run, sender)
+        await relay(events, send, keepalive)

@@ -1,0 +1,148 @@
+"""Plain HTTP endpoints beside ``/mcp``: ``@mcp.custom_route(path, methods=[...])``.
+
+A route's handler is either a plain ASGI application, ``async def app(scope, receive, send)``,
+or, when Starlette is installed, a Starlette handler ``async def handler(request) -> Response``
+as the official server takes (it receives a ``starlette.requests.Request``). Which one is told by
+the number of parameters it takes (three, or one). Paths are exact (no ``{param}`` templates); a
+trailing slash is ignored, as for ``/mcp``. A route may not take ``/mcp``, ``/healthz`` or
+``/metrics``.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, cast
+
+import anyio.to_thread
+
+from engine.transports._asgi import Receive, Scope, Send
+
+App = Callable[[Scope, Receive, Send], Awaitable[None]]
+RESERVED = frozenset({"/mcp", "/healthz", "/metrics"})
+"""The paths the engine serves itself: a route may not shadow them."""
+
+
+def route_path(path: str) -> str:
+    """``path`` as requests are matched against it: without its trailing slash."""
+    return path.rstrip("/") or "/"
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    path: str
+    methods: frozenset[str]
+    handler: Callable[..., Any]
+    """What was registered, returned unchanged by the decorator."""
+    endpoint: App
+    name: str | None
+
+
+class Routes:
+    """The custom routes of one server, by path then method."""
+
+    def __init__(self) -> None:
+        self.routes: list[Route] = []
+
+    def add(
+        self,
+        path: str,
+        methods: Iterable[str],
+        handler: Callable[..., Any],
+        name: str | None = None,
+    ) -> Route:
+        if not isinstance(path, str) or not path.startswith("/"):
+            raise ValueError(f"A custom route's path must start with '/', got {path!r}")
+        if "{" in path or "}" in path:
+            raise ValueError(
+                f"Custom route {path!r}: paths are matched exactly; templates like '{{id}}' are "
+                "not supported (read a query parameter instead)"
+            )
+        matched = route_path(path)
+        if matched in RESERVED:
+            raise ValueError(
+                f"Custom route {path!r} would shadow the engine's own {matched}; "
+                f"choose another path (taken: {', '.join(sorted(RESERVED))})"
+            )
+        if isinstance(methods, str):
+            raise TypeError(f"methods must be a list of HTTP methods, like [{methods!r}]")
+        wanted = {method.upper() for method in methods}
+        if not wanted:
+            raise ValueError(f"Custom route {path!r} needs at least one method")
+        if "GET" in wanted:
+            wanted.add("HEAD")
+        for taken in self.routes:
+            overlap = taken.methods & wanted
+            if taken.path == matched and overlap:
+                raise ValueError(
+                    f"Custom route {path!r} is already registered for {', '.join(sorted(overlap))}"
+                )
+        route = Route(matched, frozenset(wanted), handler, asgi_endpoint(handler), name)
+        self.routes.append(route)
+        return route
+
+    def table(self) -> dict[str, dict[str, App]]:
+        """``{path: {method: endpoint}}``, what an app looks requests up in."""
+        table: dict[str, dict[str, App]] = {}
+        for route in self.routes:
+            endpoints = table.setdefault(route.path, {})
+            for method in route.methods:
+                endpoints[method] = route.endpoint
+        return table
+
+    @property
+    def methods(self) -> frozenset[str]:
+        """Every method some route answers."""
+        return frozenset(method for route in self.routes for method in route.methods)
+
+
+def asgi_endpoint(handler: Callable[..., Any]) -> App:
+    """The ASGI application that serves a route with ``handler``."""
+    if not callable(handler):
+        raise TypeError(f"A custom route's handler must be callable, got {handler!r}")
+    try:
+        parameters = [
+            p
+            for p in inspect.signature(handler).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
+        ]
+    except (TypeError, ValueError):
+        parameters = []
+    if len(parameters) == 3:
+        return handler  # async def app(scope, receive, send)
+    if len(parameters) == 1:
+        return _starlette_endpoint(handler)
+    raise TypeError(
+        f"Custom route handler {getattr(handler, '__name__', handler)!r} takes "
+        f"{len(parameters)} parameters: write an ASGI app, async def app(scope, receive, send), "
+        "or (with Starlette installed) async def handler(request) -> Response"
+    )
+
+
+def _starlette_endpoint(handler: Callable[..., Any]) -> App:
+    try:
+        from starlette.requests import Request
+    except ImportError:
+        raise TypeError(
+            f"Custom route handler {getattr(handler, '__name__', handler)!r} takes one parameter, "
+            "a Starlette Request, but Starlette is not installed: install it, or write the "
+            "handler as an ASGI app, async def app(scope, receive, send)"
+        ) from None
+    is_async = inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
+        type(handler).__call__  # an instance whose __call__ is async
+    )
+
+    async def endpoint(scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive, cast(Any, send))
+        if is_async:
+            response = await handler(request)
+        else:
+            response = await anyio.to_thread.run_sync(functools.partial(handler, request))
+        await response(scope, receive, send)
+
+    return endpoint
+
+
+__all__ = ["RESERVED", "Route", "Routes", "asgi_endpoint", "route_path"]

@@ -1,0 +1,249 @@
+"""Streamable HTTP for 2025-11-25 clients: sessions, the back-channel, resumable streams.
+
+A legacy POST is answered with JSON when nothing has to precede its result; as soon as the call
+sends a notification or a server→client request, the response becomes an event stream whose
+events carry ids. Events are kept (in this process and, with a store, in the store) so a client
+that lost the stream resumes it with ``GET`` + ``Last-Event-ID`` on any replica. A disconnect is
+not a cancellation in this era: the call goes on and its events wait to be resumed.
+
+This module serves the requests (``POST``, ``GET``, ``DELETE``); the streams and their
+resumption are in :mod:`engine.transports._legacy_streams`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping
+from typing import Any
+
+import anyio
+
+from engine.errors import INVALID_REQUEST, MCPError
+from engine.fleet.sessions import LegacySession
+from engine.protocol import legacy
+from engine.protocol.dispatch import error_response
+from engine.protocol.errors import error_of, legacy_status_of, status_of, store_error
+from engine.protocol.jsonrpc import dumps, error_bytes, notification_bytes, parse, result_bytes
+from engine.transports._asgi import Header, Receive, Send, cancel_on_disconnect, send_json
+from engine.transports._legacy_streams import (
+    CALL_EVENT_ID,
+    RETRY_MS,
+    STREAM_NOT_FOUND,
+    EventLog,
+    ResponseStream,
+    StoredStream,
+    find_stream,
+    resume,
+    state_of,
+)
+from engine.transports._served import Hosted
+from engine.transports._sse import (
+    KEEPALIVE_SECONDS,
+    end_event_stream,
+    priming_event,
+    relay,
+    start_event_stream,
+    write,
+)
+from stores import StoreUnavailable
+
+SESSION_NOT_FOUND = (
+    "Session not found: it ended or expired; send initialize again without MCP-Session-Id"
+)
+ANSWER_WITHOUT_SESSION = (
+    "Bad Request: an answer to a server request needs the MCP-Session-Id of the session that "
+    "was asked"
+)
+
+
+async def session_request(
+    server: Hosted,
+    method: str,
+    session_id: str,
+    headers: Mapping[str, str],
+    replica: Header,
+    receive: Receive,
+    send: Send,
+) -> None:
+    """``GET`` (the session's stream, or a resumed one) or ``DELETE`` of a session."""
+    session = await find_session(server, session_id, "", None, headers, replica, send)
+    if session is None:
+        return
+    if method == "DELETE":
+        await delete(server, session_id, replica, send)
+    else:
+        await get(server, headers, session, replica, receive, send)
+
+
+async def find_session(
+    server: Hosted,
+    session_id: str,
+    method: str,
+    request_id: Any,
+    headers: Mapping[str, str],
+    replica: Header,
+    send: Send,
+) -> LegacySession | None:
+    """The session ``session_id`` names, if the principal making this request initialized it;
+    ``None`` once the client is told there is none (404, for another principal's session too,
+    so an id reveals nothing), or that the store cannot say (503)."""
+    try:
+        session = await server.sessions.get(session_id)
+        if session is not None:
+            principal = legacy.session_principal(server, session, method, request_id, headers)
+            session = session if session.owned_by(principal) else None
+    except StoreUnavailable as exc:
+        error = store_error(exc, server.metrics)
+        await send_json(send, status_of(error), error_bytes(request_id, error), replica)
+        return None
+    except MCPError as exc:
+        await send_json(send, status_of(exc), error_bytes(request_id, exc), replica)
+        return None
+    if session is None:
+        error = MCPError(INVALID_REQUEST, SESSION_NOT_FOUND)
+        await send_json(send, 404, error_bytes(request_id, error), replica)
+    return session
+
+
+async def post(
+    server: Hosted,
+    raw: Any,
+    headers: Mapping[str, str],
+    session_id: str | None,
+    replica: Header,
+    receive: Receive,
+    send: Send,
+) -> None:
+    """Serve one legacy POST: ``initialize``, a request, a notification, or a response."""
+    session: LegacySession | None = None
+    is_request = isinstance(raw, dict) and "method" in raw and "id" in raw
+    request_id = raw.get("id") if isinstance(raw, dict) else None
+    if session_id is not None:
+        method = raw.get("method") if isinstance(raw, dict) else None
+        session = await find_session(
+            server,
+            session_id,
+            method if isinstance(method, str) else "",
+            request_id,
+            headers,
+            replica,
+            send,
+        )
+        if session is None:
+            return
+    if isinstance(raw, dict) and "method" not in raw and ("result" in raw or "error" in raw):
+        if session is None:
+            error = MCPError(INVALID_REQUEST, ANSWER_WITHOUT_SESSION)
+            await send_json(send, 400, error_bytes(None, error), replica)
+            return
+        await server.backchannel.deliver(raw, session.id)
+        await send_json(send, 202, b"", replica)
+        return
+    if not is_request:
+        if isinstance(raw, dict) and raw.get("method") == "notifications/cancelled":
+            params = raw.get("params")
+            target = params.get("requestId") if isinstance(params, dict) else None
+            await server.bus.publish("cancel", session_id, target)
+        await send_json(send, 202, b"", replica)
+        return
+    stream = ResponseStream(server, send, replica, request_id, session_id)
+    exchange = legacy.LegacyExchange(
+        session, outbox=stream.message, headers=headers, notify=stream.notify
+    )
+    exchange.extras["close_stream"] = stream.close_connection
+    try:
+        message = parse(raw)
+    except MCPError as exc:
+        response = error_response(request_id, exc)
+        await stream.finish(response.status, response.body, [])
+        return
+    status, body = 200, b""
+    inflight = state_of(server).inflight
+    with anyio.CancelScope() as cancel:
+        inflight[(session_id, request_id)] = cancel
+        try:
+            async with anyio.create_task_group() as tg:
+                if server.store is not None:
+                    tg.start_soon(stream.heartbeat)
+                tg.start_soon(stream.detach_on_disconnect, receive)
+                try:
+                    body = result_bytes(message.id, await legacy.handle(server, message, exchange))
+                except Exception as exc:
+                    error = error_of(exc, server.metrics)
+                    status, body = legacy_status_of(error), error_bytes(message.id, error)
+                tg.cancel_scope.cancel()
+        finally:
+            inflight.pop((session_id, request_id), None)
+    if cancel.cancelled_caught:  # the client cancelled: no result, but end what was started
+        with anyio.CancelScope(shield=True):
+            await stream.abandon()
+        return
+    extra = []
+    if exchange.new_session is not None:
+        extra.append((b"mcp-session-id", exchange.new_session.id.encode()))
+    await stream.finish(status, body, extra)
+
+
+async def get(
+    server: Hosted,
+    headers: Mapping[str, str],
+    session: LegacySession,
+    replica: Header,
+    receive: Receive,
+    send: Send,
+) -> None:
+    """``GET``: resume a response stream of this session (``Last-Event-ID``), or open the
+    session's stream. Another session's stream is not found (404), as an unknown one."""
+    last = headers.get("last-event-id")
+    stream: EventLog | StoredStream | None = None
+    if last and CALL_EVENT_ID.fullmatch(last):
+        try:
+            stream = await find_stream(server, last.rpartition(".")[0], session.id)
+        except StoreUnavailable as exc:
+            error = store_error(exc, server.metrics)
+            await send_json(send, status_of(error), error_bytes(None, error), replica)
+            return
+        if stream is None:
+            error = MCPError(INVALID_REQUEST, STREAM_NOT_FOUND)
+            await send_json(send, 404, error_bytes(None, error), replica)
+            return
+    await start_event_stream(send, replica)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(cancel_on_disconnect, receive, tg.cancel_scope)
+        if stream is not None:
+            assert last is not None
+            await resume(stream, int(last.rpartition(".")[2]), server, send)
+        else:
+            await _session_stream(server, session, send)
+        tg.cancel_scope.cancel()
+    await end_event_stream(send)
+
+
+async def _session_stream(server: Hosted, session: LegacySession, send: Send) -> None:
+    """The session's standalone stream: list changes, resource updates, session messages."""
+    sender, events = anyio.create_memory_object_stream[bytes](256)
+
+    async def on_notification(method: str, params: dict[str, Any]) -> None:
+        if method == "notifications/resources/updated":
+            current = await server.sessions.get(session.id)
+            if current is None or params.get("uri") not in current.subscriptions:
+                return
+        with contextlib.suppress(anyio.WouldBlock):
+            sender.send_nowait(notification_bytes(method, params))
+
+    server.add_listener(on_notification)
+    server.add_session_stream(session.id, on_notification)
+    try:
+        await write(send, priming_event("session", RETRY_MS))
+        await relay(events, send, KEEPALIVE_SECONDS)
+    finally:
+        server.remove_listener(on_notification)
+        server.remove_session_stream(session.id, on_notification)
+
+
+async def delete(server: Hosted, session_id: str, replica: Header, send: Send) -> None:
+    await server.sessions.delete(session_id)
+    await send_json(send, 200, b"", replica)
+
+
+__all__ = ["delete", "dumps", "find_session", "get", "post", "session_request"]

@@ -1,0 +1,250 @@
+"""Wire types: the MCP objects a user builds or receives, as pydantic models.
+
+Field names are snake_case in Python and camelCase on the wire. Unknown fields from a client are
+kept (``extra="allow"``) so newer peers do not break older servers.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+Role = Literal["user", "assistant"]
+
+
+class WireModel(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="allow", serialize_by_alias=True
+    )
+
+    def to_wire(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+class Annotations(WireModel):
+    audience: list[Role] | None = None
+    priority: float | None = None
+    last_modified: str | None = None
+
+
+class Icon(WireModel):
+    src: str
+    mime_type: str | None = None
+    sizes: list[str] | None = None
+    theme: Literal["light", "dark"] | None = None
+
+
+class TextContent(WireModel):
+    type: Literal["text"] = "text"
+    text: str
+    annotations: Annotations | None = None
+    meta: dict[str, Any] | None = Field(default=None, alias="_meta")
+
+
+class ImageContent(WireModel):
+    type: Literal["image"] = "image"
+    data: str
+    mime_type: str
+    annotations: Annotations | None = None
+    meta: dict[str, Any] | None = Field(default=None, alias="_meta")
+
+
+class AudioContent(WireModel):
+    type: Literal["audio"] = "audio"
+    data: str
+    mime_type: str
+    annotations: Annotations | None = None
+    meta: dict[str, Any] | None = Field(default=None, alias="_meta")
+
+
+class ResourceLink(WireModel):
+    type: Literal["resource_link"] = "resource_link"
+    uri: str
+    name: str
+    title: str | None = None
+    description: str | None = None
+    mime_type: str | None = None
+    size: int | None = None
+    annotations: Annotations | None = None
+    meta: dict[str, Any] | None = Field(default=None, alias="_meta")
+
+
+class TextResourceContents(WireModel):
+    uri: str
+    mime_type: str | None = None
+    text: str
+    meta: dict[str, Any] | None = Field(default=None, alias="_meta")
+
+
+class BlobResourceContents(WireModel):
+    uri: str
+    mime_type: str | None = None
+    blob: str
+    meta: dict[str, Any] | None = Field(default=None, alias="_meta")
+
+
+class EmbeddedResource(WireModel):
+    type: Literal["resource"] = "resource"
+    resource: TextResourceContents | BlobResourceContents
+    annotations: Annotations | None = None
+    meta: dict[str, Any] | None = Field(default=None, alias="_meta")
+
+
+class ToolUseContent(WireModel):
+    type: Literal["tool_use"] = "tool_use"
+    id: str
+    name: str
+    input: dict[str, Any]
+    meta: dict[str, Any] | None = Field(default=None, alias="_meta")
+
+
+class ToolResultContent(WireModel):
+    type: Literal["tool_result"] = "tool_result"
+    tool_use_id: str
+    content: list[ContentBlock] = Field(default_factory=list)
+    structured_content: Any = None
+    is_error: bool | None = None
+    meta: dict[str, Any] | None = Field(default=None, alias="_meta")
+
+
+ContentBlock = Annotated[
+    TextContent | ImageContent | AudioContent | ResourceLink | EmbeddedResource,
+    Field(discriminator="type"),
+]
+SamplingContent = Annotated[TextContent | ImageContent | AudioContent, Field(discriminator="type")]
+SamplingContentWithTools = Annotated[
+    TextContent | ImageContent | AudioContent | ToolUseContent | ToolResultContent,
+    Field(discriminator="type"),
+]
+
+
+class SamplingMessage(WireModel):
+    role: Role
+    content: SamplingContentWithTools | list[SamplingContentWithTools]
+    meta: dict[str, Any] | None = Field(default=None, alias="_meta")
+
+
+class ModelHint(WireModel):
+    name: str | None = None
+
+
+class ModelPreferences(WireModel):
+    hints: list[ModelHint] | None = None
+    cost_priority: float | None = None
+    speed_priority: float | None = None
+    intelligence_priority: float | None = None
+
+
+class ToolAnnotations(WireModel):
+    title: str | None = None
+    read_only_hint: bool | None = None
+    destructive_hint: bool | None = None
+    idempotent_hint: bool | None = None
+    open_world_hint: bool | None = None
+
+
+class Tool(WireModel):
+    """A tool as listed by ``tools/list`` (and as offered to a model in sampling)."""
+
+    name: str
+    title: str | None = None
+    description: str | None = None
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any] | None = None
+    annotations: ToolAnnotations | None = None
+    icons: list[Icon] | None = None
+    meta: dict[str, Any] | None = Field(default=None, alias="_meta")
+
+
+class ToolChoice(WireModel):
+    mode: Literal["auto", "required", "none"] | None = None
+
+
+class CreateMessageResult(WireModel):
+    """The client's answer to a sampling question without tools."""
+
+    role: Role
+    content: SamplingContent
+    model: str
+    stop_reason: str | None = None
+    meta: dict[str, Any] | None = Field(default=None, alias="_meta")
+
+
+class CreateMessageResultWithTools(WireModel):
+    """The client's answer to a sampling question that offered tools."""
+
+    role: Role
+    content: SamplingContentWithTools | list[SamplingContentWithTools]
+    model: str
+    stop_reason: str | None = None
+    meta: dict[str, Any] | None = Field(default=None, alias="_meta")
+
+
+class Root(WireModel):
+    uri: str
+    name: str | None = None
+    meta: dict[str, Any] | None = Field(default=None, alias="_meta")
+
+
+class ListRootsResult(WireModel):
+    roots: list[Root]
+    meta: dict[str, Any] | None = Field(default=None, alias="_meta")
+
+
+class ElicitResult(WireModel):
+    action: Literal["accept", "decline", "cancel"]
+    content: dict[str, str | int | float | bool | list[str] | None] | None = None
+    meta: dict[str, Any] | None = Field(default=None, alias="_meta")
+
+
+class CallToolResult(WireModel):
+    content: list[ContentBlock] = Field(default_factory=list)
+    structured_content: Any = None
+    is_error: bool = False
+    meta: dict[str, Any] | None = Field(default=None, alias="_meta")
+
+
+class PromptMessage(WireModel):
+    role: Role
+    content: ContentBlock
+
+
+class GetPromptResult(WireModel):
+    description: str | None = None
+    messages: list[PromptMessage]
+    meta: dict[str, Any] | None = Field(default=None, alias="_meta")
+
+
+ToolResultContent.model_rebuild()
+
+__all__ = [
+    "Annotations",
+    "AudioContent",
+    "BlobResourceContents",
+    "CallToolResult",
+    "ContentBlock",
+    "CreateMessageResult",
+    "CreateMessageResultWithTools",
+    "ElicitResult",
+    "EmbeddedResource",
+    "GetPromptResult",
+    "Icon",
+    "ImageContent",
+    "ListRootsResult",
+    "ModelHint",
+    "ModelPreferences",
+    "PromptMessage",
+    "ResourceLink",
+    "Role",
+    "Root",
+    "SamplingMessage",
+    "TextContent",
+    "TextResourceContents",
+    "Tool",
+    "ToolAnnotations",
+    "ToolChoice",
+    "ToolResultContent",
+    "ToolUseContent",
+]

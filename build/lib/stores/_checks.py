@@ -1,0 +1,68 @@
+"""Argument checks shared by every store, so a bad call fails the same way on each backend."""
+
+from __future__ import annotations
+
+import math
+
+
+def check_call_id(call_id: str) -> None:
+    """Call ids name every key of a call; an empty one would merge unrelated calls."""
+    if not isinstance(call_id, str) or not call_id:
+        raise ValueError(f"call_id must be a non-empty string, got {call_id!r}")
+
+
+def check_ttl(ttl: float, name: str = "ttl") -> None:
+    """A zero, negative or infinite TTL is always a caller bug: say so before storing."""
+    if not isinstance(ttl, (int, float)) or not math.isfinite(ttl) or ttl <= 0:
+        raise ValueError(f"{name} must be a positive number of seconds, got {ttl!r}")
+
+
+def check_limit(limit: int) -> None:
+    """Listing limits are positive: an unbounded listing is never what a debugger wants."""
+    if not isinstance(limit, int) or limit <= 0:
+        raise ValueError(f"limit must be a positive integer, got {limit!r}")
+
+
+def check_round(round_no: int) -> None:
+    """Round numbers are keys; a bool or negative number is a caller bug."""
+    if not isinstance(round_no, int) or isinstance(round_no, bool) or round_no < 0:
+        raise ValueError(f"round_no must be a non-negative integer, got {round_no!r}")
+
+
+def check_owner(owner: bytes | None) -> bytes | None:
+    """An owner token is non-empty bytes (empty would read as "no owner" on Redis), or None."""
+    if owner is None:
+        return None
+    if isinstance(owner, bytes | bytearray | memoryview) and len(data := bytes(owner)) > 0:
+        return data
+    raise ValueError(f"owner must be non-empty bytes or None, got {owner!r}")
+
+
+def check_round_key(call_id: str, round_no: int) -> None:
+    """Every round operation names its round the same way, so each checks both parts."""
+    check_call_id(call_id)
+    check_round(round_no)
+
+
+def check_round_op(
+    call_id: str, round_no: int, ttl: float, owner: bytes | None = None
+) -> bytes | None:
+    """`check_round_key`, `check_ttl` and `check_owner` in one call, for the operations that
+    keep a round for `ttl` (claim, complete, renew): the owner as bytes, or None.
+
+    A claim and a completion run on every resumed round, so the usual arguments pass one test,
+    and anything else goes through the full checks (which raise the precise error, or accept an
+    unusual valid type)."""
+    if (
+        type(call_id) is not str
+        or not call_id
+        or type(round_no) is not int
+        or round_no < 0
+        or (type(ttl) is not float and type(ttl) is not int)
+        or not 0 < ttl < math.inf
+    ):
+        check_round_key(call_id, round_no)
+        check_ttl(ttl)
+    if owner is None or (type(owner) is bytes and owner):
+        return owner
+    return check_owner(owner)

@@ -1,0 +1,462 @@
+"""`SQLiteStore`: the embedded default, one file that survives restarts.
+
+(One class over 400 lines: the whole Store protocol on one file, its SQL in `_sqlite_sql.py`.)
+
+Other processes may open the same file while a server writes it (a CLI reading journals, say):
+the database runs in WAL mode, so readers never block the writer.
+
+Threading: one operation at a time, under an `anyio.Lock` (SQLite admits a single writer per
+file anyway). The round operations (claim, complete, release, renew, the read of a round) and
+the journal's transactions (up to `QUICK_JOURNAL_BATCH` events each) are a few rows each, and a
+trip to a worker thread costs more than their work: they run on the event loop's thread, in
+turn, on a "quick" connection that never waits for a lock. One that finds the database held by
+another process runs again in a worker thread on the other connection, which waits up to the
+operation timeout (``busy_timeout``), as blobs, listings and very large events always do. The
+quick connection leaves checkpoints of the write-ahead log (they write and sync the database
+file: milliseconds) to a worker thread, every `CHECKPOINT_EVERY` quick writes: `serve`, while a
+server runs the store, else the write that reaches the count. Disk writes still happen on the
+loop's thread: a commit appends to the log, and the first commit after the log starts over syncs
+its header. Every claim is a ``BEGIN IMMEDIATE`` transaction, atomic across processes too.
+
+Expiry uses the wall clock (the file outlives the process, a monotonic clock does not), or the
+``clock`` given (e.g. a test's fake one): expired rows are ignored on read and purged now and then
+after writes. The bus is in-process only.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import sqlite3
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any, TypeVar
+
+import anyio
+import anyio.lowlevel
+import anyio.to_thread
+
+from . import _sqlite_sql as sql
+from ._bus import DEFAULT_BUFFER, LocalBus
+from ._checks import (
+    check_call_id,
+    check_limit,
+    check_owner,
+    check_round_key,
+    check_round_op,
+    check_ttl,
+)
+from ._journal import EncodedEvent, encode_batch
+from ._waiters import Waiters, wait_settled
+from .base import (
+    DEFAULT_OP_TIMEOUT,
+    CallSummary,
+    ClaimResult,
+    StoreUnavailable,
+    unavailable,
+)
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+Op = Callable[[sqlite3.Connection, sql.Clock], T]
+"""An operation of `stores._sqlite_sql` on one connection, with the store's clock."""
+
+CHECKPOINT_EVERY = 1000
+"""Quick writes between two checkpoints of the write-ahead log (in a worker thread)."""
+CATCH_UP_FRAMES = 4096
+"""Log size, in pages, from which `serve` holds the writes for a checkpoint that copies the rest
+(all of it unless another process reads an older snapshot)."""
+QUICK_JOURNAL_BATCH = 64
+"""Journal events per transaction on the event loop's thread."""
+QUICK_JOURNAL_BYTES = 256 * 1024
+"""A journal batch is written on the event loop's thread in transactions of up to this many
+events and bytes (an event larger than that goes to a worker thread)."""
+
+
+def create_private_file(path: str | os.PathLike[str]) -> bool:
+    """Create a store file as `SQLiteStore` does: 0600, its missing directories 0700, whatever
+    the umask. True when it was created; an existing file keeps its mode."""
+    return sql.make_private(os.fspath(path))
+
+
+def create_private_directories(path: str | os.PathLike[str]) -> None:
+    """The missing directories above the store file `path`, created 0700 as `SQLiteStore` does."""
+    sql.make_private_directories(os.fspath(path))
+
+
+class SQLiteStore:
+    """A `Store` in one SQLite file; pass the same path again to pick up where it left off."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        op_timeout: float = DEFAULT_OP_TIMEOUT,
+        bus_buffer: int = DEFAULT_BUFFER,
+        purge_interval: float = 60.0,
+        poll_interval: float = 0.1,
+        clock: sql.Clock | None = None,
+    ) -> None:
+        """Open (creating if needed) the database at `path`: blocking file I/O, so open at startup.
+
+        `poll_interval` is how often `wait_complete` re-reads a round, which is how it sees
+        completions made by other processes on the same file.
+        `clock` reads the time, in seconds, for expiry and purges; defaults to the wall clock
+        (the file outlives the process), and purges to the monotonic clock.
+        """
+        check_ttl(op_timeout, "op_timeout")
+        self.path = os.fspath(path)
+        self._clock: sql.Clock = time.time if clock is None else clock
+        self._purge_clock: sql.Clock = time.monotonic if clock is None else clock
+        self._op_timeout = op_timeout
+        self._purge_interval = purge_interval
+        self._poll_interval = poll_interval
+        self._next_purge = 0.0
+        try:
+            sql.make_private(self.path)
+            self._conn: sqlite3.Connection | None = sql.connect(self.path, op_timeout)
+            sql.private_side_files(self.path)
+            try:
+                self._quick: sqlite3.Connection | None = sql.connect_quick(self.path)
+            except BaseException:
+                self._conn.close()
+                raise
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreUnavailable(
+                f"cannot open SQLite store at {self.path!r} ({exc}). "
+                "Check that the directory exists and this process may write to it."
+            ) from exc
+        self._lock = anyio.Lock()
+        self._quick_writes = 0
+        self._checkpoint_wanted: anyio.Event | None = None
+        """Set to ask `serve` for a checkpoint; ``None`` when it does not run."""
+        self._bus = LocalBus(bus_buffer)
+        self._waiters = Waiters()
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({self.path!r})"
+
+    async def _run(self, what: str, op: Op[T], write: bool) -> T:
+        """Run `op` in a worker thread, one at a time, mapping lock and I/O trouble."""
+        await self._acquire(what)
+        try:
+            result = await self._in_thread(what, op)
+            if write:
+                await self._housekeeping()
+            return result
+        finally:
+            self._lock.release()
+
+    async def _acquire(self, what: str) -> None:
+        try:
+            self._lock.acquire_nowait()
+        except anyio.WouldBlock:
+            try:
+                with anyio.fail_after(self._op_timeout):
+                    await self._lock.acquire()
+            except TimeoutError:
+                raise unavailable(
+                    "SQLite", what, f"other operations held the database for {self._op_timeout} s"
+                ) from None
+
+    async def _run_quick(self, what: str, op: Op[T], write: bool) -> T:
+        """Run a short operation on this thread, after the operations before it; in a worker
+        thread when another process holds the database, as `_run` does."""
+        await anyio.lowlevel.checkpoint_if_cancelled()  # a cancelled caller stops here
+        await self._acquire(what)
+        try:
+            quick = self._quick
+            if quick is None:
+                raise RuntimeError("this SQLiteStore is closed; open a new store")
+            try:
+                result = op(quick, self._clock)
+            except sqlite3.OperationalError as exc:
+                self._end_quick_transaction(quick)
+                if not sql.is_busy(exc):
+                    raise unavailable("SQLite", f"{what} on {self.path!r}", str(exc)) from exc
+                result = await self._in_thread(what, op)  # another process holds it: wait
+            except BaseException:
+                self._end_quick_transaction(quick)
+                raise
+            if write:
+                self._quick_writes += 1
+                await self._housekeeping()
+            return result
+        finally:
+            self._lock.release()
+
+    def _end_quick_transaction(self, quick: sqlite3.Connection) -> None:
+        """Leave no transaction open on the quick connection after a failed operation: it
+        would hold the write lock and refuse every later ``BEGIN``. If even a rollback fails,
+        the connection is replaced (closing one rolls back)."""
+        if not quick.in_transaction:
+            return
+        try:
+            quick.execute("ROLLBACK")
+        except sqlite3.Error as exc:
+            log.warning("SQLite rollback failed (%s); reopening the connection", exc)
+        if quick.in_transaction:
+            quick.close()
+            self._quick = None
+            try:
+                self._quick = sql.connect_quick(self.path)
+            except sqlite3.Error as exc:  # the worker-thread connection serves meanwhile
+                log.warning("SQLite connection not reopened: %s", exc)
+
+    async def _in_thread(self, what: str, op: Op[T]) -> T:
+        """``op`` on the waiting connection in a worker thread; the caller holds the lock."""
+        conn = self._conn
+        if conn is None:
+            raise RuntimeError("this SQLiteStore is closed; open a new store")
+        try:
+            return await anyio.to_thread.run_sync(op, conn, self._clock)
+        except sqlite3.OperationalError as exc:
+            raise unavailable("SQLite", f"{what} on {self.path!r}", str(exc)) from exc
+
+    async def _housekeeping(self) -> None:
+        """After a write, under the lock: purge expired rows now and then, and checkpoint the
+        log after `CHECKPOINT_EVERY` quick writes. The write is done: nothing here fails it, and
+        a cancelled caller waits for the worker thread rather than lose its result."""
+        purge = self._purge_clock() >= self._next_purge
+        checkpoint = self._quick_writes >= CHECKPOINT_EVERY
+        if not (purge or checkpoint):
+            return
+        conn = self._conn
+        if conn is None:
+            return
+        if checkpoint:
+            self._quick_writes = 0
+            if self._checkpoint_wanted is not None:
+                self._checkpoint_wanted.set()  # `serve` does it beside the writes
+                checkpoint = False
+        if purge:
+            self._next_purge = self._purge_clock() + self._purge_interval
+        with anyio.CancelScope(shield=True):
+            if purge:
+                await anyio.to_thread.run_sync(self._purge_quietly, conn, self._clock)
+            if checkpoint:
+                await anyio.to_thread.run_sync(self._checkpoint_quietly, conn)
+
+    @staticmethod
+    def _checkpoint_quietly(conn: sqlite3.Connection) -> int:
+        """The frames the log holds after a checkpoint (0 or less when it could not run: no
+        catch-up then, the next one tries again)."""
+        try:
+            return sql.checkpoint(conn)
+        except sqlite3.Error as exc:
+            log.warning("SQLite checkpoint failed, the log grows meanwhile: %s", exc)
+            return 0
+
+    @staticmethod
+    def _purge_quietly(conn: sqlite3.Connection, clock: sql.Clock) -> None:
+        """Purging is housekeeping: a busy database only postpones it."""
+        try:
+            sql.purge(conn, clock)
+        except sqlite3.Error as exc:
+            log.debug("SQLite purge postponed: %s", exc)
+
+    # --- blobs ---
+
+    async def put_blob(self, call_id: str, blob_id: str, data: bytes, ttl: float) -> None:
+        check_call_id(call_id)
+        check_ttl(ttl)
+        key, data = (call_id, blob_id), bytes(data)
+        await self._run(
+            "put_blob", lambda conn, clock: sql.put_blob(conn, clock, key, data, ttl), write=True
+        )
+
+    async def get_blob(self, call_id: str, blob_id: str) -> bytes | None:
+        key = (call_id, blob_id)
+        return await self._run(
+            "get_blob", lambda conn, clock: sql.get_blob(conn, clock, key), write=False
+        )
+
+    # --- rounds ---
+
+    async def claim(
+        self,
+        call_id: str,
+        round_no: int,
+        fingerprint: bytes,
+        ttl: float,
+        *,
+        owner: bytes | None = None,
+    ) -> ClaimResult:
+        own = check_round_op(call_id, round_no, ttl, owner)
+        key, fp = (call_id, round_no), bytes(fingerprint)
+        return await self._run_quick(
+            "claim", lambda conn, clock: sql.claim(conn, clock, key, fp, ttl, own), write=True
+        )
+
+    async def complete(
+        self, call_id: str, round_no: int, fingerprint: bytes, response: bytes, ttl: float
+    ) -> None:
+        check_round_op(call_id, round_no, ttl)
+        key, fp, resp = (call_id, round_no), bytes(fingerprint), bytes(response)
+        if await self._run_quick(
+            "complete",
+            lambda conn, clock: sql.complete(conn, clock, key, fp, resp, ttl),
+            write=True,
+        ):
+            self._waiters.notify(key)
+
+    async def release(
+        self, call_id: str, round_no: int, fingerprint: bytes, *, owner: bytes | None = None
+    ) -> None:
+        check_round_key(call_id, round_no)
+        key, fp, own = (call_id, round_no), bytes(fingerprint), check_owner(owner)
+        if await self._run_quick(
+            "release", lambda conn, _: sql.release(conn, key, fp, own), write=True
+        ):
+            self._waiters.notify(key)
+
+    async def renew(
+        self, call_id: str, round_no: int, fingerprint: bytes, owner: bytes, ttl: float
+    ) -> bool:
+        own = check_round_op(call_id, round_no, ttl, owner)
+        if own is None:
+            return False
+        key, fp = (call_id, round_no), bytes(fingerprint)
+        renewed: bool = await self._run_quick(
+            "renew", lambda conn, clock: sql.renew(conn, clock, key, fp, own, ttl), write=True
+        )
+        return renewed
+
+    async def wait_complete(
+        self,
+        call_id: str,
+        round_no: int,
+        fingerprint: bytes,
+        timeout: float,  # noqa: ASYNC109 - a bound on the wait, which then returns None
+    ) -> bytes | None:
+        check_round_key(call_id, round_no)
+        key = (call_id, round_no)
+
+        async def read() -> tuple[bytes, bytes | None] | None:
+            return await self._run_quick(
+                "wait_complete",
+                lambda conn, clock: sql.read_round(conn, key, clock()),
+                write=False,
+            )
+
+        return await wait_settled(
+            read, fingerprint, self._waiters, key, timeout, poll=self._poll_interval
+        )
+
+    # --- journal ---
+
+    async def append(self, call_id: str, event: dict[str, Any], ttl: float) -> None:
+        await self.append_many([(call_id, event)], ttl)
+
+    async def append_many(self, items: list[tuple[str, dict[str, Any]]], ttl: float) -> None:
+        """In transactions of up to `QUICK_JOURNAL_BATCH` events on the event loop's thread (a
+        batch may be written in part, as on Redis); an event larger than `QUICK_JOURNAL_BYTES`
+        in a worker thread."""
+        check_ttl(ttl)
+        if not items:
+            return
+        for n, chunk in enumerate(_quick_chunks(encode_batch(items))):
+            if n:  # other tasks run between two transactions of a large batch
+                await anyio.lowlevel.cancel_shielded_checkpoint()
+            write = functools.partial(sql.append_many, entries=chunk, ttl=ttl)
+            if len(chunk) == 1 and len(chunk[0][1]) > QUICK_JOURNAL_BYTES:
+                await self._run("append", write, write=True)
+            else:
+                await self._run_quick("append", write, write=True)
+
+    async def events(self, call_id: str) -> list[dict[str, Any]]:
+        return await self._run(
+            "events", lambda conn, clock: sql.events(conn, clock, call_id), write=False
+        )
+
+    async def calls(
+        self, *, limit: int = 50, since: float | None = None, target: str | None = None
+    ) -> list[CallSummary]:
+        check_limit(limit)
+        return await self._run(
+            "calls", lambda conn, clock: sql.calls(conn, clock, limit, since, target), write=False
+        )
+
+    # --- bus (in-process) ---
+
+    async def publish(self, topic: str, message: bytes) -> None:
+        if self._conn is None:
+            raise RuntimeError("this SQLiteStore is closed; open a new store")
+        self._bus.publish(topic, bytes(message))
+        await anyio.lowlevel.checkpoint()
+
+    def subscribe(self, topic: str) -> AbstractAsyncContextManager[AsyncIterator[bytes]]:
+        return self._bus.subscribe(topic)
+
+    # --- lifecycle ---
+
+    async def serve(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
+        """While a server uses the store: checkpoints of the log run here, beside the writes.
+        One that runs while writes go on never quite catches up with them, and the log starts
+        over only once all of it is in the database file: so once the log has grown past
+        `CATCH_UP_FRAMES`, a second checkpoint runs under the lock and copies the rest."""
+        if self._checkpoint_wanted is not None:  # another server's serve() does it already
+            task_status.started()
+            return
+        wanted = self._checkpoint_wanted = anyio.Event()  # before any await: claims the job
+        conn: sqlite3.Connection | None = None
+        try:
+            try:
+                conn = await anyio.to_thread.run_sync(sql.connect_quick, self.path)
+            except sqlite3.Error as exc:
+                raise unavailable("SQLite", f"checkpoints of {self.path!r}", str(exc)) from exc
+            task_status.started()
+            while True:
+                await wanted.wait()
+                wanted = self._checkpoint_wanted = anyio.Event()
+                frames = await anyio.to_thread.run_sync(self._checkpoint_quietly, conn)
+                if frames < CATCH_UP_FRAMES:
+                    continue
+                async with self._lock:
+                    if self._conn is None:
+                        return
+                    await anyio.to_thread.run_sync(self._checkpoint_quietly, conn)
+        finally:
+            if self._checkpoint_wanted is wanted:
+                self._checkpoint_wanted = None
+            if conn is not None:  # the last connection to close checkpoints: not on the loop
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(conn.close)
+
+    async def ping(self) -> None:
+        """The file accepts a write (see `stores._sqlite_sql.probe_write`): a full disk refuses
+        every round while a read still answers."""
+        await self._run("health write", sql.probe_write, write=True)
+
+    async def aclose(self) -> None:
+        self._bus.close()
+        async with self._lock:
+            conn, self._conn = self._conn, None
+            quick, self._quick = self._quick, None
+            if quick is not None:
+                quick.close()
+            if conn is not None:
+                await anyio.to_thread.run_sync(conn.close)
+
+
+def _quick_chunks(entries: list[EncodedEvent]) -> list[list[EncodedEvent]]:
+    """A journal batch in transactions short enough for the event loop's thread (up to
+    `QUICK_JOURNAL_BATCH` events and `QUICK_JOURNAL_BYTES`); an event larger than that alone."""
+    chunks: list[list[EncodedEvent]] = []
+    chunk: list[EncodedEvent] = []
+    size = 0
+    for entry in entries:
+        if chunk and (
+            len(chunk) >= QUICK_JOURNAL_BATCH or size + len(entry[1]) > QUICK_JOURNAL_BYTES
+        ):
+            chunks.append(chunk)
+            chunk, size = [], 0
+        chunk.append(entry)
+        size += len(entry[1])
+    if chunk:
+        chunks.append(chunk)
+    return chunks

@@ -1,0 +1,183 @@
+"""An authorization server's signing keys (a JWKS), fetched once and kept, refetched with care.
+
+Keys are fetched on first use and kept for ``max_age`` seconds; a token whose ``kid`` the kept
+set lacks (the provider rotated its keys) makes the set be fetched again at once, at most
+``refetches_per_minute`` times a minute, so tokens with made-up key ids cannot turn a replica into
+a load generator against the provider. A set that cannot be fetched again is used as it was
+kept (the provider's keys outlive a short outage); with no set at all, verification raises, and
+the request is answered 503.
+
+Only public signing keys are kept: ``oct`` (shared secret) keys and keys for encryption are
+dropped, so no token can be checked against a secret derived from a public key.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import httpx
+from jwt import PyJWK
+from jwt.exceptions import PyJWKError
+
+log = logging.getLogger("engine.auth")
+
+ASYMMETRIC = {
+    "RSA": ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512"),
+    "EC": ("ES256", "ES384", "ES512"),
+    "OKP": ("EdDSA",),
+}
+"""The algorithms a public key of each type can verify."""
+EC_CURVES = {"P-256": "ES256", "P-384": "ES384", "P-521": "ES512"}
+
+
+class KeysUnavailable(Exception):
+    """The key set could not be fetched and none is kept: tokens cannot be checked now."""
+
+
+@dataclass(frozen=True, slots=True)
+class SigningKey:
+    """One public key of the set, and the algorithms it may verify."""
+
+    kid: str | None
+    key: Any
+    algorithms: tuple[str, ...]
+
+
+def signing_keys(document: Any, allowed: Iterable[str]) -> list[SigningKey]:
+    """The keys of a JWKS document that can verify a token signed with an ``allowed``
+    algorithm; any other key (a secret, an encryption key, one that does not parse) is left
+    out."""
+    allowed = tuple(allowed)
+    if not isinstance(document, Mapping) or not isinstance(document.get("keys"), list):
+        raise ValueError('a JWKS is a JSON object with a "keys" list')
+    keys = []
+    for jwk in document["keys"]:
+        if not isinstance(jwk, dict) or jwk.get("use", "sig") != "sig":
+            continue
+        family = ASYMMETRIC.get(jwk.get("kty", ""), ())
+        given = jwk.get("alg")
+        usable: tuple[str, ...]
+        if given is not None:
+            usable = (given,) if given in family else ()
+        elif jwk.get("kty") == "EC":
+            usable = (EC_CURVES.get(jwk.get("crv", ""), ""),)
+        else:
+            usable = family
+        usable = tuple(alg for alg in usable if alg in allowed)
+        if not usable:
+            continue
+        try:
+            parsed = PyJWK(jwk, usable[0])
+        except PyJWKError as exc:
+            log.warning("a key of the JWKS was skipped: %s", exc)
+            continue
+        kid = jwk.get("kid")
+        keys.append(SigningKey(kid if isinstance(kid, str) else None, parsed.key, usable))
+    return keys
+
+
+class JWKSCache:
+    """The signing keys at ``url``, kept and refetched as the module says."""
+
+    def __init__(
+        self,
+        url: str,
+        algorithms: Iterable[str],
+        *,
+        max_age: float = 600.0,
+        refetches_per_minute: int = 5,
+        timeout: float = 5.0,
+        fixed: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.url = url
+        self.algorithms = tuple(algorithms)
+        self.max_age = max_age
+        self.refetches_per_minute = refetches_per_minute
+        self.timeout = timeout
+        self.client: httpx.AsyncClient | None = None
+        """Set while the verifier runs with its server: fetches share its connections."""
+        self._keys: list[SigningKey] | None = None
+        self._fetched_at = 0.0
+        self._retry_at = 0.0
+        self._refetches: deque[float] = deque()
+        self._lock = anyio.Lock()
+        self.fetches = 0
+        """How many times the set was fetched (for the log and the tests)."""
+        if fixed is not None:
+            self._keys = signing_keys(fixed, self.algorithms)
+            self._fetched_at = float("inf")
+
+    async def find(self, kid: str | None) -> SigningKey | None:
+        """The key a token names by ``kid`` (without one: the only key of the set)."""
+        now = time.monotonic()
+        if self._keys is None or (now - self._fetched_at > self.max_age and now >= self._retry_at):
+            await self._refresh(self._fetched_at)
+        found = self._lookup(kid)
+        if found is None and kid is not None and self._may_refetch(now):
+            log.info("key id %r is not in the JWKS; fetching it again", kid[:64])
+            await self._refresh(self._fetched_at)
+            found = self._lookup(kid)
+        return found
+
+    def _lookup(self, kid: str | None) -> SigningKey | None:
+        keys = self._keys or []
+        if kid is None:
+            return keys[0] if len(keys) == 1 else None
+        for key in keys:
+            if key.kid == kid:
+                return key
+        return None
+
+    def _may_refetch(self, now: float) -> bool:
+        if self._fetched_at == float("inf"):
+            return False  # a fixed set
+        window = self._refetches
+        while window and now - window[0] > 60:
+            window.popleft()
+        if len(window) >= self.refetches_per_minute:
+            return False
+        window.append(now)
+        return True
+
+    async def _refresh(self, seen: float) -> None:
+        """Fetch the set, once for all the requests that wait for it (``seen``: when the set
+        they found was fetched)."""
+        async with self._lock:
+            if self._fetched_at != seen and self._keys is not None:
+                return  # another request fetched it meanwhile
+            try:
+                keys = await self._fetch()
+            except (httpx.HTTPError, ValueError) as exc:
+                self._retry_at = time.monotonic() + 30
+                if self._keys is None:
+                    raise KeysUnavailable(f"cannot fetch the JWKS at {self.url}: {exc}") from None
+                log.warning("keeping the JWKS fetched earlier: cannot fetch %s: %s", self.url, exc)
+                return
+            self._keys = keys
+            self._fetched_at = time.monotonic()
+
+    async def _fetch(self) -> list[SigningKey]:
+        self.fetches += 1
+        if self.client is not None:
+            response = await self.client.get(self.url, timeout=self.timeout)
+        else:
+            async with httpx.AsyncClient(timeout=self.timeout) as client:
+                response = await client.get(self.url)
+        if response.status_code != 200:
+            raise ValueError(f"HTTP {response.status_code}")
+        try:
+            document = response.json()
+        except ValueError:
+            raise ValueError("the answer is not JSON") from None
+        keys = signing_keys(document, self.algorithms)
+        log.info("fetched the JWKS at %s: %d signing keys", self.url, len(keys))
+        return keys
+
+
+__all__ = ["ASYMMETRIC", "JWKSCache", "KeysUnavailable", "SigningKey", "signing_keys"]

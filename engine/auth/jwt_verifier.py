@@ -1,0 +1,181 @@
+"""``JWTVerifier``: access tokens that are JWTs, checked against the issuer's published keys.
+
+Most authorization servers (Keycloak, Auth0, Entra ID, Okta...) issue access tokens as JWTs
+signed with a key they publish as a JWKS. A token is accepted when:
+
+- its header names an allowed asymmetric algorithm (never ``none``, never a shared-secret
+  ``HS*`` one: a public key is public, so an HMAC "signed" with it proves nothing), and a key
+  of the set that is meant for that algorithm;
+- its signature verifies with that key (PyJWT does the JOSE work);
+- ``iss`` is the issuer, ``aud`` names this resource (RFC 8707: the token was issued for this
+  server, not for another one the user also signs in to), ``exp`` is in the future and ``nbf``
+  (when present) in the past, within ``leeway`` seconds of clock skew.
+
+Scopes come from ``scope`` (space-separated, RFC 9068) or ``scp`` (a list or a string, as Okta and
+Entra ID send them); the client from ``client_id``, ``azp`` or ``appid``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from types import TracebackType
+from typing import Any
+
+import httpx
+import jwt
+
+from engine.auth.jwks import ASYMMETRIC, JWKSCache
+from engine.auth.provider import AccessToken
+
+log = logging.getLogger("engine.auth")
+
+DEFAULT_ALGORITHMS = ("RS256", "PS256", "ES256", "EdDSA")
+SUPPORTED = frozenset(alg for family in ASYMMETRIC.values() for alg in family)
+
+
+class JWTVerifier:
+    """Checks JWT access tokens against the JWKS at ``jwks_url`` (see the module).
+
+    - ``issuer``: the ``iss`` tokens must carry, exactly (``AuthSettings.issuer_url``).
+    - ``audience``: what ``aud`` must name: this server's resource URL, or the identifier the
+      provider uses for it (an Entra ID application ID URI, an Auth0 API identifier); several
+      are allowed as a list.
+    - ``algorithms``: the allow-list (RS256, PS256, ES256 and EdDSA by default); only
+      asymmetric algorithms are accepted.
+    - ``leeway``: seconds of clock skew allowed on ``exp`` and ``nbf`` (30).
+    - ``jwks_max_age``: seconds a fetched key set is kept before it is fetched again (600).
+    - ``refetches_per_minute``: how often an unknown ``kid`` may make the set be fetched again
+      (5).
+    - ``jwks``: a key set given as a dict instead of ``jwks_url``, never fetched (keys you pin).
+    - ``http_client``: an ``httpx.AsyncClient`` of your own to fetch the keys with (a proxy, a
+      private CA); otherwise the verifier opens one while its server runs.
+    """
+
+    def __init__(
+        self,
+        jwks_url: str | None = None,
+        *,
+        issuer: str,
+        audience: str | Iterable[str],
+        algorithms: Iterable[str] = DEFAULT_ALGORITHMS,
+        leeway: float = 30.0,
+        jwks_max_age: float = 600.0,
+        refetches_per_minute: int = 5,
+        timeout: float = 5.0,
+        jwks: Mapping[str, Any] | None = None,
+        http_client: httpx.AsyncClient | None = None,
+    ) -> None:
+        allowed = tuple(algorithms)
+        refused = [alg for alg in allowed if alg not in SUPPORTED]
+        if refused or not allowed:
+            raise ValueError(
+                f"algorithms {refused or allowed!r} cannot verify access tokens here: give "
+                f"asymmetric ones ({', '.join(sorted(SUPPORTED))}); 'none' and the HS* "
+                "algorithms are never accepted"
+            )
+        if (jwks_url is None) == (jwks is None):
+            raise ValueError("JWTVerifier takes one of jwks_url (fetched) or jwks (a fixed set)")
+        audiences = [audience] if isinstance(audience, str) else list(audience)
+        if not audiences or not all(isinstance(a, str) and a for a in audiences):
+            raise ValueError("audience must name this resource, e.g. https://mcp.example.com/mcp")
+        if not isinstance(issuer, str) or not issuer:
+            raise ValueError("issuer must be the iss of the tokens, e.g. https://auth.example.com")
+        self.issuer = issuer
+        self.audiences = audiences
+        self.algorithms = allowed
+        self.leeway = leeway
+        self.keys = JWKSCache(
+            jwks_url or "",
+            allowed,
+            max_age=jwks_max_age,
+            refetches_per_minute=refetches_per_minute,
+            timeout=timeout,
+            fixed=jwks,
+        )
+        self.keys.client = http_client
+        self._owns_client = http_client is None
+
+    async def __aenter__(self) -> JWTVerifier:
+        if self._owns_client:
+            self.keys.client = httpx.AsyncClient(timeout=self.keys.timeout)
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if self._owns_client:
+            client, self.keys.client = self.keys.client, None
+            if client is not None:
+                await client.aclose()
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        """The token's details when it is valid here; ``None`` (and the reason logged) when
+        not. Raises ``KeysUnavailable`` when the key set cannot be fetched at all."""
+        try:
+            header = jwt.get_unverified_header(token)
+        except jwt.PyJWTError:
+            return _refused("not a JWT")
+        algorithm = header.get("alg")
+        if algorithm not in self.algorithms:
+            return _refused(f"algorithm {str(algorithm)[:16]!r} is not allowed")
+        kid = header.get("kid")
+        if kid is not None and not isinstance(kid, str):
+            return _refused("kid is not a string")
+        key = await self.keys.find(kid)
+        if key is None:
+            return _refused(f"no key {kid!r} in the JWKS" if kid else "no kid, several keys")
+        if algorithm not in key.algorithms:
+            return _refused(f"key {kid!r} is not for {algorithm}")
+        try:
+            claims = jwt.decode(
+                token,
+                key.key,
+                algorithms=[algorithm],
+                audience=self.audiences,
+                issuer=self.issuer,
+                leeway=self.leeway,
+                options={"require": ["exp", "iss", "aud"]},
+            )
+        except jwt.PyJWTError as exc:
+            return _refused(str(exc) or type(exc).__name__)
+        return _access_token(token, claims, self.audiences)
+
+
+def _refused(reason: str) -> AccessToken | None:
+    log.info("bearer token refused: %s", reason)
+    return None
+
+
+def scopes_of(claims: Mapping[str, Any]) -> list[str]:
+    """``scope`` (space-separated) or ``scp`` (a list, or a space-separated string)."""
+    given = claims.get("scope", claims.get("scp"))
+    if isinstance(given, str):
+        return given.split()
+    if isinstance(given, list):
+        return [scope for scope in given if isinstance(scope, str)]
+    return []
+
+
+def _access_token(token: str, claims: dict[str, Any], audiences: list[str]) -> AccessToken:
+    audience = claims.get("aud")
+    named = audience if isinstance(audience, list) else [audience]
+    resource = next((a for a in audiences if a in named), None)
+    client = claims.get("client_id") or claims.get("azp") or claims.get("appid")
+    subject = claims.get("sub")
+    expires = claims.get("exp")
+    return AccessToken(
+        token=token,
+        client_id=str(client) if client is not None else "",
+        scopes=scopes_of(claims),
+        expires_at=int(expires) if isinstance(expires, int | float) else None,
+        resource=resource,
+        subject=str(subject) if subject is not None else None,
+        claims=claims,
+    )
+
+
+__all__ = ["DEFAULT_ALGORITHMS", "JWTVerifier", "scopes_of"]

@@ -1,0 +1,66 @@
+"""What a verified access token is, and what verifies one: the official server's shapes.
+
+Code written for the official ``mcp`` package imports ``AccessToken`` and ``TokenVerifier`` from
+``mcp.server.auth.provider``; here they are the same names in ``engine.auth.provider``, with the
+same fields, so a verifier written for one runs on the other with its imports changed.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel
+
+
+class AccessToken(BaseModel):
+    """A bearer token the verifier accepted, and what it says about its caller.
+
+    ``subject`` is the token's ``sub`` (the resource owner; unique only within its issuer, which
+    verifiers put in ``claims["iss"]``); ``resource`` the resource it was issued for (its
+    audience, RFC 8707); ``expires_at`` seconds since the epoch.
+    """
+
+    token: str
+    client_id: str
+    scopes: list[str]
+    expires_at: int | None = None
+    resource: str | None = None
+    subject: str | None = None
+    claims: dict[str, Any] | None = None
+
+    def __repr__(self) -> str:  # the token itself never reaches a log through a repr
+        return (
+            f"AccessToken(client_id={self.client_id!r}, subject={self.subject!r}, "
+            f"scopes={self.scopes!r}, expires_at={self.expires_at!r}, resource={self.resource!r})"
+        )
+
+    __str__ = __repr__
+
+    @property
+    def issuer(self) -> str | None:
+        issuer = (self.claims or {}).get("iss")
+        return str(issuer) if issuer is not None else None
+
+
+@runtime_checkable
+class TokenVerifier(Protocol):
+    """Turns a bearer token into an :class:`AccessToken`, or ``None`` when it is not valid here.
+
+    A verifier that cannot decide (its authorization server does not answer) raises; the request
+    is then answered 503 rather than 401, so a client does not throw away a good token.
+    """
+
+    async def verify_token(self, token: str) -> AccessToken | None: ...
+
+
+def principal_of(token: AccessToken) -> str:
+    """Who a token speaks for: its issuer and subject (``sub`` is unique only per issuer), or,
+    for a token without a subject, its issuer and client.
+
+    An issuer is a URL and has no space, so ``"<issuer> <subject>"`` names one pair only.
+    """
+    subject = token.subject if token.subject else f"client:{token.client_id}"
+    return f"{token.issuer or ''} {subject}"
+
+
+__all__ = ["AccessToken", "TokenVerifier", "principal_of"]

@@ -1,0 +1,233 @@
+"""Bearer tokens on the MCP endpoint: the checks of the MCP authorization spec over HTTP.
+
+Every request to the endpoint, whatever its era or method, carries ``Authorization: Bearer``
+with a token the server's verifier accepts: otherwise 401, with a ``WWW-Authenticate``
+challenge naming the protected resource metadata (where a client learns which authorization
+server to ask) and the scopes it needs. A valid token without a scope the server or the target
+handler requires gets 403 ``insufficient_scope``, naming the scopes to ask for. A verifier that
+cannot decide (its authorization server does not answer) gets 503, so a client retries instead of
+discarding a good token.
+
+The token never reaches a log: what is logged is why it was refused. ``/healthz``, ``/metrics``
+and the metadata document itself stay open: a load balancer and a client without a token must
+read them.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from pydantic_core import to_json
+
+from engine._internal.metrics import Metrics
+from engine.auth.metadata import ResourceMetadata, metadata_url
+from engine.auth.provider import AccessToken, TokenVerifier
+from engine.transports._asgi import Header, Scope, Send
+
+log = logging.getLogger("engine.auth")
+
+MAX_TOKEN_CHARS = 16 * 1024
+"""A longer bearer token is refused unread (JWTs from the usual providers are 1-4 KB)."""
+_B64TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
+"""RFC 6750 §2.1: the characters a bearer token may have."""
+RETRY_AFTER_SECONDS = b"5"
+EXPIRY_SKEW = 60
+"""Seconds past its ``expires_at`` a token a verifier accepted is still taken: the verifier's own
+clock-skew leeway (the built-in ones allow 30 s), while a verifier that forgot to check the
+expiry still has its expired tokens refused."""
+
+
+@dataclass(slots=True)
+class Refusal:
+    """A request refused before it reaches the protocol layer: status, challenge and body."""
+
+    status: int
+    error: str | None
+    description: str
+    scopes: Sequence[str] = ()
+    reason: str = ""
+    """For the log and the metrics: why, in a word or two."""
+
+
+class BearerGate:
+    """The token checks of one MCP endpoint, and the responses that refuse a request."""
+
+    def __init__(
+        self,
+        verifier: TokenVerifier,
+        metadata: ResourceMetadata,
+        metrics: Metrics,
+        mcp_path: str,
+    ) -> None:
+        self.verifier = verifier
+        self.metadata = metadata
+        self.metrics = metrics
+        self.mcp_path = mcp_path
+        auth = metadata.auth
+        self.required = auth.scopes
+        self.issuer = auth.issuer_url
+        self.resource = auth.resource_server_url if auth.validate_token_resource else None
+
+    async def authenticate(self, headers: Mapping[str, str]) -> AccessToken | Refusal:
+        """The request's verified token, or why it is refused."""
+        header = headers.get("authorization")
+        if header is None:
+            return self._unauthorized(None, "no token", "This server needs an access token")
+        scheme, _, token = header.strip().partition(" ")
+        token = token.strip()
+        if scheme.lower() != "bearer":
+            return self._unauthorized(
+                None, "not bearer", "This server takes OAuth bearer tokens only"
+            )
+        if not token or len(token) > MAX_TOKEN_CHARS or not _B64TOKEN.fullmatch(token):
+            return self._unauthorized("invalid_token", "malformed", "The access token is malformed")
+        try:
+            verified = await self.verifier.verify_token(token)
+        except Exception as exc:
+            reason = str(exc).replace(token, "<token>")
+            log.error("the token verifier failed (%s: %s)", type(exc).__name__, reason)
+            return Refusal(
+                503,
+                "temporarily_unavailable",
+                "The access token could not be checked now (its authorization server did not "
+                "answer); retry in a few seconds with the same token",
+                reason="verifier unavailable",
+            )
+        if verified is None:
+            return self._unauthorized(
+                "invalid_token",
+                "invalid",
+                "The access token is not valid here (expired, revoked, or issued for another "
+                "server)",
+            )
+        if verified.expires_at is not None and verified.expires_at + EXPIRY_SKEW < time.time():
+            return self._unauthorized("invalid_token", "expired", "The access token has expired")
+        if self.resource is not None and not _same_resource(verified.resource, self.resource):
+            return self._unauthorized(
+                "invalid_token", "resource", "The access token was issued for another resource"
+            )
+        if self.required:
+            refused = self.scope_check(verified, ())
+            if refused is not None:
+                return refused
+        return verified
+
+    def scope_check(self, token: AccessToken, needed: Sequence[str]) -> Refusal | None:
+        """403 when the token lacks a scope the server or the target (``needed``) requires."""
+        granted = token.scopes
+        wanted = [*self.required, *(s for s in needed if s not in self.required)]
+        if all(scope in granted for scope in wanted):
+            return None
+        missing = [scope for scope in wanted if scope not in granted]
+        return Refusal(
+            403,
+            "insufficient_scope",
+            f"This request needs the scope {' '.join(missing)}: ask {self.issuer} for a token "
+            f"with scope={' '.join(wanted)}",
+            wanted,
+            "insufficient scope",
+        )
+
+    def _unauthorized(self, error: str | None, reason: str, said: str) -> Refusal:
+        return Refusal(
+            401,
+            error,
+            f"{said}: get one from {self.issuer} (the resource metadata says how) and send it "
+            "as Authorization: Bearer <token>",
+            self.required,
+            reason,
+        )
+
+    async def refuse(
+        self, refusal: Refusal, scope: Scope, headers: Mapping[str, str], send: Send, *extra: Header
+    ) -> None:
+        """Answer ``refusal``: its status, its ``WWW-Authenticate`` challenge and an OAuth
+        error body."""
+        self.metrics.inc("engine_auth_refusals_total", reason=refusal.reason)
+        if refusal.status != 503:
+            log.info("request refused (%d): %s", refusal.status, refusal.reason)
+        fields = [(b"content-type", b"application/json"), *extra]
+        if refusal.status == 503:
+            fields.append((b"retry-after", RETRY_AFTER_SECONDS))
+        else:
+            fields.append((b"www-authenticate", self.challenge(refusal, scope, headers)))
+        body = to_json(
+            {"error": refusal.error or "unauthorized", "error_description": refusal.description}
+        )
+        fields.append((b"content-length", b"%d" % len(body)))
+        await send({"type": "http.response.start", "status": refusal.status, "headers": fields})
+        await send({"type": "http.response.body", "body": body})
+
+    def challenge(self, refusal: Refusal, scope: Scope, headers: Mapping[str, str]) -> bytes:
+        """``Bearer`` with the error (none when no token was sent, RFC 6750 §3.1), the scopes
+        to ask for and the metadata URL."""
+        parts = []
+        if refusal.error is not None:
+            parts.append(f'error="{refusal.error}"')
+            parts.append(f'error_description="{_quotable(refusal.description)}"')
+        if refusal.scopes:
+            parts.append(f'scope="{" ".join(refusal.scopes)}"')
+        resource = self.resource_url(scope, headers)
+        if resource is not None:
+            parts.append(f'resource_metadata="{metadata_url(resource)}"')
+        return ("Bearer " + ", ".join(parts)).encode("latin-1", "replace")
+
+    def resource_url(self, scope: Scope, headers: Mapping[str, str]) -> str | None:
+        path = scope.get("root_path", "") + self.mcp_path
+        return self.metadata.resource_url(scope.get("scheme", "http"), headers, path)
+
+    async def serve_metadata(
+        self, scope: Scope, headers: Mapping[str, str], send: Send, *extra: Header
+    ) -> None:
+        """The protected resource metadata; any origin may read it (it is public)."""
+        cors = [
+            (b"access-control-allow-origin", b"*"),
+            (b"access-control-allow-methods", b"GET, OPTIONS"),
+            (b"access-control-allow-headers", b"mcp-protocol-version, authorization"),
+        ]
+        if scope["method"] == "OPTIONS":
+            await _send(send, 204, b"", None, [*cors, *extra])
+            return
+        resource = self.resource_url(scope, headers)
+        if resource is None:
+            text = b"Bad Request: the Host header cannot name this resource"
+            await _send(send, 400, text, b"text/plain; charset=utf-8", list(extra))
+            return
+        document = self.metadata.document(resource)
+        body = document if scope["method"] != "HEAD" else b""
+        length = len(document)
+        fields = [*cors, (b"cache-control", b"public, max-age=300"), *extra]
+        await _send(send, 200, body, b"application/json", fields, length)
+
+
+async def _send(
+    send: Send,
+    status: int,
+    body: bytes,
+    content_type: bytes | None,
+    headers: list[Header],
+    length: int | None = None,
+) -> None:
+    fields = list(headers)
+    if content_type is not None:
+        fields.append((b"content-type", content_type))
+    fields.append((b"content-length", b"%d" % (len(body) if length is None else length)))
+    await send({"type": "http.response.start", "status": status, "headers": fields})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _quotable(text: str) -> str:
+    """``text`` inside a quoted header parameter: no quotes or backslashes, ASCII only."""
+    return "".join(c for c in text if c not in '"\\' and 0x20 <= ord(c) < 0x7F)
+
+
+def _same_resource(given: str | None, expected: str) -> bool:
+    """Whether a token's resource is this one, a trailing slash aside."""
+    return given is not None and given.rstrip("/") == expected.rstrip("/")
+
+
+__all__ = ["BearerGate", "Refusal"]
