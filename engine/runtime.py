@@ -103,6 +103,7 @@ class Runtime:
                 journal=self.store_services.journal,
                 bus=self.bus,
                 settings=settings.tasks,
+                metrics=self.metrics,
             )
 
     async def _forward_response(

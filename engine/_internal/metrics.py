@@ -18,6 +18,9 @@ _HELP = {
     "engine_auth_refusals_total": "Requests refused for their bearer token, by reason.",
     "engine_store_errors_total": "Store operations that failed because the store was unavailable.",
     "engine_journal_events_dropped_total": "Journal events dropped: the writers were behind.",
+    "engine_task_runs_total": "Runs of task bodies that ended here, by the status they left.",
+    "engine_task_takeovers_total": "Tasks taken over here after their replica's hold lapsed.",
+    "engine_task_holds_lost_total": "Task runs stopped here: cancelled, expired or taken over.",
 }
 
 

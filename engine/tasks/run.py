@@ -18,6 +18,7 @@ from typing import Any
 
 import anyio.lowlevel
 
+from engine._internal.metrics import Metrics
 from engine.calls.execute import Outcome, execute_round
 from engine.calls.reply import CallRequest, ReplyKind, RoundReply
 from engine.calls.runner import RoundRunner
@@ -46,6 +47,7 @@ class RunContext:
     journal: JournalWriter
     changed: Callable[[TaskRecord], Awaitable[None]]
     """Told of each status the run writes (status notifications)."""
+    metrics: Metrics
 
 
 async def run_body(lease: Lease, context: RunContext) -> None:
@@ -162,6 +164,7 @@ async def _finish(
     if not written:
         return
     record = lease.record
+    context.metrics.inc("engine_task_runs_total", status=record.status.value)
     await context.changed(record)
     if ran is not None:
         tool, request, answers, kind = ran

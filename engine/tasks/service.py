@@ -23,6 +23,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
+from engine._internal.metrics import Metrics
 from engine._internal.notify import Notify
 from engine._internal.random_pool import random_bytes
 from engine.calls.reply import CallRequest, ReplyKind, RoundReply, TaskStart
@@ -74,14 +75,16 @@ class Tasks:
         journal: JournalWriter,
         bus: Bus,
         settings: TaskSettings,
+        metrics: Metrics,
     ) -> None:
         self.records = records
+        self.metrics = metrics
         self.runner = runner
         self.bus = bus
         self.settings = settings
         self.held: dict[str, Lease] = {}
         """The tasks whose bodies this replica runs (or is about to), by id."""
-        self.context = RunContext(tools, runner, journal, self._changed)
+        self.context = RunContext(tools, runner, journal, self._changed, metrics)
         self.watchers: dict[str, set[Watcher]] = {}
         """Status notifications wanted in this process, by task id."""
         self._group: TaskGroup | None = None
@@ -295,6 +298,8 @@ class Tasks:
                 "task %s: its run failed; it runs again when its hold lapses", lease.task_id
             )
         finally:
+            if lease.lost:
+                self.metrics.inc("engine_task_holds_lost_total")
             # A run cut short by the server stopping keeps its hold listed: it is given back.
             if (ended or lease.lost) and self.held.get(lease.task_id) is lease:
                 del self.held[lease.task_id]
@@ -340,6 +345,7 @@ class Tasks:
         if not await self.records.save(draft, due=draft.lease_until):
             return None
         log.info("task %s: taken over, its hold had lapsed", task_id)
+        self.metrics.inc("engine_task_takeovers_total")
         return Lease(self.records, draft, owner, self.settings.lease)
 
     async def _give_back(self) -> None:

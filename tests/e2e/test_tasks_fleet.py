@@ -67,7 +67,7 @@ async def test_fifty_tasks_answered_elsewhere_survive_a_sigkilled_replica(
     task_ids: dict[str, str] = {}
     async with httpx.AsyncClient(base_url=fleet.base_url, timeout=10) as through_nginx:
         for tag in tags:
-            call = rpc("tools/call", {"name": "job", "arguments": {"tag": tag, "seconds": 4}})
+            call = rpc("tools/call", {"name": "job", "arguments": {"tag": tag, "seconds": 6}})
             response = await post(through_nginx, call)
             made = assert_result(response)
             assert made["resultType"] == "task"
@@ -86,7 +86,7 @@ async def test_fifty_tasks_answered_elsewhere_survive_a_sigkilled_replica(
         running = Counter(answered_by.values())
         victim_name, stranded = running.most_common(1)[0]
         victim = fleet.replicas[victim_name]
-        victim.signal(signal.SIGKILL)  # its bodies are in their 4 seconds of work
+        victim.signal(signal.SIGKILL)  # its bodies are in their 6 seconds of work
         assert await anyio.to_thread.run_sync(victim.wait, 10) == -signal.SIGKILL
 
         finals = {

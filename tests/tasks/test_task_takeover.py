@@ -17,6 +17,9 @@ import anyio
 import httpx
 import pytest
 
+from engine.state.call import CallState
+from engine.state.seal import KeyRing
+from engine.store_services.task_records import TaskRecords
 from engine.tasks.policy import EXTENSION
 from stores import SQLiteStore
 from tests.conftest import KEY
@@ -88,6 +91,16 @@ def setting(tmp_path: Path) -> Iterator[dict[str, Any]]:
         one.stop()
 
 
+async def checkpointed(db: Path, task_id: str) -> bool:
+    """Whether the task's record holds its ``once`` step: the body has gone past it."""
+    store = SQLiteStore(db)
+    try:
+        record = await TaskRecords(store, keys=KeyRing([KEY])).load(task_id)
+    finally:
+        await store.aclose()
+    return record is not None and bool(CallState.decode(record.state).checkpoints)
+
+
 def effects(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
@@ -122,9 +135,10 @@ async def test_a_killed_replicas_task_is_finished_by_another_process(
         )
         task_id = made["taskId"]
         deadline = time.monotonic() + 10
-        while not effects(setting["effects"]):  # the once step ran: the body naps now
+        while not await checkpointed(setting["db"], task_id):  # the body naps now
             assert time.monotonic() < deadline, first.log.read_text()
             await anyio.sleep(0.05)
+        assert effects(setting["effects"]) == [f"{task_id} 4"]
         await journaled(setting["db"], task_id, (1, "task"))  # written after the answer
         first.process.send_signal(signal.SIGKILL)
         first.process.wait(5)
