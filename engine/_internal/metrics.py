@@ -1,11 +1,13 @@
-"""Counters an operator scrapes from ``/metrics``, in the Prometheus text exposition format.
+"""Counters and histograms an operator scrapes from ``/metrics``, in the Prometheus text
+exposition format.
 
-The format is a few lines of text; a client library would add a dependency for nothing the
-engine needs (no histograms, no push gateway).
+The format is a few lines of text; a client library would add a dependency for what the engine
+needs of it (counters, two histograms with fixed buckets, no push gateway).
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterable
 
@@ -26,30 +28,84 @@ _HELP = {
 
 Key = tuple[str, tuple[tuple[str, str], ...]]
 
+ROUND_SECONDS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+"""Bucket bounds of ``engine_round_duration_seconds``: a round of the engine alone takes well
+under a millisecond; one waiting on a slow resolver or a 2025-11-25 answer, seconds."""
+STORE_SECONDS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 2.0)
+"""Bucket bounds of ``engine_store_operation_duration_seconds``: from a local SQLite commit or
+a Redis script on the same host (100 µs) to the operation timeout."""
+_HISTOGRAMS = {
+    "engine_round_duration_seconds": "Time to serve a round, by method and outcome.",
+    "engine_store_operation_duration_seconds": "Time a store operation took, by operation.",
+}
+
+
+class Histogram:
+    """Counts of observations per bucket (not cumulative: that is done when scraped)."""
+
+    __slots__ = ("bounds", "counts", "total")
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)
+        self.total = 0.0
+
+    def observe(self, seconds: float) -> None:
+        self.counts[bisect_left(self.bounds, seconds)] += 1
+        self.total += seconds
+
+    @property
+    def count(self) -> int:
+        return sum(self.counts)
+
+    def lines(self, name: str, labels: str) -> list[str]:
+        sep = "," if labels else ""
+        lines: list[str] = []
+        running = 0
+        for bound, n in zip((*self.bounds, float("inf")), self.counts, strict=True):
+            running += n
+            le = "+Inf" if bound == float("inf") else repr(bound)
+            lines.append(f'{name}_bucket{{{labels}{sep}le="{le}"}} {running}')
+        braces = f"{{{labels}}}" if labels else ""
+        lines.append(f"{name}_sum{braces} {self.total!r}")
+        lines.append(f"{name}_count{braces} {running}")
+        return lines
+
 
 class Metrics:
     """Monotonic counters with labels; cheap enough to bump on every round."""
 
     def __init__(self) -> None:
         self._counts: Counter[Key] = Counter()
-        self._rounds: dict[tuple[str, str], int] = {}
-        """``engine_rounds_total`` by (method, outcome): bumped on every request, so kept apart
-        from the labelled counters; completions and duplicates are derived from it."""
+        self._rounds: dict[tuple[str, str], Histogram] = {}
+        """Round durations by (method, outcome): observed on every request, so kept apart from
+        the labelled counters; ``engine_rounds_total``, completions and duplicates are counted
+        from them when scraped."""
+        self._store: dict[str, Histogram] = {}
 
     def inc(self, name: str, **labels: str) -> None:
         """Count one; call sites pass labels in a fixed order, so they are not sorted here."""
         self._counts[(name, tuple(labels.items()))] += 1
 
-    def round_served(self, method: str, outcome: str) -> None:
-        """Count one round; completed calls and duplicates are counted from these when
-        scraped."""
-        rounds = self._rounds
+    def round_served(self, method: str, outcome: str, seconds: float) -> None:
+        """One round, and how long it took to serve."""
         key = (method, outcome)
-        rounds[key] = rounds.get(key, 0) + 1
+        histogram = self._rounds.get(key)
+        if histogram is None:
+            histogram = self._rounds[key] = Histogram(ROUND_SECONDS)
+        histogram.observe(seconds)
+
+    def store_operation(self, operation: str, seconds: float) -> None:
+        """How long one store operation (``claim``, ``complete``, ``spill``, ...) took."""
+        histogram = self._store.get(operation)
+        if histogram is None:
+            histogram = self._store[operation] = Histogram(STORE_SECONDS)
+        histogram.observe(seconds)
 
     def _all(self) -> Counter[Key]:
         counts = Counter(self._counts)
-        for (method, outcome), n in list(self._rounds.items()):
+        for (method, outcome), histogram in list(self._rounds.items()):
+            n = histogram.count
             counts[("engine_rounds_total", (("method", method), ("outcome", outcome)))] += n
             if outcome == "cached":
                 counts[("engine_duplicates_served_total", ())] += n
@@ -72,6 +128,21 @@ class Metrics:
             for labels, n in sorted(samples):
                 rendered = ",".join(f'{k}="{_escape(v)}"' for k, v in labels)
                 lines.append(f"{name}{{{rendered}}} {n}" if rendered else f"{name} {n}")
+        families = {
+            "engine_round_duration_seconds": [
+                (f'method="{_escape(method)}",outcome="{_escape(outcome)}"', histogram)
+                for (method, outcome), histogram in sorted(self._rounds.items())
+            ],
+            "engine_store_operation_duration_seconds": [
+                (f'operation="{_escape(operation)}"', histogram)
+                for operation, histogram in sorted(self._store.items())
+            ],
+        }
+        for name, histograms in families.items():
+            lines.append(f"# HELP {name} {_HISTOGRAMS[name]}")
+            lines.append(f"# TYPE {name} histogram")
+            for label_text, histogram in histograms:
+                lines.extend(histogram.lines(name, label_text))
         lines.extend(extra)
         return "\n".join(lines) + "\n"
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from time import perf_counter
 from typing import Any
 
 from engine._internal.logbridge import forwarding_logs
@@ -212,6 +213,7 @@ async def handle(server: Served, message: Message, exchange: Exchange) -> bytes:
     )
     if exchange.access_token is not None:
         scope.access_token = exchange.access_token
+    started = perf_counter()
     level = meta.get(META_LOG_LEVEL)
     if level is None or exchange.notify is None:
         outcome = await operation(server, params, scope)
@@ -219,8 +221,8 @@ async def handle(server: Served, message: Message, exchange: Exchange) -> bytes:
         async with forwarding_logs(level, exchange.notify):
             outcome = await operation(server, params, scope)
     if type(outcome) is RoundReply:
-        server.metrics.round_served(message.method, outcome.kind)
         if outcome.cached is not None:
+            server.metrics.round_served(message.method, outcome.kind, perf_counter() - started)
             return outcome.cached
         result = round_result(outcome)
         _decorate(server, result)
@@ -230,6 +232,7 @@ async def handle(server: Served, message: Message, exchange: Exchange) -> bytes:
         pending = outcome.finish(body)
         if pending is not None:
             await pending
+        server.metrics.round_served(message.method, outcome.kind, perf_counter() - started)
         return body
     assert isinstance(outcome, dict)
     outcome.setdefault("resultType", "complete")

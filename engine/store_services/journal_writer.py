@@ -12,6 +12,7 @@ import logging
 import time
 import zlib
 from collections import deque
+from time import perf_counter
 from typing import Any
 
 import anyio
@@ -181,7 +182,10 @@ class JournalWriter:
             batch = [events.popleft() for _ in range(min(len(events), JOURNAL_BATCH))]
             try:
                 sealed = [(call_id, self.sealed(event)) for call_id, event in batch]
+                started = perf_counter()
                 await self.store.append_many(sealed, self.ttl)
+                if self.metrics is not None:
+                    self.metrics.store_operation("journal", perf_counter() - started)
             except StoreUnavailable as exc:
                 log.warning("%d journal events not written: %s", len(batch), exc)
             except TypeError as exc:

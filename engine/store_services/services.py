@@ -38,7 +38,13 @@ class StoreServices:
     ) -> None:
         self.retries = DeferredWrites(ttl=ttl)
         self.claims = RoundClaims(
-            store, self.retries, keys=keys, ttl=ttl, wait_duplicates=wait_duplicates, lease=lease
+            store,
+            self.retries,
+            keys=keys,
+            ttl=ttl,
+            wait_duplicates=wait_duplicates,
+            lease=lease,
+            metrics=metrics,
         )
         self.state = StateSpill(store, keys=keys, ttl=ttl, metrics=metrics)
         self.journal = JournalWriter(

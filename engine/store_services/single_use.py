@@ -15,11 +15,13 @@ import hashlib
 import logging
 from dataclasses import dataclass
 from functools import partial
+from time import perf_counter
 from typing import Any
 
 import anyio
 from pydantic_core import to_json
 
+from engine._internal.metrics import Metrics
 from engine._internal.random_pool import random_bytes
 from engine.errors import InvalidRequestState
 from engine.settings import DEFAULT_CLAIM_LEASE
@@ -103,8 +105,10 @@ class RoundClaims:
         ttl: int,
         wait_duplicates: float,
         lease: float = DEFAULT_CLAIM_LEASE,
+        metrics: Metrics | None = None,
     ) -> None:
         self.store = store
+        self.metrics = metrics
         self.keys = keys
         """Seals kept responses: the store holds no result in the clear."""
         self.retries = retries
@@ -117,10 +121,13 @@ class RoundClaims:
     async def admit(self, call_id: str, round_no: int, fingerprint: bytes) -> Admission:
         """Claim a round for this attempt, with a short lease (see :meth:`keep_alive`)."""
         hold = Hold(call_id, round_no, fingerprint, random_bytes(16))
+        started = perf_counter()
         try:
             claim = await self.store.claim(
                 call_id, round_no, fingerprint, self.lease, owner=hold.owner
             )
+            if self.metrics is not None:
+                self.metrics.store_operation("claim", perf_counter() - started)
         except StoreUnavailable:
             # The claim may have landed all the same: give it back once the store answers, or
             # every retry of this round would wait for an owner that is not running it.
@@ -193,8 +200,11 @@ class RoundClaims:
         """
         complete = self.store.complete
         response = self.keys.seal_record(response, KEPT_RESPONSE)
+        started = perf_counter()
         try:
             await complete(hold.call_id, hold.round_no, hold.fingerprint, response, self.ttl)
+            if self.metrics is not None:
+                self.metrics.store_operation("complete", perf_counter() - started)
         except StoreUnavailable as exc:
             what = f"the response of round {hold.round_no} of call {hold.call_id}"
             write = partial(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from time import perf_counter
 
 from engine._internal.metrics import Metrics
 from engine._internal.random_pool import random_bytes
@@ -54,8 +55,10 @@ class StateSpill:
     async def spill(self, call_id: str, state: bytes, principal: str | None = None) -> StateRef:
         blob_id = random_bytes(9).hex()
         sealed = self.keys.seal_record(state, _purpose(principal))
+        started = perf_counter()
         await self.store.put_blob(call_id, blob_id, sealed, self.ttl)
         if self.metrics is not None:
+            self.metrics.store_operation("spill", perf_counter() - started)
             self.metrics.inc("engine_state_spills_total")
         return StateRef(blob_id, hashlib.sha256(state).digest())
 
@@ -80,7 +83,10 @@ class StateSpill:
             return state
 
     async def fetch(self, call_id: str, ref: StateRef, principal: str | None = None) -> bytes:
+        started = perf_counter()
         blob = await self.store.get_blob(call_id, ref.blob_id)
+        if self.metrics is not None:
+            self.metrics.store_operation("fetch_state", perf_counter() - started)
         if blob is None:
             raise InvalidRequestState("state blob missing or expired")
         blob = self.keys.open_record(blob, _purpose(principal))

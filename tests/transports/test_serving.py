@@ -325,3 +325,53 @@ def test_a_drain_closes_a_busy_connection_after_its_response(tmp_path: Path) -> 
             assert conn.recv(1) == b""
             assert time.monotonic() - started < 4  # not after an idle connection's timeout
         assert process.wait(timeout=10) == 0
+
+
+def histogram_of(text: str, name: str, labels: str) -> tuple[list[tuple[str, int]], int, float]:
+    """The buckets (``le``, cumulative count), count and sum of one histogram in an exposition."""
+    buckets: list[tuple[str, int]] = []
+    count, total = -1, -1.0
+    for line in text.splitlines():
+        sample, _, value = line.rpartition(" ")
+        if sample.startswith(f"{name}_bucket{{{labels},le="):
+            buckets.append((sample.split('le="')[1].rstrip('"}'), int(value)))
+        elif sample == f"{name}_count{{{labels}}}":
+            count = int(value)
+        elif sample == f"{name}_sum{{{labels}}}":
+            total = float(value)
+    return buckets, count, total
+
+
+async def test_metrics_time_rounds_and_store_operations(tmp_path: Path) -> None:
+    """Round durations by method and outcome, store operations by name: Prometheus histograms
+    whose buckets only grow and end in +Inf with the count."""
+    mcp = build(keys=[KEY], store=f"sqlite:///{tmp_path / 'calls.db'}")
+    async with Client(mcp, elicitation=lambda p: YES) as client:
+        first = await client.send(
+            "tools/call", {"name": "order_book", "arguments": {"title": "Neuromancer"}}
+        )
+        retry = {
+            "name": "order_book",
+            "arguments": {"title": "Neuromancer"},
+            "inputResponses": {"confirm_backorder": YES},
+            "requestState": first["requestState"],
+        }
+        await client.send("tools/call", retry)
+    text = mcp.metrics.exposition()
+    assert "# TYPE engine_round_duration_seconds histogram" in text
+    assert "# TYPE engine_store_operation_duration_seconds histogram" in text
+    for labels in (
+        'method="tools/call",outcome="input_required"',
+        'method="tools/call",outcome="complete"',
+    ):
+        buckets, count, total = histogram_of(text, "engine_round_duration_seconds", labels)
+        assert count == 1 and total > 0
+        assert buckets[-1] == ("+Inf", 1)
+        assert [n for _, n in buckets] == sorted(n for _, n in buckets)
+    for operation in ("claim", "complete", "journal"):
+        labels = f'operation="{operation}"'
+        buckets, count, total = histogram_of(
+            text, "engine_store_operation_duration_seconds", labels
+        )
+        assert count >= 1 and total > 0, (operation, text)
+        assert buckets[-1] == ("+Inf", count)
