@@ -43,7 +43,14 @@ _ROUND: contextvars.ContextVar[RoundFields | None] = contextvars.ContextVar(
     "engine_round", default=None
 )
 _replica = ""
+_naming = False
 """The replica of lines written outside any round (startup, the store's health)."""
+
+
+def naming_rounds() -> bool:
+    """Whether any handler formats JSON lines: only then is a round named (a cost on every
+    round otherwise paid for nothing)."""
+    return _naming
 
 
 def enter_round(fields: RoundFields) -> None:
@@ -70,6 +77,11 @@ class JsonLines(logging.Formatter):
     """One JSON object per record: ``ts``, ``level``, ``logger``, ``message``, ``replica``, and
     ``call_id``, ``round``, ``tool``, ``principal`` inside a round; ``error`` (``type`` and
     ``stack``) for an exception."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        global _naming
+        super().__init__(*args, **kwargs)
+        _naming = True
 
     def format(self, record: logging.LogRecord) -> str:
         line: dict[str, Any] = {
@@ -137,5 +149,6 @@ __all__ = [
     "enter_round",
     "log_format",
     "logging_config",
+    "naming_rounds",
     "set_replica",
 ]

@@ -222,8 +222,11 @@ class RoundRunner:
     def _log_as(
         self, handler: Handler, call_id: bytes, round_no: int, principal: str | None
     ) -> None:
-        fields = logs.RoundFields(call_id.hex(), round_no, handler.name, principal, self.replica_id)
-        logs.enter_round(fields)
+        if logs.naming_rounds():
+            fields = logs.RoundFields(
+                call_id.hex(), round_no, handler.name, principal, self.replica_id
+            )
+            logs.enter_round(fields)
 
     async def _fetch_state(self, ref: StateRef, call_id: bytes, principal: str | None) -> bytes:
         """State kept by reference: from the store (inline state needs no await)."""
