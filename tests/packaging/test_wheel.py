@@ -8,6 +8,7 @@ in the default ``make test``: set ``ENGINE_WHEEL=1`` to run it here.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -26,6 +27,7 @@ pytestmark = [
 ]
 
 ROOT = Path(__file__).resolve().parents[2]
+CACHES = shutil.ignore_patterns("__pycache__", "*.pyc")
 APP = """
 from typing import Annotated
 
@@ -87,19 +89,14 @@ def serve(installed: Path, app: Path, port: int, log: Path) -> subprocess.Popen[
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The ``bin`` of a fresh venv with the wheel of this checkout installed."""
     where = tmp_path_factory.mktemp("wheel")
-    run(
-        sys.executable,
-        "-m",
-        "pip",
-        "wheel",
-        "--no-deps",
-        "-q",
-        "-w",
-        where / "dist",
-        ROOT,
-        cwd=where,
-    )
-    wheels = list((where / "dist").glob("mcp_engine-*.whl"))
+    source = where / "source"  # a copy: building writes build/ beside the sources
+    for package in ("engine", "stores"):
+        shutil.copytree(ROOT / package, source / package, ignore=CACHES)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    dist = where / "dist"
+    run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", dist, source, cwd=where)
+    wheels = list(dist.glob("mcp_engine-*.whl"))
     assert len(wheels) == 1, wheels
     run(sys.executable, "-m", "venv", where / "venv", cwd=where)
     bin_dir = where / "venv" / "bin"

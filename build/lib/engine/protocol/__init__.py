@@ -1,1 +1,0 @@
-"""JSON-RPC framing and the protocol eras, independent of any transport."""

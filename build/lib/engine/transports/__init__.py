@@ -1,1 +1,0 @@
-"""Transports: Streamable HTTP (a plain ASGI application) and stdio."""
