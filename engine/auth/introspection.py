@@ -23,8 +23,7 @@ from typing import Any
 import anyio
 import httpx
 
-from engine.auth.jwt_verifier import scopes_of
-from engine.auth.provider import AccessToken
+from engine.auth.provider import AccessToken, token_from_claims
 
 log = logging.getLogger("engine.auth")
 
@@ -157,24 +156,12 @@ class IntrospectionVerifier:
             return _refused("expired")
         if self.issuer is not None and answer.get("iss") != self.issuer:
             return _refused("another issuer")
-        resource = None
         if self.audiences is not None:
             audience = answer.get("aud")
             named = audience if isinstance(audience, list) else [audience]
-            resource = next((a for a in self.audiences if a in named), None)
-            if resource is None:
+            if not any(a in named for a in self.audiences):
                 return _refused("another audience")
-        client = answer.get("client_id")
-        subject = answer.get("sub")
-        return AccessToken(
-            token=token,
-            client_id=str(client) if client is not None else "",
-            scopes=scopes_of(answer),
-            expires_at=int(expires) if isinstance(expires, int | float) else None,
-            resource=resource,
-            subject=str(subject) if subject is not None else None,
-            claims=answer,
-        )
+        return token_from_claims(token, answer, self.audiences)
 
 
 def _refused(reason: str) -> AccessToken | None:

@@ -33,7 +33,7 @@ import httpx
 import jwt
 
 from engine.auth.jwks import ASYMMETRIC, JWKSCache
-from engine.auth.provider import AccessToken
+from engine.auth.provider import AccessToken, scopes_of, token_from_claims
 
 log = logging.getLogger("engine.auth")
 
@@ -181,40 +181,12 @@ class JWTVerifier:
             )
         except jwt.PyJWTError as exc:
             return _refused(str(exc) or type(exc).__name__)
-        return _access_token(token, claims, self.audiences)
+        return token_from_claims(token, claims, self.audiences)
 
 
 def _refused(reason: str) -> AccessToken | None:
     log.info("bearer token refused: %s", reason)
     return None
-
-
-def scopes_of(claims: Mapping[str, Any]) -> list[str]:
-    """``scope`` (space-separated) or ``scp`` (a list, or a space-separated string)."""
-    given = claims.get("scope", claims.get("scp"))
-    if isinstance(given, str):
-        return given.split()
-    if isinstance(given, list):
-        return [scope for scope in given if isinstance(scope, str)]
-    return []
-
-
-def _access_token(token: str, claims: dict[str, Any], audiences: list[str]) -> AccessToken:
-    audience = claims.get("aud")
-    named = audience if isinstance(audience, list) else [audience]
-    resource = next((a for a in audiences if a in named), None)
-    client = claims.get("client_id") or claims.get("azp") or claims.get("appid")
-    subject = claims.get("sub")
-    expires = claims.get("exp")
-    return AccessToken(
-        token=token,
-        client_id=str(client) if client is not None else "",
-        scopes=scopes_of(claims),
-        expires_at=int(expires) if isinstance(expires, int | float) else None,
-        resource=resource,
-        subject=str(subject) if subject is not None else None,
-        claims=claims,
-    )
 
 
 __all__ = ["DEFAULT_ALGORITHMS", "JWTVerifier", "scopes_of"]

@@ -7,6 +7,7 @@ same fields, so a verifier written for one runs on the other with its imports ch
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel
@@ -63,4 +64,36 @@ def principal_of(token: AccessToken) -> str:
     return f"{token.issuer or ''} {subject}"
 
 
-__all__ = ["AccessToken", "TokenVerifier", "principal_of"]
+def scopes_of(claims: Mapping[str, Any]) -> list[str]:
+    """``scope`` (space-separated) or ``scp`` (a list, or a space-separated string)."""
+    given = claims.get("scope", claims.get("scp"))
+    if isinstance(given, str):
+        return given.split()
+    if isinstance(given, list):
+        return [scope for scope in given if isinstance(scope, str)]
+    return []
+
+
+def token_from_claims(
+    token: str, claims: dict[str, Any], audiences: list[str] | None
+) -> AccessToken:
+    """An accepted token as its claims (a JWT's, or an introspection answer's) describe it;
+    its resource is the first of ``audiences`` it names."""
+    audience = claims.get("aud")
+    named = audience if isinstance(audience, list) else [audience]
+    resource = next((a for a in audiences or () if a in named), None)
+    client = claims.get("client_id") or claims.get("azp") or claims.get("appid")
+    subject = claims.get("sub")
+    expires = claims.get("exp")
+    return AccessToken(
+        token=token,
+        client_id=str(client) if client is not None else "",
+        scopes=scopes_of(claims),
+        expires_at=int(expires) if isinstance(expires, int | float) else None,
+        resource=resource,
+        subject=str(subject) if subject is not None else None,
+        claims=claims,
+    )
+
+
+__all__ = ["AccessToken", "TokenVerifier", "principal_of", "scopes_of", "token_from_claims"]
