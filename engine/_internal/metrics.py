@@ -29,11 +29,11 @@ _HELP = {
 Key = tuple[str, tuple[tuple[str, str], ...]]
 
 ROUND_SECONDS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
-"""Bucket bounds of ``engine_round_duration_seconds``: a round of the engine alone takes well
-under a millisecond; one waiting on a slow resolver or a 2025-11-25 answer, seconds."""
+"""Bucket bounds of ``engine_round_duration_seconds``: from a round of the engine alone to one
+waiting on a slow resolver or a 2025-11-25 answer."""
 STORE_SECONDS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 2.0)
 """Bucket bounds of ``engine_store_operation_duration_seconds``: from a local SQLite commit or
-a Redis script on the same host (100 µs) to the operation timeout."""
+a Redis script on the same host to the operation timeout."""
 _HISTOGRAMS = {
     "engine_round_duration_seconds": "Time to serve a round, by method and outcome.",
     "engine_store_operation_duration_seconds": "Time a store operation took, by operation.",
