@@ -256,6 +256,16 @@ def read_round(
     return None if row is None else (bytes(row[0]), None if row[1] is None else bytes(row[1]))
 
 
+_CLAIM = (
+    "INSERT INTO rounds (call_id, round_no, fingerprint, response, expires_at, owner)"
+    " VALUES (?, ?, ?, NULL, ?, ?) ON CONFLICT (call_id, round_no) DO UPDATE SET"
+    " fingerprint = excluded.fingerprint, response = NULL, expires_at = excluded.expires_at,"
+    " owner = excluded.owner WHERE rounds.expires_at <= ?"
+)
+"""Creates the round's record, or replaces an expired one, in one statement (atomic on its
+own): a live record is left as it is and changes no row."""
+
+
 def claim(
     conn: sqlite3.Connection,
     clock: Clock,
@@ -264,19 +274,21 @@ def claim(
     ttl: float,
     owner: bytes | None,
 ) -> ClaimResult:
-    with transaction(conn):
-        now = clock()
-        record = read_round(conn, key, now)
-        if record is None:
-            conn.execute(
-                "INSERT OR REPLACE INTO rounds"
-                " (call_id, round_no, fingerprint, response, expires_at, owner)"
-                " VALUES (?, ?, ?, NULL, ?, ?)",
-                (*key, fingerprint, now + ttl, owner),
-            )
-            return FRESH
+    now = clock()
+    if conn.execute(_CLAIM, (*key, fingerprint, now + ttl, owner, now)).rowcount:
+        return FRESH
+    record = read_round(conn, key, now)  # the live record the claim found
+    if record is None:  # it expired in between: claim again, which now replaces it
+        return claim(conn, clock, key, fingerprint, ttl, owner)
     theirs, response = record
     return claim_found(theirs, response, fingerprint)
+
+
+_COMPLETE_CLAIMED = (
+    "UPDATE rounds SET response = ?, expires_at = ?, owner = NULL"
+    " WHERE call_id = ? AND round_no = ? AND fingerprint = ? AND response IS NULL"
+)
+"""The common completion, of the record its claim made, in one statement."""
 
 
 def complete(
@@ -287,8 +299,10 @@ def complete(
     response: bytes,
     ttl: float,
 ) -> bool:
-    with transaction(conn):
-        now = clock()
+    now = clock()
+    if conn.execute(_COMPLETE_CLAIMED, (response, now + ttl, *key, fingerprint)).rowcount:
+        return True
+    with transaction(conn):  # no claimed record: complete only where none lives
         record = read_round(conn, key, now)
         if record is not None and (record[0] != fingerprint or record[1] is not None):
             return False
@@ -330,43 +344,61 @@ def renew(
     return conn.execute(sql, (now + ttl, *key, fingerprint, owner, now)).rowcount > 0
 
 
+_JOURNAL_COUNT = (
+    "INSERT INTO calls VALUES (:call_id, :target, :ts, :ts, 1, :kind, :expires)"
+    " ON CONFLICT (call_id) DO UPDATE SET"
+    " target = CASE WHEN expires_at <= :now THEN excluded.target"
+    " ELSE coalesce(target, excluded.target) END,"
+    " first_ts = CASE WHEN expires_at <= :now THEN excluded.first_ts"
+    " ELSE min(first_ts, excluded.first_ts) END,"
+    " last_ts = CASE WHEN expires_at <= :now THEN excluded.last_ts"
+    " ELSE max(last_ts, excluded.last_ts) END,"
+    " events = CASE WHEN expires_at <= :now THEN 1 ELSE events + 1 END,"
+    " last_kind = CASE WHEN expires_at <= :now THEN excluded.last_kind"
+    " ELSE coalesce(excluded.last_kind, last_kind) END,"
+    " expires_at = excluded.expires_at"
+    " RETURNING events"
+)
+"""Counts one more event of a call in its listing and returns the count: the event's ``seq`` is
+the count before it. An expired listing starts over at 1 (SET reads the row as it was); the
+rows its old journal left behind are passed over on read (``seq`` at or past the count) and
+written over or purged later."""
+
+
 def append_many(
     conn: sqlite3.Connection, clock: Clock, entries: list[EncodedEvent], ttl: float
 ) -> None:
     """Journal events (call id, encoded event, listing fields) in one transaction."""
     with transaction(conn):
         now = clock()
+        expires = now + ttl
         for call_id, data, fields in entries:
-            row = conn.execute(
-                "SELECT events, expires_at FROM calls WHERE call_id = ?", (call_id,)
+            (count,) = conn.execute(
+                _JOURNAL_COUNT,
+                {
+                    "call_id": call_id,
+                    "target": fields.target,
+                    "ts": fields.ts,
+                    "kind": fields.kind,
+                    "expires": expires,
+                    "now": now,
+                },
             ).fetchone()
-            if row is not None and row[1] <= now:  # an expired journal restarts from scratch
-                conn.execute("DELETE FROM journal WHERE call_id = ?", (call_id,))
-                conn.execute("DELETE FROM calls WHERE call_id = ?", (call_id,))
-                row = None
-            seq = 0 if row is None else row[0]
-            conn.execute("INSERT INTO journal VALUES (?, ?, ?)", (call_id, seq, data))
             conn.execute(
-                "INSERT INTO calls VALUES (?, ?, ?, ?, 1, ?, ?) ON CONFLICT (call_id) DO UPDATE"
-                " SET target = coalesce(target, excluded.target),"
-                " first_ts = min(first_ts, excluded.first_ts),"
-                " last_ts = max(last_ts, excluded.last_ts),"
-                " events = events + 1,"
-                " last_kind = coalesce(excluded.last_kind, last_kind),"
-                " expires_at = excluded.expires_at",
-                (call_id, fields.target, fields.ts, fields.ts, fields.kind, now + ttl),
+                "INSERT OR REPLACE INTO journal VALUES (?, ?, ?)", (call_id, count - 1, data)
             )
 
 
 def events(conn: sqlite3.Connection, clock: Clock, call_id: str) -> list[dict[str, Any]]:
     with transaction(conn, "DEFERRED"):  # one snapshot for both reads
         live = conn.execute(
-            "SELECT 1 FROM calls WHERE call_id = ? AND expires_at > ?", (call_id, clock())
+            "SELECT events FROM calls WHERE call_id = ? AND expires_at > ?", (call_id, clock())
         ).fetchone()
         if live is None:
             return []
         rows = conn.execute(
-            "SELECT event FROM journal WHERE call_id = ? ORDER BY seq", (call_id,)
+            "SELECT event FROM journal WHERE call_id = ? AND seq < ? ORDER BY seq",
+            (call_id, live[0]),
         ).fetchall()
     return [decode_event(bytes(data)) for (data,) in rows]
 

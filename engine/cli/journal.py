@@ -114,17 +114,23 @@ def _recorded_call(args: argparse.Namespace) -> Any:
 
 
 async def _recorded(store: Any, call_id: str, keys: Any) -> Any:
-    """The call with this id, or with this unique id prefix."""
+    """The call with this id, or the one call whose id starts or ends with it (an id starts with
+    its call's time, so calls begun together share their first characters: the end tells them
+    apart)."""
     from engine.debug.journal import RecordedCall, ReplayError
 
     events = await store.events(call_id)
     if events:
         return RecordedCall.from_events(call_id, events, keys=keys)
-    matches = [c.call_id for c in await store.calls(limit=1000) if c.call_id.startswith(call_id)]
+    matches = [
+        c.call_id
+        for c in await store.calls(limit=1000)
+        if c.call_id.startswith(call_id) or c.call_id.endswith(call_id)
+    ]
     if len(matches) == 1:
         return RecordedCall.from_events(matches[0], await store.events(matches[0]), keys=keys)
     if len(matches) > 1:
-        raise ReplayError(f"{call_id!r} starts {len(matches)} call ids; give more of it")
+        raise ReplayError(f"{call_id!r} starts or ends {len(matches)} call ids; give more of it")
     raise ReplayError(
         f"no call {call_id!r} in the store (journals expire after journal_ttl, 24 h by "
         "default, and a server with journal_sample below 1 journals only some calls); list "
@@ -187,7 +193,7 @@ def calls(args: argparse.Namespace) -> int:
         return 0
     now = time.time()
     header = (
-        f"{'CALL ID':<26}{'TOOL':<22}{'ROUNDS':>6}  {'LAST':<16}{'STARTED (UTC)':<21}"
+        f"{'CALL ID':<46}{'TOOL':<22}{'ROUNDS':>6}  {'LAST':<16}{'STARTED (UTC)':<21}"
         f"{'ACTIVE':<12}PRINCIPAL"
     )
     print(header)
@@ -195,7 +201,7 @@ def calls(args: argparse.Namespace) -> int:
         started = datetime.fromtimestamp(c.first_ts, UTC).strftime("%Y-%m-%d %H:%M:%S")
         principal = principals[c.call_id]
         print(
-            f"{c.call_id:<26}{(c.target or '?'):<22}{c.events:>6}  {(c.last_kind or '?'):<16}"
+            f"{c.call_id:<46}{(c.target or '?'):<22}{c.events:>6}  {(c.last_kind or '?'):<16}"
             f"{started:<21}{_ago(now - c.last_ts):<12}"
             f"{principal if principal is not None else '-'}".rstrip()
         )

@@ -393,7 +393,9 @@ def build_parser() -> argparse.ArgumentParser:
     listed_tasks.set_defaults(func=cli_journal.tasks)
 
     show = command("show", "show a recorded call as a timeline of its rounds")
-    show.add_argument("call_id", metavar="CALL_ID", help="the call id (or a unique prefix)")
+    show.add_argument(
+        "call_id", metavar="CALL_ID", help="the call id, or a unique start or end of it"
+    )
     show.add_argument("--store", help=store_help)
     show.add_argument("--json", action="store_true", help="print the recorded events as JSON")
     _key_options(show)
@@ -432,7 +434,9 @@ def build_parser() -> argparse.ArgumentParser:
         "print a recorded call as JSON, to keep as a test fixture",
         "example:\n  python -m engine export 6f0c2a... > tests/fixtures/order.json",
     )
-    export.add_argument("call_id", metavar="CALL_ID", help="the call id (or a unique prefix)")
+    export.add_argument(
+        "call_id", metavar="CALL_ID", help="the call id, or a unique start or end of it"
+    )
     export.add_argument("--store", help=store_help)
     _key_options(export)
     export.set_defaults(func=cli_journal.export)

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from engine.cli.main import main
+from engine.state import claims as engine_claims
 from tests.conftest import KEY, OTHER_KEY
 from tests.fleet_helpers import ROOT, free_port, healthy_until_stopped
 
@@ -325,8 +326,8 @@ def test_calls_lists_recorded_calls_newest_first(server: Server, recorded: str) 
 
 
 def test_show_prints_the_timeline_of_a_call(server: Server, recorded: str) -> None:
-    # a unique prefix will do; the server's keys open the sealed journal
-    shown = engine("show", recorded[:8], "--store", server.store, ENGINE_KEYS=KEY)
+    # the end of an id will do (its start is the call's time); the server's keys open the journal
+    shown = engine("show", recorded[-8:], "--store", server.store, ENGINE_KEYS=KEY)
     assert shown.returncode == 0, shown.stderr
     text = shown.stdout
     assert text.startswith(f"Call {recorded}: tools/call order_book, 2 rounds, complete")
@@ -491,7 +492,7 @@ def test_inspect_decodes_a_request_state_only_with_the_right_key(server: Server)
     shown = json.loads(opened.stdout)
     assert shown["claims"]["round"] == 1
     assert shown["claims"]["expired"] is False
-    assert len(shown["claims"]["call_id"]) == 24
+    assert len(shown["claims"]["call_id"]) == 2 * engine_claims.CALL_ID_BYTES
     assert shown["state"]["answers"] == shown["state"]["checkpoints"] == {}
     assert list(shown["state"]["asked"]) == ["confirm_backorder"]
 

@@ -681,3 +681,18 @@ def test_call_ids_and_nonces_are_unique_across_pool_refills_threads_and_forks() 
     os.close(read_end)
     os.waitpid(child, 0)
     assert from_child != engine.state.claims.new_call_id()
+
+
+def test_call_ids_begun_later_sort_later_and_keep_128_random_bits() -> None:
+    """A store's indexes keyed by call id fill in order (the time first); the rest is random:
+    a call id is also a task's handle, which must not be guessable."""
+    claims = engine.state.claims
+    earlier = claims.new_call_id()
+    time.sleep(0.002)
+    later = [claims.new_call_id() for _ in range(200)]
+    assert all(earlier < call_id for call_id in later)
+    assert claims.CALL_ID_RANDOM_BYTES * 8 >= 128
+    randoms = {call_id[claims.CALL_ID_TIME_BYTES :] for call_id in later}
+    assert len(randoms) == 200
+    millis = int.from_bytes(earlier[: claims.CALL_ID_TIME_BYTES], "big")
+    assert abs(millis / 1000 - time.time()) < 5
