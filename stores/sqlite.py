@@ -194,6 +194,13 @@ class SQLiteStore:
         finally:
             self._lock.release()
 
+    async def _write_sized(self, what: str, op: Op[T], size: int) -> T:
+        """A write of `size` bytes: on this thread up to `QUICK_JOURNAL_BYTES`, in a worker
+        thread beyond (a large write must not stall the event loop)."""
+        if size > QUICK_JOURNAL_BYTES:
+            return await self._run(what, op, write=True)
+        return await self._run_quick(what, op, write=True)
+
     def _end_quick_transaction(self, quick: sqlite3.Connection) -> None:
         """Leave no transaction open on the quick connection after a failed operation: it
         would hold the write lock and refuse every later ``BEGIN``. If even a rollback fails,
@@ -368,10 +375,7 @@ class SQLiteStore:
             if n:  # other tasks run between two transactions of a large batch
                 await anyio.lowlevel.cancel_shielded_checkpoint()
             write = functools.partial(sql.append_many, entries=chunk, ttl=ttl)
-            if len(chunk) == 1 and len(chunk[0][1]) > QUICK_JOURNAL_BYTES:
-                await self._run("append", write, write=True)
-            else:
-                await self._run_quick("append", write, write=True)
+            await self._write_sized("append", write, sum(len(entry[1]) for entry in chunk))
 
     async def events(self, call_id: str) -> list[dict[str, Any]]:
         return await self._run(
@@ -391,10 +395,7 @@ class SQLiteStore:
     async def put_task(self, row: TaskRow, *, ttl: float, due: float | None) -> bool:
         check_task_write(row, ttl)
         write = functools.partial(task_sql.put_task, row=row, ttl=ttl, due=due)
-        if len(row.record) > QUICK_JOURNAL_BYTES:
-            written: bool = await self._run("put_task", write, write=True)
-        else:
-            written = await self._run_quick("put_task", write, write=True)
+        written: bool = await self._write_sized("put_task", write, len(row.record))
         return written
 
     async def get_task(self, task_id: str) -> TaskRow | None:
