@@ -17,7 +17,8 @@ quick connection leaves checkpoints of the write-ahead log (they write and sync 
 file: milliseconds) to a worker thread, every `CHECKPOINT_EVERY` quick writes: `serve`, while a
 server runs the store, else the write that reaches the count. Disk writes still happen on the
 loop's thread: a commit appends to the log, and the first commit after the log starts over syncs
-its header. Every claim is a ``BEGIN IMMEDIATE`` transaction, atomic across processes too.
+its header. The quick writes of one loop turn commit together (`_sqlite_group`): one ``BEGIN
+IMMEDIATE`` transaction, atomic across processes too, with a savepoint for each.
 
 Expiry uses the wall clock (the file outlives the process, a monotonic clock does not), or the
 ``clock`` given (e.g. a test's fake one): expired rows are ignored on read and purged now and then
@@ -31,7 +32,7 @@ import logging
 import os
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
 from typing import Any, TypeVar
 
@@ -53,6 +54,7 @@ from ._checks import (
     check_ttl,
 )
 from ._journal import EncodedEvent, encode_batch
+from ._sqlite_group import GroupCommit, Op, Pending, commit_group
 from ._waiters import Waiters, wait_settled
 from .base import (
     DEFAULT_OP_TIMEOUT,
@@ -66,9 +68,6 @@ from .base import (
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-Op = Callable[[sqlite3.Connection, sql.Clock], T]
-"""An operation of `stores._sqlite_sql` on one connection, with the store's clock."""
 
 CHECKPOINT_EVERY = 1000
 """Quick writes between two checkpoints of the write-ahead log (in a worker thread)."""
@@ -136,6 +135,7 @@ class SQLiteStore:
                 "Check that the directory exists and this process may write to it."
             ) from exc
         self._lock = anyio.Lock()
+        self._group = GroupCommit(self._acquire, self._lock.release, self._commit_group)
         self._quick_writes = 0
         self._checkpoint_wanted: anyio.Event | None = None
         """Set to ask `serve` for a checkpoint; ``None`` when it does not run."""
@@ -169,30 +169,61 @@ class SQLiteStore:
                 ) from None
 
     async def _run_quick(self, what: str, op: Op[T], write: bool) -> T:
-        """Run a short operation on this thread, after the operations before it; in a worker
-        thread when another process holds the database, as `_run` does."""
+        """Run a short operation on this thread, after the operations before it (a write in
+        the group commit of its loop turn); in a worker thread when another process holds the
+        database, as `_run` does."""
+        if write:
+            return await self._group.run(what, op)
         await anyio.lowlevel.checkpoint_if_cancelled()  # a cancelled caller stops here
         await self._acquire(what)
         try:
-            quick = self._quick
-            if quick is None:
-                raise RuntimeError("this SQLiteStore is closed; open a new store")
-            try:
-                result = op(quick, self._clock)
-            except sqlite3.OperationalError as exc:
-                self._end_quick_transaction(quick)
-                if not sql.is_busy(exc):
-                    raise unavailable("SQLite", f"{what} on {self.path!r}", str(exc)) from exc
-                result = await self._in_thread(what, op)  # another process holds it: wait
-            except BaseException:
-                self._end_quick_transaction(quick)
-                raise
-            if write:
-                self._quick_writes += 1
-                await self._housekeeping()
-            return result
+            return await self._quick_op(what, op)
         finally:
             self._lock.release()
+
+    async def _quick_op(self, what: str, op: Op[T]) -> T:
+        """`op` on the quick connection, under the lock; on the waiting one if it is busy."""
+        quick = self._quick
+        if quick is None:
+            raise RuntimeError("this SQLiteStore is closed; open a new store")
+        try:
+            return op(quick, self._clock)
+        except sqlite3.OperationalError as exc:
+            self._end_quick_transaction(quick)
+            if not sql.is_busy(exc):
+                raise self._failed(what, exc) from exc
+            return await self._in_thread(what, op)  # another process holds it: wait
+        except BaseException:
+            self._end_quick_transaction(quick)
+            raise
+
+    async def _commit_group(self, group: list[Pending[Any]]) -> None:
+        """A group of quick writes (`GroupCommit`), under the lock: one alone as it is, more
+        in one transaction; then housekeeping."""
+        if len(group) == 1:
+            (one,) = group
+            try:
+                one.settle(await self._quick_op(one.what, one.op))
+            except Exception as exc:
+                one.settle(error=exc)
+        else:
+            commit = functools.partial(commit_group, group=group, failed=self._failed_write)
+            try:
+                await self._quick_op(group[0].what, commit)
+            except Exception as exc:
+                for pending in group:
+                    pending.settle(error=exc)
+        self._quick_writes += len(group)
+        await self._housekeeping()
+
+    def _failed(self, what: str, exc: sqlite3.OperationalError) -> StoreUnavailable:
+        return unavailable("SQLite", f"{what} on {self.path!r}", str(exc))
+
+    def _failed_write(self, pending: Pending[Any], exc: Exception) -> BaseException:
+        """What the caller of one write of a group that raised sees: as if it ran alone."""
+        if isinstance(exc, sqlite3.OperationalError):
+            return self._failed(pending.what, exc)
+        return exc
 
     async def _write_sized(self, what: str, op: Op[T], size: int) -> T:
         """A write of `size` bytes: on this thread up to `QUICK_JOURNAL_BYTES`, in a worker
@@ -227,7 +258,7 @@ class SQLiteStore:
         try:
             return await anyio.to_thread.run_sync(op, conn, self._clock)
         except sqlite3.OperationalError as exc:
-            raise unavailable("SQLite", f"{what} on {self.path!r}", str(exc)) from exc
+            raise self._failed(what, exc) from exc
 
     async def _housekeeping(self) -> None:
         """After a write, under the lock: purge expired rows now and then, and checkpoint the

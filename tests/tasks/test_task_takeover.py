@@ -157,6 +157,7 @@ async def test_a_killed_replicas_task_is_finished_by_another_process(
     assert task["result"]["content"][0]["text"] == "4 became 40"
     assert effects(setting["effects"]) == [f"{task_id} 4"]  # the once step did not run again
 
+    await journaled(setting["db"], task_id, (2, "complete"))  # written after the status
     store = SQLiteStore(setting["db"])
     try:
         events = await store.events(task_id)

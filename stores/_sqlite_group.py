@@ -1,0 +1,153 @@
+"""Group commit: the quick writes that reach the SQLite store in one event-loop turn share one
+transaction.
+
+A commit of the write-ahead log costs more than the few rows a claim, a completion or a journal
+batch writes; concurrent rounds pay it once between them. The first writer of a turn leads: it
+yields one turn (the others join its group meanwhile), takes the store's lock, and commits the
+group; each write runs in a savepoint of its own, so one that fails leaves the others' rows and
+raises to its own caller only. Nobody learns a result before the transaction holding it commits:
+a claim is on disk, as far as ``synchronous`` promises, before its round's body runs.
+
+A writer cancelled before its group is taken leaves it (its write never runs); a leader cancelled
+before it takes the group hands the lead to the next writer. Once taken, a group commits even if
+its leader is cancelled: the others wait for it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Awaitable, Callable
+from typing import Any, Generic, TypeVar
+
+import anyio
+import anyio.lowlevel
+
+from ._sqlite_sql import Clock
+
+T = TypeVar("T")
+
+Op = Callable[[sqlite3.Connection, Clock], T]
+"""An operation of `stores._sqlite_sql` on one connection, with the store's clock."""
+
+
+class Pending(Generic[T]):
+    """One write waiting for its group's commit, and then its result."""
+
+    __slots__ = ("done", "error", "op", "value", "wake", "what")
+
+    def __init__(self, what: str, op: Op[T]) -> None:
+        self.what = what
+        self.op = op
+        self.wake = anyio.Event()
+        """Set when the write's result is known, or when it is asked to lead."""
+        self.done = False
+        self.value: T | None = None
+        self.error: BaseException | None = None
+
+    def settle(self, value: T | None = None, error: BaseException | None = None) -> None:
+        self.done, self.value, self.error = True, value, error
+        self.wake.set()
+
+    def result(self) -> T:
+        if self.error is not None:
+            raise self.error
+        return self.value  # type: ignore[return-value]  # done without error: op's value
+
+
+Commit = Callable[[list[Pending[Any]]], Awaitable[None]]
+"""Runs a group's writes under the store's lock and settles every one of them."""
+Acquire = Callable[[str], Awaitable[None]]
+"""Takes the store's lock (within the operation timeout, else raises `StoreUnavailable`)."""
+
+
+class GroupCommit:
+    """Forms the groups and chooses their leaders; the store commits them (`Commit`)."""
+
+    def __init__(self, acquire: Acquire, release: Callable[[], None], commit: Commit) -> None:
+        self._acquire = acquire
+        self._release = release
+        self._commit = commit
+        self._queue: list[Pending[Any]] = []
+        self._leader: Pending[Any] | None = None
+
+    async def run(self, what: str, op: Op[T]) -> T:
+        await anyio.lowlevel.checkpoint_if_cancelled()  # a cancelled caller stops here
+        me: Pending[T] = Pending(what, op)
+        self._queue.append(me)
+        if self._leader is None:
+            self._leader = me
+        try:
+            while not me.done:
+                if self._leader is me:
+                    await self._lead(me)
+                else:
+                    await me.wake.wait()
+        except BaseException:
+            self._leave(me)
+            raise
+        return me.result()
+
+    async def _lead(self, me: Pending[Any]) -> None:
+        await anyio.lowlevel.checkpoint()  # the other writers of this turn join meanwhile
+        try:
+            await self._acquire(me.what)
+        except Exception as exc:  # the lock stayed held: every writer waiting behind it fails
+            group, self._queue, self._leader = self._queue, [], None
+            for pending in group:
+                pending.settle(error=exc)
+            return
+        try:
+            group, self._queue, self._leader = self._queue, [], None
+            with anyio.CancelScope(shield=True):
+                try:
+                    await self._commit(group)
+                except Exception as exc:
+                    for pending in group:
+                        if not pending.done:
+                            pending.settle(error=exc)
+        finally:
+            self._release()
+
+    def _leave(self, me: Pending[Any]) -> None:
+        """A writer that stops waiting (cancelled) before its group is taken: its write is
+        withdrawn, and the lead passes on if it was its."""
+        if me.done:
+            return
+        if me in self._queue:
+            self._queue.remove(me)
+        if self._leader is me:
+            self._leader = self._queue[0] if self._queue else None
+            if self._leader is not None:
+                self._leader.wake.set()
+
+
+def commit_group(
+    conn: sqlite3.Connection,
+    clock: Clock,
+    group: list[Pending[Any]],
+    failed: Callable[[Pending[Any], Exception], BaseException],
+) -> None:
+    """The group's writes in one ``BEGIN IMMEDIATE`` transaction, a savepoint each; settles
+    them once it commits, a write that raised with ``failed(pending, exc)``. Raises (settling
+    none) when the transaction as a whole fails: the database was busy at ``BEGIN`` (nothing
+    ran), or it could not commit (nothing is kept)."""
+    outcomes: list[tuple[Any, BaseException | None]] = []
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for pending in group:
+            conn.execute("SAVEPOINT group_write")
+            try:
+                outcomes.append((pending.op(conn, clock), None))
+            except Exception as exc:
+                if not conn.in_transaction:  # SQLite gave the whole transaction up
+                    raise
+                conn.execute("ROLLBACK TO group_write")
+                outcomes.append((None, failed(pending, exc)))
+            conn.execute("RELEASE group_write")
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    for pending, (value, error) in zip(group, outcomes, strict=True):
+        pending.settle(value, error)

@@ -1,0 +1,218 @@
+"""Group commit in the SQLite store: the writes of one loop turn share a transaction, and each
+still succeeds, fails or is withdrawn on its own."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from stores import Claim, SQLiteStore, StoreUnavailable
+from stores._sqlite_group import GroupCommit, Pending, commit_group
+
+pytestmark = pytest.mark.anyio
+
+
+def count_begins(store: SQLiteStore) -> list[str]:
+    """The ``BEGIN`` statements the store's event-loop connection runs from now on."""
+    begins: list[str] = []
+    quick = store._quick
+    assert quick is not None
+    quick.set_trace_callback(lambda sql: begins.append(sql) if sql.startswith("BEGIN") else None)
+    return begins
+
+
+async def test_claims_of_one_loop_turn_commit_together(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "engine.db")
+    try:
+        await store.claim("warm-up", 1, b"fp", ttl=30)  # the first write also purges
+        begins = count_begins(store)
+        statuses: dict[str, Claim] = {}
+
+        async def claim(call_id: str) -> None:
+            statuses[call_id] = (await store.claim(call_id, 1, b"fp", ttl=30)).status
+
+        async with anyio.create_task_group() as tg:
+            for n in range(20):
+                tg.start_soon(claim, f"call-{n}")
+                tg.start_soon(claim, f"call-{n}")  # the same round twice in one group
+        assert len(begins) == 1
+        assert sorted(statuses) == sorted(f"call-{n}" for n in range(20))
+        reopened = SQLiteStore(tmp_path / "engine.db")
+        try:
+            again = [await reopened.claim(f"call-{n}", 1, b"fp", ttl=30) for n in range(20)]
+        finally:
+            await reopened.aclose()
+        assert {c.status for c in again} == {Claim.IN_PROGRESS}  # all on disk
+    finally:
+        await store.aclose()
+
+
+async def test_each_write_of_a_group_gets_its_own_result(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "engine.db")
+    try:
+        await store.claim("done", 1, b"fp", ttl=30)
+        await store.complete("done", 1, b"fp", b"the response", ttl=30)
+        results: dict[str, Any] = {}
+
+        async def claim(call_id: str, fingerprint: bytes) -> None:
+            results[f"{call_id}/{fingerprint.decode()}"] = await store.claim(
+                call_id, 1, fingerprint, ttl=30
+            )
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(claim, "done", b"fp")
+            tg.start_soon(claim, "done", b"other")
+            tg.start_soon(claim, "new", b"fp")
+        assert results["done/fp"].status is Claim.DUPLICATE
+        assert results["done/fp"].response == b"the response"
+        assert results["done/other"].status is Claim.CONFLICT
+        assert results["new/fp"].status is Claim.FRESH
+    finally:
+        await store.aclose()
+
+
+def test_a_failing_write_leaves_the_others_of_its_group(tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / "t.db", isolation_level=None)
+    conn.execute("CREATE TABLE t (k TEXT PRIMARY KEY)")
+    conn.execute("INSERT INTO t VALUES ('taken')")
+
+    def insert(*keys: str) -> Any:
+        def op(c: sqlite3.Connection, _clock: Any) -> int:
+            for key in keys:
+                c.execute("INSERT INTO t VALUES (?)", (key,))
+            return len(keys)
+
+        return op
+
+    group = [
+        Pending("first", insert("a")),
+        Pending("clash", insert("half-written", "taken")),  # its first row must go too
+        Pending("last", insert("b")),
+    ]
+    commit_group(conn, lambda: 0.0, group, lambda _pending, exc: exc)
+    assert [p.done for p in group] == [True, True, True]
+    assert group[0].result() == 1 and group[2].result() == 1
+    with pytest.raises(sqlite3.IntegrityError):
+        group[1].result()
+    assert sorted(k for (k,) in conn.execute("SELECT k FROM t")) == ["a", "b", "taken"]
+    assert not conn.in_transaction
+
+
+async def test_a_writer_cancelled_before_its_group_is_taken_writes_nothing() -> None:
+    ran: list[str] = []
+    lock = anyio.Lock()
+
+    async def acquire(_what: str) -> None:
+        await lock.acquire()
+
+    async def commit(group: list[Pending[Any]]) -> None:
+        for pending in group:
+            ran.append(pending.what)
+            pending.settle(pending.what)
+
+    writes = GroupCommit(acquire, lock.release, commit)
+    results: list[str] = []
+
+    async def write(what: str, scope: anyio.CancelScope) -> None:
+        with scope:
+            results.append(await writes.run(what, lambda *_: None))
+
+    leader_scope, follower_scope = anyio.CancelScope(), anyio.CancelScope()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(write, "leader", leader_scope)
+        tg.start_soon(write, "follower", follower_scope)
+        tg.start_soon(write, "third", anyio.CancelScope())
+        await anyio.lowlevel.checkpoint()
+        follower_scope.cancel()
+    assert ran == ["leader", "third"]
+    assert results == ["leader", "third"]
+
+
+async def test_a_leader_cancelled_before_it_takes_the_group_passes_the_lead() -> None:
+    lock = anyio.Lock()
+    ran: list[str] = []
+
+    async def acquire(_what: str) -> None:
+        await lock.acquire()
+
+    async def commit(group: list[Pending[Any]]) -> None:
+        for pending in group:
+            ran.append(pending.what)
+            pending.settle(pending.what)
+
+    writes = GroupCommit(acquire, lock.release, commit)
+    results: list[str] = []
+
+    async def write(what: str, scope: anyio.CancelScope) -> None:
+        with scope:
+            results.append(await writes.run(what, lambda *_: None))
+
+    await lock.acquire()  # someone else holds the store: the leader waits for it
+    leader_scope = anyio.CancelScope()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(write, "leader", leader_scope)
+        tg.start_soon(write, "follower", anyio.CancelScope())
+        await anyio.sleep(0.01)
+        leader_scope.cancel()
+        await anyio.sleep(0.01)
+        lock.release()
+    assert ran == ["follower"]
+    assert results == ["follower"]
+
+
+async def test_writers_behind_a_lock_held_too_long_all_fail_with_what_to_do(
+    tmp_path: Path,
+) -> None:
+    store = SQLiteStore(tmp_path / "engine.db", op_timeout=0.2)
+    try:
+        await store.claim("warm-up", 1, b"fp", ttl=30)
+        failures: list[BaseException] = []
+
+        async def claim(call_id: str) -> None:
+            try:
+                await store.claim(call_id, 1, b"fp", ttl=30)
+            except StoreUnavailable as exc:
+                failures.append(exc)
+
+        await store._lock.acquire()  # a long operation in a worker thread, say
+        try:
+            with anyio.fail_after(0.6):  # all at once, not one timeout after another
+                async with anyio.create_task_group() as tg:
+                    for n in range(5):
+                        tg.start_soon(claim, f"call-{n}")
+        finally:
+            store._lock.release()
+        assert len(failures) == 5
+        assert "0.2 s" in str(failures[0])
+        assert (await store.claim("call-0", 1, b"fp", ttl=30)).status is Claim.FRESH
+    finally:
+        await store.aclose()
+
+
+async def test_a_group_waits_for_another_process_then_commits(tmp_path: Path) -> None:
+    path = tmp_path / "engine.db"
+    store = SQLiteStore(path)
+    try:
+        await store.claim("warm-up", 1, b"fp", ttl=30)
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        statuses: list[Claim] = []
+
+        async def claim(call_id: str) -> None:
+            statuses.append((await store.claim(call_id, 1, b"fp", ttl=30)).status)
+
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as tg:
+                for n in range(5):
+                    tg.start_soon(claim, f"held-{n}")
+                await anyio.sleep(0.2)
+                assert statuses == []  # nobody learns a result before it is committed
+                other.execute("COMMIT")
+        other.close()
+        assert statuses == [Claim.FRESH] * 5
+    finally:
+        await store.aclose()
