@@ -26,9 +26,11 @@ WAL_SIZE_LIMIT = 64 * 1024 * 1024
 """Bytes the write-ahead log file is cut back to when it starts over (it is reused, not
 shrunk, otherwise)."""
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """1: the first schema. 2: ``rounds.owner``, the token of the claim that created the record.
-3: ``tasks``, the records of calls that run in the background."""
+3: ``tasks``, the records of calls that run in the background. 4: ``journal`` as a rowid table:
+events of a kilobyte or more stay in its leaf pages, where a table without rowid gives each its
+own overflow page."""
 
 _TASKS = (
     """CREATE TABLE IF NOT EXISTS tasks (
@@ -39,6 +41,10 @@ _TASKS = (
     "CREATE INDEX IF NOT EXISTS tasks_by_due ON tasks (due) WHERE due IS NOT NULL",
     "CREATE INDEX IF NOT EXISTS tasks_by_created ON tasks (created)",
 )
+
+_JOURNAL = """CREATE TABLE IF NOT EXISTS {name} (
+    call_id TEXT NOT NULL, seq INTEGER NOT NULL, event BLOB NOT NULL, PRIMARY KEY (call_id, seq)
+)"""
 
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS blobs (
@@ -55,10 +61,7 @@ _SCHEMA = (
     )""",
     "CREATE INDEX IF NOT EXISTS calls_by_last_ts ON calls (last_ts)",
     "CREATE INDEX IF NOT EXISTS calls_by_target ON calls (target, last_ts)",
-    """CREATE TABLE IF NOT EXISTS journal (
-        call_id TEXT NOT NULL, seq INTEGER NOT NULL, event BLOB NOT NULL,
-        PRIMARY KEY (call_id, seq)
-    ) WITHOUT ROWID""",
+    _JOURNAL.format(name="journal"),
     *_TASKS,
 )
 """Applied in one transaction on first open (``executescript`` would commit half-way)."""
@@ -66,6 +69,12 @@ _SCHEMA = (
 _MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: ("ALTER TABLE rounds ADD COLUMN owner BLOB",),
     2: _TASKS,
+    3: (
+        _JOURNAL.format(name="journal_v4"),
+        "INSERT INTO journal_v4 SELECT call_id, seq, event FROM journal",
+        "DROP TABLE journal",
+        "ALTER TABLE journal_v4 RENAME TO journal",
+    ),
 }
 """Statements that bring a file of version N to N + 1, applied in place on open."""
 

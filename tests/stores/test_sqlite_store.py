@@ -10,6 +10,7 @@ from contextlib import closing
 from pathlib import Path
 
 import anyio
+import msgpack
 import pytest
 
 from stores import CallSummary, Claim, ClaimResult, SQLiteStore, StoreUnavailable, TaskRow
@@ -279,10 +280,12 @@ PRAGMA user_version = 1;
 """The schema version 1 files were created with, as the first release wrote it."""
 V1_ROUNDS = ["call_id", "round_no", "fingerprint", "response", "expires_at"]
 V2_ROUNDS = [*V1_ROUNDS, "owner"]
+OLD_EVENT = {"round": 1, "kind": "x", "ts": 1.0, "target": "tool"}
 
 
 def _version_1_file(path: Path) -> None:
-    """A version-1 file with a blob, a completed round and an in-progress round in it."""
+    """A version-1 file with a blob, a completed round, an in-progress round and a journaled
+    event in it."""
     expires = time.time() + 60
     conn = sqlite3.connect(path)
     try:
@@ -291,6 +294,11 @@ def _version_1_file(path: Path) -> None:
             conn.execute("INSERT INTO blobs VALUES ('c1', 'state', ?, ?)", (b"old", expires))
             conn.execute("INSERT INTO rounds VALUES ('c1', 1, ?, ?, ?)", (b"fp", b"done", expires))
             conn.execute("INSERT INTO rounds VALUES ('c1', 2, ?, NULL, ?)", (b"fp", expires))
+            now = time.time()
+            conn.execute(
+                "INSERT INTO calls VALUES ('c1', 'tool', ?, ?, 1, 'x', ?)", (now, now, expires)
+            )
+            conn.execute("INSERT INTO journal VALUES ('c1', 0, ?)", (msgpack.packb(OLD_EVENT),))
     finally:
         conn.close()
 
@@ -299,6 +307,8 @@ def _schema_of(path: Path) -> tuple[int, list[str]]:
     with closing(sqlite3.connect(path)) as conn:
         (version,) = conn.execute("PRAGMA user_version").fetchone()
         columns = [row[1] for row in conn.execute("PRAGMA table_info(rounds)")]
+        (journal,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'journal'").fetchone()
+    assert ("WITHOUT ROWID" in journal) is (version < 4), journal
     return version, columns
 
 
@@ -309,8 +319,11 @@ async def test_a_version_1_file_is_migrated_in_place(tmp_path: Path) -> None:
 
     store = SQLiteStore(path)
     try:
-        assert _schema_of(path) == (3, V2_ROUNDS)
+        assert _schema_of(path) == (4, V2_ROUNDS)
         assert await store.get_blob("c1", "state") == b"old"
+        assert await store.events("c1") == [OLD_EVENT]  # version 4 moved the journal
+        await store.append("c1", {"round": 2, "kind": "y", "ts": 2.0}, ttl=60)
+        assert [e["kind"] for e in await store.events("c1")] == ["x", "y"]
         task = TaskRow("t1", 1, "working", "slow_compute", 1.0, 1.0, b"record")
         assert await store.put_task(task, ttl=60, due=None)  # version 3 added the tasks
         assert await store.get_task("t1") == task
@@ -333,7 +346,7 @@ async def test_a_version_1_file_is_migrated_in_place(tmp_path: Path) -> None:
         assert await store.claim("c1", 1, b"fp", ttl=60) == ClaimResult(Claim.DUPLICATE, b"done")
     finally:
         await store.aclose()
-    assert _schema_of(path) == (3, V2_ROUNDS)
+    assert _schema_of(path) == (4, V2_ROUNDS)
 
 
 async def test_two_stores_opening_a_version_1_file_migrate_it_once(tmp_path: Path) -> None:
@@ -349,13 +362,13 @@ async def test_two_stores_opening_a_version_1_file_migrate_it_once(tmp_path: Pat
     finally:
         for store in stores:
             await store.aclose()
-    assert _schema_of(path) == (3, V2_ROUNDS)
+    assert _schema_of(path) == (4, V2_ROUNDS)
 
 
 async def test_a_new_file_gets_the_current_schema(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "engine.db")
     await store.aclose()
-    assert _schema_of(tmp_path / "engine.db") == (3, V2_ROUNDS)
+    assert _schema_of(tmp_path / "engine.db") == (4, V2_ROUNDS)
 
 
 async def test_a_file_from_another_schema_is_refused(tmp_path: Path) -> None:
@@ -365,8 +378,8 @@ async def test_a_file_from_another_schema_is_refused(tmp_path: Path) -> None:
     with pytest.raises(StoreUnavailable, match="schema version 99"):
         SQLiteStore(path)
     with sqlite3.connect(path) as conn:
-        conn.execute("PRAGMA user_version = 4")  # the next version, unknown to this engine
-    with pytest.raises(StoreUnavailable, match="schema version 4"):
+        conn.execute("PRAGMA user_version = 5")  # the next version, unknown to this engine
+    with pytest.raises(StoreUnavailable, match="schema version 5"):
         SQLiteStore(path)
 
 
