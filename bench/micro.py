@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import os
 import sys
 import time
@@ -284,6 +285,8 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument("--profile", action="store_true", help="pyinstrument the dispatch loop")
     args = parser.parse_args()
+    # Inline state on purpose: the warning every server made here would log is not news.
+    logging.getLogger("engine.app").setLevel(logging.ERROR)
     if args.profile:
         profile(args.seconds)
         return
