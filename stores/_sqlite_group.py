@@ -105,6 +105,10 @@ class GroupCommit:
                     for pending in group:
                         if not pending.done:
                             pending.settle(error=exc)
+                finally:  # even on an interrupt: nobody is left waiting
+                    for pending in group:
+                        if not pending.done:
+                            pending.settle(error=RuntimeError("the commit was interrupted"))
         finally:
             self._release()
 
