@@ -16,6 +16,7 @@ import anyio
 from engine._internal import logs
 from engine._internal.keywords import refuse_unknown
 from engine._internal.metrics import Metrics
+from engine._internal.tracing import Tracing
 from engine.auth.provider import AccessToken, TokenVerifier
 from engine.auth.settings import AuthSettings
 from engine.calls.reply import CallRequest, RoundReply
@@ -183,6 +184,7 @@ class MCPServer:
         )
         # Read on every request: attributes rather than properties.
         self.metrics: Metrics = self.runtime.metrics
+        self.tracing: Tracing = self.runtime.tracing
         self.replica_id: str = self.settings.replica_id
         logs.set_replica(self.replica_id)
         self.server_info: dict[str, Any] = self.settings.info.server_info(name, version)

@@ -35,6 +35,7 @@ from engine.types import (
 if TYPE_CHECKING:
     # For the type of ``ctx.mcp_server`` only: at run time a Context sees its server through
     # the narrow ServerHooks below.
+    from engine._internal.tracing import RequestTrace
     from engine.app import MCPServer
 
 log = logging.getLogger("engine.rounds")
@@ -107,6 +108,8 @@ class RequestScope:
     """Ends the HTTP response of a 2025-11-25 call early; the client resumes it with GET."""
     access_token: AccessToken | None = None
     """The bearer token the HTTP transport verified (``None`` on stdio, or with auth off)."""
+    trace: RequestTrace | None = None
+    """The request's span, when the server traces."""
 
 
 @dataclass(slots=True)

@@ -15,6 +15,7 @@ from typing import Any
 import anyio
 
 from engine._internal.metrics import Metrics
+from engine._internal.tracing import StoreSpans, Tracing
 from engine.calls.runner import Principal, RoundRunner
 from engine.context import ServerHooks
 from engine.di.overrides import DependencyOverrides
@@ -50,6 +51,12 @@ class Runtime:
         self.keys = settings.keys if settings.keys is not None else _ephemeral_ring()
         self.metrics = Metrics()
         self.replica_id = settings.replica_id
+        self.tracing = Tracing(
+            settings.tracing.mode,
+            settings.tracing.provider,
+            settings.replica_id,
+            on_spans=self._traced,
+        )
         given = settings.store.store
         self.store: Store | None = None
         if given is not None:
@@ -105,6 +112,10 @@ class Runtime:
                 settings=settings.tasks,
                 metrics=self.metrics,
             )
+
+    def _traced(self, spans: StoreSpans) -> None:
+        """Spans are recorded from now on: store operations become spans too."""
+        self.metrics.store_spans = spans
 
     async def _forward_response(
         self, instance: str, message: dict[str, Any], session_id: str | None

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
 
+from engine._internal.tracing import TRACING_MODES, TracingMode
 from engine.state.seal import KeyRing, KeySpec
 from engine.types import Icon
 
@@ -63,6 +64,7 @@ class ServerOptions(TypedDict, total=False):
     task_poll_interval: float
     task_lease: float
     max_running_tasks: int
+    tracer_provider: Any
 
 
 SERVER_OPTIONS = ServerOptions.__optional_keys__
@@ -212,6 +214,27 @@ class ServeSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class TracingSettings:
+    """Whether spans are recorded (see ``engine._internal.tracing``), and by which provider."""
+
+    mode: TracingMode
+    """``ENGINE_TRACING``: ``auto`` (a provider is given or configured), ``on`` or ``off``."""
+    provider: Any = None
+    """An OpenTelemetry ``TracerProvider`` given as ``tracer_provider=``; ``None``: the global
+    one."""
+
+
+def _tracing(provider: Any, env: Environ) -> TracingSettings:
+    mode = env.get("ENGINE_TRACING", "").strip().lower() or "auto"
+    if mode not in TRACING_MODES:
+        raise ValueError(
+            f"ENGINE_TRACING must be one of {', '.join(TRACING_MODES)}, got {mode!r}; unset it "
+            "to trace once OpenTelemetry has a tracer provider"
+        )
+    return TracingSettings(mode, provider)
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
     """Everything a server is configured with, grouped by the part of the engine that reads it."""
 
@@ -227,6 +250,7 @@ class Settings:
     serve: ServeSettings
     info: InfoSettings
     registry: RegistrySettings
+    tracing: TracingSettings
 
     @classmethod
     def build(
@@ -330,6 +354,7 @@ class Settings:
                 prompts=_duplicates(options.get("warn_on_duplicate_prompts")),
                 resources=_duplicates(options.get("warn_on_duplicate_resources")),
             ),
+            tracing=_tracing(options.get("tracer_provider"), env),
         )
 
 

@@ -9,7 +9,11 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from engine._internal.tracing import StoreSpans
 
 _HELP = {
     "engine_rounds_total": "Rounds served, by method and outcome.",
@@ -82,6 +86,8 @@ class Metrics:
         the labelled counters; ``engine_rounds_total``, completions and duplicates are counted
         from them when scraped."""
         self._store: dict[str, Histogram] = {}
+        self.store_spans: StoreSpans | None = None
+        """Where store operations also become spans, once the server traces."""
 
     def inc(self, name: str, **labels: str) -> None:
         """Count one; call sites pass labels in a fixed order, so they are not sorted here."""
@@ -95,12 +101,23 @@ class Metrics:
             histogram = self._rounds[key] = Histogram(ROUND_SECONDS)
         histogram.observe(seconds)
 
-    def store_operation(self, operation: str, seconds: float) -> None:
-        """How long one store operation (``claim``, ``complete``, ``spill``, ...) took."""
+    def store_operation(self, operation: str, seconds: float, links: Sequence[Any] = ()) -> None:
+        """How long one store operation (``claim``, ``complete``, ``spill``, ...) took;
+        ``links`` name the rounds a write batched across calls was for (from
+        :meth:`trace_link`)."""
         histogram = self._store.get(operation)
         if histogram is None:
             histogram = self._store[operation] = Histogram(STORE_SECONDS)
         histogram.observe(seconds)
+        spans = self.store_spans
+        if spans is not None:
+            spans.store_operation(operation, seconds, links)
+
+    def trace_link(self) -> Any:
+        """The current round's span, for a write done later for it to link to (``None``: not
+        traced)."""
+        spans = self.store_spans
+        return None if spans is None else spans.current_link()
 
     def _all(self) -> Counter[Key]:
         counts = Counter(self._counts)

@@ -63,6 +63,8 @@ class RoundReply:
     journal."""
     launch: Callable[[], None] | None = None
     """Starts a task's body, once the round that created the task is kept and journaled."""
+    exception: BaseException | None = None
+    """What a handler raised unexpectedly, for an ``error`` reply (recorded on its span)."""
 
     def finish(self, response: bytes) -> Awaitable[None] | None:
         """Keep and journal the round; an awaitable when that must wait for the store."""

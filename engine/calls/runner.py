@@ -26,6 +26,7 @@ from engine.calls.execute import (
     fails_as_protocol_error,
 )
 from engine.calls.reply import CallRequest, Finisher, ReplyKind, RoundReply, TaskStart
+from engine.calls.traced import traced_round
 from engine.context import RequestScope, ServerHooks
 from engine.di.overrides import DependencyOverrides
 from engine.errors import INTERNAL_ERROR, INVALID_PARAMS, InvalidRequestState, MCPError, ToolError
@@ -107,7 +108,7 @@ class RoundRunner:
             raise TypeError("the principal callback must return str or None")
         return principal
 
-    async def run(
+    def run(
         self,
         handler: Handler,
         request: CallRequest,
@@ -115,7 +116,7 @@ class RoundRunner:
         in_place: AnswerSource | None = None,
         convert: Convert | None = None,
         task: TaskStart | None = None,
-    ) -> RoundReply:
+    ) -> Awaitable[RoundReply]:
         """One round; ``convert`` turns a final value into its wire result.
 
         Questions are answered from the request's state and ``inputResponses`` (2026-07-28),
@@ -123,8 +124,10 @@ class RoundRunner:
         runs while the round's claim is held, so a value that cannot be sent gives the claim
         back (or becomes an error result) instead of stranding it. Given ``task``, a round whose
         resolvers are answered may start a task instead of running the body.
+
+        A plain function: the token is opened and checked before anything is awaited, and the
+        round is the awaitable returned (under its span, when the request is traced).
         """
-        services = self.services
         responses = request.input_responses
         if responses is not None and not isinstance(responses, dict):
             raise MCPError(
@@ -139,37 +142,66 @@ class RoundRunner:
             raise MCPError(INTERNAL_ERROR, "Internal error") from None
         started = time.perf_counter()
         token = request.request_state
-        claimed: Hold | None = None
+        claims: Claims | None = None
         binding: Binding | None = None  # made when a token is checked or sealed
         if token is None:
-            state, call_id, round_no = CallState({}, {}, {}), new_call_id(), 1
-            self._log_as(handler, call_id, round_no, principal)
+            call_id, round_no = new_call_id(), 1
         else:
             claims = Claims.decode(self.keys.open(token, self.tokens.max_token_chars))
             binding = self._binding(request)
             claims.verify(binding, principal)
             call_id, round_no = claims.call_id, claims.round_no + 1
-            self._log_as(handler, call_id, round_no, principal)
-            if services is not None:
-                fingerprint = responses_fingerprint(responses)
-                admission = await services.claims.admit(call_id.hex(), claims.round_no, fingerprint)
-                if admission.cached is not None:
-                    return RoundReply(
-                        ReplyKind.CACHED,
-                        cached=admission.cached,
-                        call_id=call_id.hex(),
-                        round_no=round_no,
-                    )
-                if admission.retry:
-                    return RoundReply(
-                        ReplyKind.INPUT_REQUIRED,
-                        request_state=token,
-                        call_id=call_id.hex(),
-                        round_no=round_no,
-                    )
-                claimed = admission.hold
+        self._log_as(handler, call_id, round_no, principal)
+        rounds = self._round(
+            handler, request, claims, binding, call_id, round_no, principal, started, in_place,
+            convert, task,
+        )  # fmt: skip
+        trace = request.scope.trace
+        if trace is None:
+            return rounds
+        carried = claims.trace if claims is not None else None
+        return traced_round(trace, handler, call_id, round_no, carried, rounds)
+
+    async def _round(
+        self,
+        handler: Handler,
+        request: CallRequest,
+        claims: Claims | None,
+        binding: Binding | None,
+        call_id: bytes,
+        round_no: int,
+        principal: str | None,
+        started: float,
+        in_place: AnswerSource | None,
+        convert: Convert | None,
+        task: TaskStart | None,
+    ) -> RoundReply:
+        """The round after its token checked out: claimed, its state restored, executed."""
+        services = self.services
+        responses = request.input_responses
+        claimed: Hold | None = None
+        if claims is not None and services is not None:
+            fingerprint = responses_fingerprint(responses)
+            admission = await services.claims.admit(call_id.hex(), claims.round_no, fingerprint)
+            if admission.cached is not None:
+                return RoundReply(
+                    ReplyKind.CACHED,
+                    cached=admission.cached,
+                    call_id=call_id.hex(),
+                    round_no=round_no,
+                )
+            if admission.retry:
+                return RoundReply(
+                    ReplyKind.INPUT_REQUIRED,
+                    request_state=request.request_state,
+                    call_id=call_id.hex(),
+                    round_no=round_no,
+                )
+            claimed = admission.hold
         try:
-            if token is not None:
+            if claims is None:
+                state = CallState({}, {}, {})
+            else:
                 carried = claims.state
                 if not isinstance(carried, bytes):
                     carried = await self._fetch_state(carried, call_id, principal)
@@ -248,9 +280,15 @@ class RoundRunner:
         assert isinstance(answers, StatelessAnswers), "questions asked in place never suspend"
         requests = {key: rendered.request() for key, rendered in answers.pending.items()}
         call_hex = call_id.hex()
+        trace = request.scope.trace
         try:
             sealed = await self.seal(
-                answers.next_state, binding or self._binding(request), principal, call_id, round_no
+                answers.next_state,
+                binding or self._binding(request),
+                principal,
+                call_id,
+                round_no,
+                None if trace is None else trace.carried(),
             )
         except (OversizedState, UnkeptState) as exc:
             return _failed(handler, request, str(exc), call_hex, round_no)
@@ -263,8 +301,10 @@ class RoundRunner:
         principal: str | None,
         call_id: bytes,
         round_no: int,
+        trace: bytes | None = None,
     ) -> str:
-        """The requestState of the next round: the state inline, or by reference to the store."""
+        """The requestState of the next round: the state inline, or by reference to the store;
+        ``trace`` is the call's trace context, carried for the next round's spans."""
         tokens = self.tokens
         encoded = state.encode()
         carried: bytes | StateRef = encoded
@@ -302,6 +342,7 @@ class RoundRunner:
             call_id,
             round_no,
             carried,
+            trace,
         )
         return self.keys.seal(claims.encode())
 
@@ -403,7 +444,9 @@ def _ended(
         return RoundReply(ReplyKind.COMPLETE, executed.value, call_id, round_no)
     if executed.unexpected is not None:
         log.error("%s %r failed", handler.role, handler.name, exc_info=executed.unexpected)
-    return _failed(handler, request, executed.error or "", call_id, round_no)
+    reply = _failed(handler, request, executed.error or "", call_id, round_no)
+    reply.exception = executed.unexpected
+    return reply
 
 
 def _failed(

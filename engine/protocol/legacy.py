@@ -14,6 +14,7 @@ from typing import Any
 
 from engine._internal.logbridge import LEVELS, forwarding_logs
 from engine._internal.notify import Notify
+from engine._internal.tracing import RequestTrace
 from engine.auth.provider import AccessToken
 from engine.calls.reply import CallRequest, ReplyKind, RoundReply
 from engine.context import RequestScope, Session
@@ -29,6 +30,7 @@ from engine.handlers.results import error_result
 from engine.protocol.common import LISTINGS, Listing, arguments_param, complete, string_param
 from engine.protocol.jsonrpc import Message, dumps
 from engine.protocol.served import Served
+from engine.protocol.traced import request_trace, traced
 
 LATEST = "2025-11-25"
 LEGACY_VERSIONS = ["2025-11-25", "2025-06-18", "2025-03-26"]
@@ -232,8 +234,20 @@ OPERATIONS: dict[str, Operation] = {
 }
 
 
-async def handle(server: Served, message: Message, exchange: LegacyExchange) -> bytes:
+def handle(server: Served, message: Message, exchange: LegacyExchange) -> Awaitable[bytes]:
     """Serve one legacy request; the serialised ``result`` (errors raise MCPError)."""
+    spans = server.tracing.spans()
+    if spans is None:
+        return _serve(server, message, exchange, None)
+    session = exchange.session
+    version = session.protocol_version if session is not None else None
+    trace = request_trace(spans, message, exchange.headers, version)
+    return traced(trace, _serve(server, message, exchange, trace))
+
+
+async def _serve(
+    server: Served, message: Message, exchange: LegacyExchange, trace: RequestTrace | None
+) -> bytes:
     if message.method == "initialize":
         return dumps(await _initialize(server, message, exchange))
     session = exchange.session
@@ -248,6 +262,8 @@ async def handle(server: Served, message: Message, exchange: LegacyExchange) -> 
         raise MCPError(METHOD_NOT_FOUND, f"Method not found: {message.method}")
     params = message.params if isinstance(message.params, dict) else {}
     scope = _scope(server, message, params, session, exchange)
+    if trace is not None:
+        scope.trace = trace
     request = LegacyRequest(server, params, session, scope, exchange)
     async with forwarding_logs(session.log_level or "info", exchange.notify):
         result = await operation(request)

@@ -13,6 +13,7 @@ from typing import Any
 
 from engine._internal.logbridge import forwarding_logs
 from engine._internal.notify import Notify
+from engine._internal.tracing import RequestTrace
 from engine.auth.provider import AccessToken
 from engine.calls.reply import CallRequest, ReplyKind, RoundReply
 from engine.context import RequestScope
@@ -27,6 +28,7 @@ from engine.protocol.common import LISTINGS, Listing, arguments_param, complete,
 from engine.protocol.jsonrpc import Message, dumps
 from engine.protocol.served import Served
 from engine.protocol.tasks import TASK_OPERATIONS, with_extension
+from engine.protocol.traced import request_trace, traced
 
 MODERN = "2026-07-28"
 SUPPORTED_VERSIONS = [MODERN]
@@ -197,8 +199,26 @@ OPERATIONS: dict[str, Operation] = {
 }
 
 
-async def handle(server: Served, message: Message, exchange: Exchange) -> bytes:
-    """Serve one modern request; the serialised ``result`` object (errors raise MCPError)."""
+def handle(server: Served, message: Message, exchange: Exchange) -> Awaitable[bytes]:
+    """Serve one modern request; the serialised ``result`` object (errors raise MCPError).
+
+    A plain function returning the awaitable, so that a server that does not trace serves a
+    request one coroutine less deep."""
+    spans = server.tracing.spans()
+    if spans is None:
+        return _serve(server, message, exchange, None)
+    params = message.params
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    version = meta.get(META_VERSION) if isinstance(meta, dict) else None
+    trace = request_trace(
+        spans, message, exchange.headers, version if isinstance(version, str) else None
+    )
+    return traced(trace, _serve(server, message, exchange, trace))
+
+
+async def _serve(
+    server: Served, message: Message, exchange: Exchange, trace: RequestTrace | None
+) -> bytes:
     params = message.params
     version, capabilities, meta = read_meta(params)
     if exchange.validate is not None and exchange.headers is not None:
@@ -213,6 +233,8 @@ async def handle(server: Served, message: Message, exchange: Exchange) -> bytes:
     )
     if exchange.access_token is not None:
         scope.access_token = exchange.access_token
+    if trace is not None:
+        scope.trace = trace
     started = perf_counter()
     level = meta.get(META_LOG_LEVEL)
     if level is None or exchange.notify is None:

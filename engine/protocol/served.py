@@ -7,6 +7,7 @@ from collections.abc import Awaitable
 from typing import Any, Protocol
 
 from engine._internal.metrics import Metrics
+from engine._internal.tracing import Tracing
 from engine.calls.reply import CallRequest, RoundReply
 from engine.context import RequestScope
 from engine.fleet.backchannel import BackChannel
@@ -40,6 +41,11 @@ class Served(Protocol):
 
     @property
     def metrics(self) -> Metrics: ...
+
+    @property
+    def tracing(self) -> Tracing:
+        """Whether and how requests are traced."""
+        ...
 
     @property
     def sessions(self) -> SessionRegistry: ...

@@ -22,6 +22,10 @@ from engine.errors import InvalidRequestState
 from stores.packing import pack
 
 CLAIMS_VERSION = 1
+TRACED_CLAIMS_VERSION = 2
+"""Claims that carry a trace context: one field more. A token without one keeps version 1,
+byte for byte as before, so replicas of an earlier release open it during a rolling deploy."""
+MAX_TRACE_BYTES = 64
 FUTURE_SKEW = 60
 CALL_ID_TIME_BYTES = 6
 CALL_ID_RANDOM_BYTES = 16
@@ -154,6 +158,9 @@ class Claims:
     call_id: bytes
     round_no: int
     state: bytes | StateRef
+    trace: bytes | None = None
+    """The call's trace context, when the round that minted the token was traced (see
+    ``engine._internal.otel_spans.CARRIED_BYTES``): opaque here."""
 
     def encode(self) -> bytes:
         state: Any = (
@@ -161,19 +168,21 @@ class Claims:
             if isinstance(self.state, StateRef)
             else self.state
         )
-        return pack(
-            [
-                CLAIMS_VERSION,
-                self.issued_at,
-                self.ttl,
-                self.binding,
-                self.tags,
-                self.principal,
-                self.call_id,
-                self.round_no,
-                state,
-            ]
-        )
+        fields = [
+            CLAIMS_VERSION,
+            self.issued_at,
+            self.ttl,
+            self.binding,
+            self.tags,
+            self.principal,
+            self.call_id,
+            self.round_no,
+            state,
+        ]
+        if self.trace is not None:
+            fields[0] = TRACED_CLAIMS_VERSION
+            fields.append(self.trace)
+        return pack(fields)
 
     @classmethod
     def decode(cls, data: bytes) -> Claims:
@@ -187,13 +196,19 @@ class Claims:
                 max_map_len=0,
                 max_ext_len=0,
             )
-            version, iat, ttl, binding, tags, principal, call_id, round_no, state = raw
+            version, iat, ttl, binding, tags, principal, call_id, round_no, state, *rest = raw
         except (ValueError, TypeError, msgpack.UnpackException, RecursionError):
             raise InvalidRequestState("claims") from None
-        if version != CLAIMS_VERSION:
+        trace = None
+        if version == TRACED_CLAIMS_VERSION and len(rest) == 1:
+            trace = rest[0]
+        elif version != CLAIMS_VERSION:
             raise InvalidRequestState("claims version")
+        elif rest:
+            raise InvalidRequestState("claims")
         ok = (
-            isinstance(iat, int)
+            (trace is None or (isinstance(trace, bytes) and len(trace) <= MAX_TRACE_BYTES))
+            and isinstance(iat, int)
             and isinstance(ttl, int)
             and isinstance(binding, bytes)
             and isinstance(tags, bytes)
@@ -210,7 +225,7 @@ class Claims:
             ok = False
         if not ok:
             raise InvalidRequestState("claims")
-        return cls(iat, ttl, binding, tags, principal, call_id, round_no, state)
+        return cls(iat, ttl, binding, tags, principal, call_id, round_no, state, trace)
 
     def verify(self, binding: Binding, principal: str | None, now: float | None = None) -> None:
         """Raise the frozen error, with the precise reason for the log, unless all checks pass."""

@@ -49,12 +49,13 @@ class _EventQueue:
     __slots__ = ("closed", "events", "limit", "wake")
 
     def __init__(self, limit: int) -> None:
-        self.events: deque[tuple[str, dict[str, Any]]] = deque()
+        self.events: deque[tuple[str, dict[str, Any], Any]] = deque()
+        """``(call id, event, the span of its round or None)``."""
         self.limit = limit
         self.wake = anyio.Event()
         self.closed = False
 
-    def put(self, item: tuple[str, dict[str, Any]]) -> bool:
+    def put(self, item: tuple[str, dict[str, Any], Any]) -> bool:
         """Queue an event; ``False`` when the queue is full (the event is not queued)."""
         if len(self.events) >= self.limit:
             return False
@@ -121,7 +122,9 @@ class JournalWriter:
             return False
         # One writer per call, so a call's events stay in order.
         writer = writers[0] if len(writers) == 1 else writers[hash(call_id) % len(writers)]
-        if not writer.put((call_id, event)):
+        metrics = self.metrics
+        link = None if metrics is None or metrics.store_spans is None else metrics.trace_link()
+        if not writer.put((call_id, event, link)):
             self._dropped_event()
         return True
 
@@ -181,11 +184,12 @@ class JournalWriter:
                 await anyio.sleep(JOURNAL_LINGER)
             batch = [events.popleft() for _ in range(min(len(events), JOURNAL_BATCH))]
             try:
-                sealed = [(call_id, self.sealed(event)) for call_id, event in batch]
+                sealed = [(call_id, self.sealed(event)) for call_id, event, _ in batch]
                 started = perf_counter()
                 await self.store.append_many(sealed, self.ttl)
                 if self.metrics is not None:
-                    self.metrics.store_operation("journal", perf_counter() - started)
+                    links = [link for _, _, link in batch if link is not None]
+                    self.metrics.store_operation("journal", perf_counter() - started, links)
             except StoreUnavailable as exc:
                 log.warning("%d journal events not written: %s", len(batch), exc)
             except TypeError as exc:

@@ -1,0 +1,385 @@
+"""The engine's spans as OpenTelemetry records them: a request, its round, the round's store
+operations.
+
+The only module of the engine that imports OpenTelemetry, and only once a server traces (see
+:mod:`engine._internal.tracing`). One call is one trace, whichever replicas serve its rounds:
+round 1's request span is the root (or the child of the client's ``traceparent``), and its
+trace id, its span id and the span id of the round just served travel sealed in the next
+requestState (:meth:`RoundSpan.carried`). A later round's request span is a child of round 1's
+request span, its round span links to the previous round's, and a ``traceparent`` the client
+sent with it becomes a link too.
+
+Nothing a client sent as data reaches a span: no argument, answer, requestState or token, no
+resource URI (a template's parameters are arguments), and no exception message (one may quote
+any of them): an error is its type, its frames and a JSON-RPC code.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Collection, Mapping, Sequence
+from importlib import metadata
+from time import time_ns
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.propagate import extract
+from opentelemetry.trace import (
+    INVALID_SPAN_CONTEXT,
+    Link,
+    NonRecordingSpan,
+    Span,
+    SpanContext,
+    SpanKind,
+    Status,
+    StatusCode,
+    TraceFlags,
+)
+
+CARRIED_BYTES = 33
+"""A requestState's trace field: trace id (16 bytes), the span id of round 1's request (8), the
+span id of the round that minted it (8, zeros when it recorded none), trace flags (1): the
+fields of a W3C ``traceparent``, in binary."""
+
+INSTRUMENTATION = "mcp-engine"
+PREVIOUS_ROUND = {"engine.link": "previous round"}
+INCOMING = {"engine.link": "request parent"}
+
+
+def carried_context(data: bytes) -> tuple[SpanContext, SpanContext | None] | None:
+    """The parent of a later round's request span and the previous round's span, from a
+    requestState's trace field; ``None`` for a field this version cannot read."""
+    if len(data) != CARRIED_BYTES:
+        return None
+    trace_id = int.from_bytes(data[:16], "big")
+    root_id = int.from_bytes(data[16:24], "big")
+    previous_id = int.from_bytes(data[24:32], "big")
+    flags = TraceFlags(data[32] & TraceFlags.SAMPLED)
+    parent = SpanContext(trace_id, root_id, is_remote=True, trace_flags=flags)
+    if not parent.is_valid:
+        return None
+    previous = None
+    if previous_id:
+        previous = SpanContext(trace_id, previous_id, is_remote=True, trace_flags=flags)
+    return parent, previous
+
+
+def _carry(trace_id: int, root_id: int, previous_id: int, flags: int) -> bytes:
+    return (
+        trace_id.to_bytes(16, "big")
+        + root_id.to_bytes(8, "big")
+        + previous_id.to_bytes(8, "big")
+        + bytes((flags & TraceFlags.SAMPLED,))
+    )
+
+
+def record_error(span: Span, error: BaseException) -> None:
+    """An error on a span, without its message: status ERROR, ``error.type``, and the
+    exception event with the type and the frames it went through."""
+    code = getattr(error, "code", None)
+    kind = str(code) if isinstance(code, int) else type(error).__qualname__
+    span.set_attribute("error.type", kind)
+    span.record_exception(
+        error,
+        attributes={
+            "exception.message": type(error).__qualname__,
+            "exception.stacktrace": "".join(traceback.format_tb(error.__traceback__)),
+        },
+    )
+    span.set_status(Status(StatusCode.ERROR, kind))
+
+
+def _engine_version() -> str | None:
+    """The installed engine's version, the instrumentation scope's (``engine.__version__``
+    would import the whole engine from its lowest layer)."""
+    try:
+        return metadata.version(INSTRUMENTATION)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+class Spans:
+    """Makes one server's spans with the tracer of ``provider`` (``None``: the global one)."""
+
+    __slots__ = ("replica_id", "tracer")
+
+    def __init__(self, provider: Any, replica_id: str) -> None:
+        version = _engine_version()
+        if provider is None:
+            self.tracer = trace.get_tracer(INSTRUMENTATION, version)
+        else:
+            self.tracer = provider.get_tracer(INSTRUMENTATION, version)
+        self.replica_id = replica_id
+
+    def request(
+        self,
+        method: str,
+        target: Any,
+        request_id: Any,
+        version: str | None,
+        headers: Mapping[str, str] | None,
+        meta: Mapping[str, Any] | None,
+    ) -> RequestSpan:
+        return RequestSpan(self, method, target, request_id, version, headers, meta)
+
+    def store_operation(self, operation: str, seconds: float, links: Sequence[Any] = ()) -> None:
+        """A span for a store operation that has just ended: under the current round, or, given
+        ``links`` (a write batched across calls), linking the rounds it wrote for."""
+        if not links and not trace.get_current_span().is_recording():
+            return  # no round of ours is being recorded here
+        end = time_ns()
+        span = self.tracer.start_span(
+            f"store {operation}",
+            kind=SpanKind.CLIENT,
+            attributes={"engine.store.operation": operation, "engine.replica": self.replica_id},
+            links=[Link(context) for context in links],
+            start_time=end - int(seconds * 1e9),
+        )
+        if links:
+            span.set_attribute("engine.store.batch", len(links))
+        span.end(end_time=end)
+
+    def current_link(self) -> SpanContext | None:
+        context = trace.get_current_span().get_span_context()
+        return context if context.is_valid and context.trace_flags.sampled else None
+
+
+class RequestSpan:
+    """One MCP request's span; see :class:`~engine._internal.tracing.RequestTrace`."""
+
+    __slots__ = (
+        "attributes",
+        "headers",
+        "meta",
+        "method",
+        "round",
+        "span",
+        "spans",
+        "start",
+        "target",
+    )
+
+    def __init__(
+        self,
+        spans: Spans,
+        method: str,
+        target: Any,
+        request_id: Any,
+        version: str | None,
+        headers: Mapping[str, str] | None,
+        meta: Mapping[str, Any] | None,
+    ) -> None:
+        self.start = time_ns()
+        self.spans = spans
+        self.method = method
+        self.target = target if isinstance(target, str) and method != "resources/read" else None
+        self.headers = headers
+        self.meta = meta
+        self.span: Span | None = None
+        self.round: RoundSpan | None = None
+        self._attributes_of(request_id, version)
+
+    def _attributes_of(self, request_id: Any, version: str | None) -> None:
+        attributes: dict[str, Any] = {
+            "mcp.method.name": self.method,
+            "engine.replica": self.spans.replica_id,
+        }
+        if version is not None:
+            attributes["mcp.protocol.version"] = version
+        if isinstance(request_id, str | int) and not isinstance(request_id, bool):
+            attributes["jsonrpc.request.id"] = str(request_id)
+        if self.target is not None:
+            if self.method == "tools/call":
+                attributes["gen_ai.operation.name"] = "execute_tool"
+                attributes["gen_ai.tool.name"] = self.target
+            elif self.method == "prompts/get":
+                attributes["gen_ai.prompt.name"] = self.target
+        self.attributes = attributes
+
+    def _incoming(self) -> SpanContext:
+        """The client's span: the ``traceparent`` header, or ``_meta``'s ``traceparent``."""
+        for carrier in (self.headers, self.meta):
+            if carrier and "traceparent" in carrier:
+                found = trace.get_current_span(extract(carrier)).get_span_context()
+                if found.is_valid:
+                    return found
+        return INVALID_SPAN_CONTEXT
+
+    def _open(self, carried: tuple[SpanContext, SpanContext | None] | None) -> Span:
+        incoming = self._incoming()
+        links: list[Link] = []
+        if carried is not None:
+            parent = trace.set_span_in_context(NonRecordingSpan(carried[0]))
+            if incoming.is_valid:
+                links.append(Link(incoming, INCOMING))
+        elif incoming.is_valid:
+            parent = trace.set_span_in_context(NonRecordingSpan(incoming))
+        else:
+            parent = None
+        name = self.method if self.target is None else f"{self.method} {self.target}"
+        span = self.spans.tracer.start_span(
+            name,
+            context=parent,
+            kind=SpanKind.SERVER,
+            attributes=self.attributes,
+            links=links,
+            start_time=self.start,
+        )
+        self.span = span
+        return span
+
+    def enter_round(
+        self, target: str, role: str, call_id: bytes, round_no: int, carried: bytes | None
+    ) -> RoundSpan:
+        outer = self.round
+        sealed = carried_context(carried) if carried is not None else None
+        span = self.span
+        if span is None:
+            span = self._open(sealed)
+            if span.is_recording():
+                span.set_attribute("engine.call_id", call_id.hex())
+                span.set_attribute("engine.round", round_no)
+        root_id = sealed[0].span_id if sealed is not None else span.get_span_context().span_id
+        previous = sealed[1] if sealed is not None else None
+        entered = self.round = RoundSpan(
+            self, outer, span, target, role, call_id, round_no, root_id, previous
+        )
+        return entered
+
+    def carried(self) -> bytes | None:
+        current = self.round
+        return None if current is None else current.carried()
+
+    def failed(self, error: BaseException) -> None:
+        span = self.span if self.span is not None else self._open(None)
+        if span.is_recording():
+            record_error(span, error)
+        span.end()
+
+    def ended(self, outcome: str | None) -> None:
+        span = self.span if self.span is not None else self._open(None)
+        if outcome is not None and span.is_recording():
+            span.set_attribute("engine.outcome", outcome)
+        span.end()
+
+
+class RoundSpan:
+    """One round's span; see :class:`~engine._internal.tracing.RoundTrace`.
+
+    Under a request span that records nothing (the sampler left the trace out) no round span
+    is made, but the trace context is still carried, so later rounds stay out of it too.
+    """
+
+    __slots__ = ("_token", "ended", "flags", "outer", "request", "root_id", "span", "trace_id")
+
+    def __init__(
+        self,
+        request: RequestSpan,
+        outer: RoundSpan | None,
+        parent: Span,
+        target: str,
+        role: str,
+        call_id: bytes,
+        round_no: int,
+        root_id: int,
+        previous: SpanContext | None,
+    ) -> None:
+        self.request = request
+        self.outer = outer
+        self.root_id = root_id
+        context = parent.get_span_context()
+        self.trace_id = context.trace_id
+        self.flags = int(context.trace_flags)
+        self.ended = False
+        self.span: Span | None = None
+        self._token: object = None
+        if not parent.is_recording():
+            return
+        attributes: dict[str, Any] = {
+            "engine.call_id": call_id.hex(),
+            "engine.round": round_no,
+            "engine.replica": request.spans.replica_id,
+            "engine.handler": target,
+            "engine.role": role,
+        }
+        if role == "tool":
+            attributes["gen_ai.tool.name"] = target
+        # A round inside a round (ctx.read_resource) goes under the current span.
+        within = trace.set_span_in_context(parent) if outer is None else None
+        span = self.span = request.spans.tracer.start_span(
+            f"round {target}",
+            context=within,
+            attributes=attributes,
+            links=[Link(previous, PREVIOUS_ROUND)] if previous is not None else (),
+        )
+        self._token = otel_context.attach(trace.set_span_in_context(span))
+
+    def carried(self) -> bytes | None:
+        if not self.trace_id:
+            return None  # the API's no-op spans: no trace to continue
+        span = self.span
+        previous_id = span.get_span_context().span_id if span is not None else 0
+        return _carry(self.trace_id, self.root_id, previous_id, self.flags)
+
+    def answered(
+        self, outcome: str, questions: Collection[str], error: BaseException | None
+    ) -> None:
+        span = self.span
+        if span is None:
+            return
+        span.set_attribute("engine.outcome", outcome)
+        if questions:
+            span.set_attribute("engine.questions", list(questions))
+        if error is not None:
+            record_error(span, error)
+        elif outcome == "error":
+            span.set_attribute("error.type", "tool_error")
+            span.set_status(Status(StatusCode.ERROR, "tool_error"))
+        request = self.request.span
+        if request is not None and request.is_recording():
+            request.set_attribute("engine.outcome", outcome)
+
+    def leave(self) -> None:
+        token = self._token
+        if token is not None:
+            self._token = None
+            otel_context.detach(token)  # type: ignore[arg-type]
+        self.request.round = self.outer
+
+    def resume(self) -> _Current:
+        return _Current(self.span)
+
+    def failed(self, error: BaseException) -> None:
+        span = self.span
+        if span is not None and not self.ended:
+            record_error(span, error)
+        self.leave()
+        self.end()
+
+    def end(self) -> None:
+        if not self.ended:
+            self.ended = True
+            if self.span is not None:
+                self.span.end()
+
+
+class _Current:
+    """``with`` it, the round's span is the current one (a class: cheaper than a generator)."""
+
+    __slots__ = ("span", "token")
+
+    def __init__(self, span: Span | None) -> None:
+        self.span = span
+        self.token: object = None
+
+    def __enter__(self) -> None:
+        if self.span is not None:
+            self.token = otel_context.attach(trace.set_span_in_context(self.span))
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.token is not None:
+            otel_context.detach(self.token)  # type: ignore[arg-type]
+
+
+__all__ = ["CARRIED_BYTES", "RequestSpan", "RoundSpan", "Spans", "carried_context"]

@@ -1,0 +1,158 @@
+"""Whether a server records OpenTelemetry spans, and the seam through which the engine records
+them.
+
+OpenTelemetry is an optional extra (``mcp-engine[otel]``), and this module never imports it. A
+server records spans unless ``ENGINE_TRACING=off``, once it has a tracer provider: one given as
+``tracer_provider=``, or one configured in the process (``opentelemetry-instrument``, or
+``trace.set_tracer_provider``). Whoever configures OpenTelemetry in a process imports it, so
+until then a request costs a look into ``sys.modules``, and nothing of OpenTelemetry is loaded.
+``ENGINE_TRACING=on`` records through the global provider whatever it is (an error at start
+without the extra).
+
+The spans themselves are made in :mod:`engine._internal.otel_spans`; the rest of the engine
+sees them through the protocols below.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+if TYPE_CHECKING:
+    from engine._internal.otel_spans import Spans
+
+TracingMode = Literal["auto", "on", "off"]
+TRACING_MODES: tuple[TracingMode, ...] = ("auto", "on", "off")
+
+INSTALL_HINT = "install the otel extra: pip install 'mcp-engine[otel]'"
+
+
+class RoundTrace(Protocol):
+    """The span of one round: current while the round runs, ended once its response is kept."""
+
+    def carried(self) -> bytes | None:
+        """The trace context the next round's requestState carries (``None``: none to carry)."""
+        ...
+
+    def answered(
+        self, outcome: str, questions: Collection[str], error: BaseException | None
+    ) -> None:
+        """What the round came to, the kinds of the questions it asked, and what it raised
+        unexpectedly (a tool's error result)."""
+        ...
+
+    def leave(self) -> None:
+        """The round's code is done: its span stops being the current one."""
+        ...
+
+    def resume(self) -> Any:
+        """A context manager under which the span is current again (keeping the response)."""
+        ...
+
+    def failed(self, error: BaseException) -> None:
+        """The round raised: recorded, and the span ended."""
+        ...
+
+    def end(self) -> None: ...
+
+
+class RequestTrace(Protocol):
+    """The span of one MCP request, made once its parent is known: at its first round, whose
+    requestState may carry the call's trace, or at its end."""
+
+    def enter_round(
+        self, target: str, role: str, call_id: bytes, round_no: int, carried: bytes | None
+    ) -> RoundTrace: ...
+
+    def carried(self) -> bytes | None:
+        """What the current round's next requestState carries."""
+        ...
+
+    def failed(self, error: BaseException) -> None: ...
+
+    def ended(self, outcome: str | None) -> None: ...
+
+
+class StoreSpans(Protocol):
+    """What the metrics seam (``Metrics.store_operation``) hands store operations to."""
+
+    def store_operation(self, operation: str, seconds: float, links: Sequence[Any] = ()) -> None:
+        """A store operation that just took ``seconds``: a span under the current round, or,
+        for a write batched across calls, one linking the rounds it wrote for."""
+        ...
+
+    def current_link(self) -> Any:
+        """The current round's span, for a batched write to link to later (``None``: none)."""
+        ...
+
+
+class Tracing:
+    """A server's switch for spans, and its :class:`Spans` once there is a provider."""
+
+    __slots__ = ("_mode", "_on_spans", "_provider", "_replica_id", "_settled", "_spans")
+
+    def __init__(
+        self,
+        mode: TracingMode,
+        provider: Any,
+        replica_id: str,
+        on_spans: Any = None,
+    ) -> None:
+        """``on_spans(spans)`` is told once the spans exist (the metrics seam takes them)."""
+        self._mode = mode
+        self._provider = provider
+        self._replica_id = replica_id
+        self._on_spans = on_spans
+        self._spans: Spans | None = None
+        self._settled = mode == "off"
+        """Nothing more to look for: spans made, or tracing off."""
+        if mode == "on" or (mode == "auto" and provider is not None):
+            self._make(provider)
+
+    @property
+    def mode(self) -> TracingMode:
+        return self._mode
+
+    def spans(self) -> Spans | None:
+        """The spans of this request, or ``None`` when nothing records them."""
+        spans = self._spans
+        if spans is not None or self._settled:
+            return spans
+        api = sys.modules.get("opentelemetry.trace")
+        if api is None:  # nobody configured OpenTelemetry in this process
+            return None
+        provider = api.get_tracer_provider()
+        if isinstance(provider, api.ProxyTracerProvider | api.NoOpTracerProvider):
+            return None  # the API's defaults: no provider configured yet
+        return self._make(provider)
+
+    def _make(self, provider: Any) -> Spans:
+        try:
+            from engine._internal.otel_spans import Spans
+        except ImportError as exc:
+            raise RuntimeError(f"ENGINE_TRACING=on needs OpenTelemetry: {INSTALL_HINT}") from exc
+        spans = self._spans = Spans(provider, self._replica_id)
+        self._settled = True
+        if self._on_spans is not None:
+            self._on_spans(spans)
+        return spans
+
+
+def question_kinds(requests: Mapping[str, Any]) -> list[str]:
+    """The kinds of the questions sent (``elicit``, ``sample``, ``roots``), each once, in order."""
+    kinds: list[str] = []
+    for request in requests.values():
+        method = request.get("method") if isinstance(request, dict) else None
+        kind = QUESTION_KINDS.get(method) if isinstance(method, str) else None
+        if kind is not None and kind not in kinds:
+            kinds.append(kind)
+    return kinds
+
+
+QUESTION_KINDS = {
+    "elicitation/create": "elicit",
+    "sampling/createMessage": "sample",
+    "roots/list": "roots",
+}
+"""A question's method, as sent to the client, to its kind on a span."""
