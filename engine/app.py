@@ -139,6 +139,10 @@ class MCPServer:
     - ``max_connections``: open connections at most; beyond, the oldest serving no request is
       closed, or the new one gets 503 (from the file-descriptor limit, at most 10,000).
 
+    Tracing (see docs/deployment.md): ``tracer_provider``, an OpenTelemetry ``TracerProvider``
+    this server records its spans with (the ``otel`` extra); without one, the provider
+    configured in the process, if any (``ENGINE_TRACING=off`` records nothing).
+
     And: ``lifespan(server)``, an async context manager whose value handlers read as
     ``ctx.request_context.lifespan_context``; ``list_ttl_ms``, the caching hint of listings;
     ``replica_id``, this process's name in results and logs (``ENGINE_REPLICA_ID``).

@@ -11,6 +11,11 @@ Without a store, ``max_token_chars`` is raised to 4 MiB, the official SDK's requ
 the 1 MB sampled answer can travel inline as it does there (the default refuses it and tells the
 operator to configure a store).
 
+With ``BENCH_OTEL=sdk`` the server traces: an OpenTelemetry SDK tracer provider, set globally,
+whose batched spans go to an exporter that drops them (the cost of recording spans, without a
+collector's); ``BENCH_OTEL=sampled`` samples one call in a hundred (``parentbased_traceidratio``);
+``BENCH_OTEL=api`` imports OpenTelemetry and sets no provider.
+
 With ``BENCH_JWKS`` (a JWKS, as ``bench/ab.py``'s ``jwt`` variants set it) the server has auth on:
 a ``JWTVerifier`` that fetches that key set from the server's own ``/bench/jwks`` when the first
 token arrives, and keeps it, as it would a provider's.
@@ -249,12 +254,37 @@ def build(store: str | None = None, port: int = 0) -> MCPServer:
 # --- serving -----------------------------------------------------------------------------------
 
 
+def trace_as_asked() -> None:
+    """``BENCH_OTEL``: ``sdk`` (spans recorded, then dropped), ``sampled`` (1% of calls),
+    ``api`` (no provider), unset."""
+    mode = os.environ.get("BENCH_OTEL")
+    if not mode:
+        return
+    from opentelemetry import trace
+
+    if mode == "api":
+        return
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+    from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+
+    class Dropped(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    sampler = ParentBased(TraceIdRatioBased(0.01)) if mode == "sampled" else None
+    provider = TracerProvider(sampler=sampler)
+    provider.add_span_processor(BatchSpanProcessor(Dropped()))
+    trace.set_tracer_provider(provider)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--store", default=None, help="a store URL (default: inline state)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
+    trace_as_asked()
     build(args.store, args.port).run(
         "streamable-http",
         host="127.0.0.1",

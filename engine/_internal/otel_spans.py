@@ -37,10 +37,7 @@ from opentelemetry.trace import (
     TraceFlags,
 )
 
-CARRIED_BYTES = 33
-"""A requestState's trace field: trace id (16 bytes), the span id of round 1's request (8), the
-span id of the round that minted it (8, zeros when it recorded none), trace flags (1): the
-fields of a W3C ``traceparent``, in binary."""
+from engine._internal.trace_field import carried_fields, carry
 
 INSTRUMENTATION = "mcp-engine"
 PREVIOUS_ROUND = {"engine.link": "previous round"}
@@ -50,28 +47,16 @@ INCOMING = {"engine.link": "request parent"}
 def carried_context(data: bytes) -> tuple[SpanContext, SpanContext | None] | None:
     """The parent of a later round's request span and the previous round's span, from a
     requestState's trace field; ``None`` for a field this version cannot read."""
-    if len(data) != CARRIED_BYTES:
+    fields = carried_fields(data)
+    if fields is None:
         return None
-    trace_id = int.from_bytes(data[:16], "big")
-    root_id = int.from_bytes(data[16:24], "big")
-    previous_id = int.from_bytes(data[24:32], "big")
-    flags = TraceFlags(data[32] & TraceFlags.SAMPLED)
-    parent = SpanContext(trace_id, root_id, is_remote=True, trace_flags=flags)
-    if not parent.is_valid:
-        return None
+    trace_id, root_id, previous_id, flags = fields
+    sampled = TraceFlags(flags)
+    parent = SpanContext(trace_id, root_id, is_remote=True, trace_flags=sampled)
     previous = None
     if previous_id:
-        previous = SpanContext(trace_id, previous_id, is_remote=True, trace_flags=flags)
+        previous = SpanContext(trace_id, previous_id, is_remote=True, trace_flags=sampled)
     return parent, previous
-
-
-def _carry(trace_id: int, root_id: int, previous_id: int, flags: int) -> bytes:
-    return (
-        trace_id.to_bytes(16, "big")
-        + root_id.to_bytes(8, "big")
-        + previous_id.to_bytes(8, "big")
-        + bytes((flags & TraceFlags.SAMPLED,))
-    )
 
 
 def record_error(span: Span, error: BaseException) -> None:
@@ -132,12 +117,13 @@ class Spans:
         span = self.tracer.start_span(
             f"store {operation}",
             kind=SpanKind.CLIENT,
-            attributes={"engine.store.operation": operation, "engine.replica": self.replica_id},
+            attributes={"engine.store.operation": operation},
             links=[Link(context) for context in links],
             start_time=end - int(seconds * 1e9),
         )
-        if links:
+        if links:  # a trace of its own: say where it ran
             span.set_attribute("engine.store.batch", len(links))
+            span.set_attribute("engine.replica", self.replica_id)
         span.end(end_time=end)
 
     def current_link(self) -> SpanContext | None:
@@ -271,7 +257,17 @@ class RoundSpan:
     is made, but the trace context is still carried, so later rounds stay out of it too.
     """
 
-    __slots__ = ("_token", "ended", "flags", "outer", "request", "root_id", "span", "trace_id")
+    __slots__ = (
+        "_token",
+        "ended",
+        "flags",
+        "outer",
+        "recording",
+        "request",
+        "root_id",
+        "span",
+        "trace_id",
+    )
 
     def __init__(
         self,
@@ -294,7 +290,8 @@ class RoundSpan:
         self.ended = False
         self.span: Span | None = None
         self._token: object = None
-        if not parent.is_recording():
+        self.recording = parent.is_recording()
+        if not self.recording:
             return
         attributes: dict[str, Any] = {
             "engine.call_id": call_id.hex(),
@@ -320,7 +317,7 @@ class RoundSpan:
             return None  # the API's no-op spans: no trace to continue
         span = self.span
         previous_id = span.get_span_context().span_id if span is not None else 0
-        return _carry(self.trace_id, self.root_id, previous_id, self.flags)
+        return carry(self.trace_id, self.root_id, previous_id, self.flags)
 
     def answered(
         self, outcome: str, questions: Collection[str], error: BaseException | None
@@ -382,4 +379,4 @@ class _Current:
             otel_context.detach(self.token)  # type: ignore[arg-type]
 
 
-__all__ = ["CARRIED_BYTES", "RequestSpan", "RoundSpan", "Spans", "carried_context"]
+__all__ = ["RequestSpan", "RoundSpan", "Spans", "carried_context"]

@@ -31,6 +31,10 @@ INSTALL_HINT = "install the otel extra: pip install 'mcp-engine[otel]'"
 class RoundTrace(Protocol):
     """The span of one round: current while the round runs, ended once its response is kept."""
 
+    recording: bool
+    """Whether the span records anything (not when a sampler left the call out of the trace,
+    or the API has no provider): if not, only :meth:`carried` and :meth:`leave` matter."""
+
     def carried(self) -> bytes | None:
         """The trace context the next round's requestState carries (``None``: none to carry)."""
         ...

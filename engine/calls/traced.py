@@ -30,6 +30,11 @@ async def traced_round(
     except BaseException:
         rounds.close()
         raise
+    if not span.recording:  # left out of the trace: only its context is carried on
+        try:
+            return await rounds
+        finally:
+            span.leave()
     try:
         reply = await rounds
     except BaseException as exc:

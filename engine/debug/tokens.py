@@ -11,6 +11,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+from engine._internal.trace_field import carried_fields
 from engine.debug.journal import jsonable
 from engine.errors import InvalidRequestState
 from engine.state.call import CallState
@@ -40,6 +41,15 @@ def describe_request_state(
             "principal": claims.principal.hex() if claims.principal is not None else None,
         },
     }
+    fields = carried_fields(claims.trace) if claims.trace is not None else None
+    if fields is not None:  # the ids a trace backend finds the call's trace by
+        trace_id, root_id, previous_id, flags = fields
+        shown["claims"]["trace"] = {
+            "trace_id": f"{trace_id:032x}",
+            "root_span_id": f"{root_id:016x}",
+            "round_span_id": f"{previous_id:016x}" if previous_id else None,
+            "sampled": bool(flags),
+        }
     if isinstance(claims.state, StateRef):
         shown["state_ref"] = {
             "blob_id": claims.state.blob_id,

@@ -160,7 +160,7 @@ class Claims:
     state: bytes | StateRef
     trace: bytes | None = None
     """The call's trace context, when the round that minted the token was traced (see
-    ``engine._internal.otel_spans.CARRIED_BYTES``): opaque here."""
+    ``engine._internal.trace_field.CARRIED_BYTES``): opaque here."""
 
     def encode(self) -> bytes:
         state: Any = (

@@ -22,6 +22,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 from pydantic import BaseModel
 
 from engine import Elicit, MCPServer, Resolve, Sample
+from engine.testing import inspect_request_state
 from engine.types import CreateMessageResult, SamplingMessage, TextContent
 from tests.conftest import KEY
 from tests.http_helpers import asgi_client, assert_result, call, post, request
@@ -243,9 +244,11 @@ async def test_an_incoming_traceparent_is_the_parent_of_round_1_and_a_link_later
 ) -> None:
     provider, exporter = recorded
     async with replicas(provider, None, ["replica-a", "replica-b", "replica-c"]) as clients:
-        await three_rounds(clients, headers={"traceparent": TRACEPARENT})
+        tokens = await three_rounds(clients, headers={"traceparent": TRACEPARENT})
     spans = exporter.get_finished_spans()
     assert {format(span.context.trace_id, "032x") for span in spans} == {CLIENT_TRACE}
+    opened = inspect_request_state(shop("any", provider, None), tokens[-1])
+    assert opened["claims"]["trace"]["trace_id"] == CLIENT_TRACE  # what `engine inspect` shows
     first, *later = named(spans, "tools/call")
     assert first.parent is not None
     assert format(first.parent.span_id, "016x") == CLIENT_SPAN
@@ -317,3 +320,37 @@ async def test_engine_tracing_off_records_nothing(
         tokens = await three_rounds(clients)
     assert exporter.get_finished_spans() == ()
     assert tokens
+
+
+async def test_a_2025_11_25_call_is_traced_with_its_questions_asked_in_place(
+    recorded: tuple[TracerProvider, InMemorySpanExporter],
+) -> None:
+    import httpx2
+    import mcp_types
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    from examples.bookshop import build
+    from tests.fleet_helpers import serve_asgi
+
+    async def confirm(context: Any, params: Any) -> mcp_types.ElicitResult:
+        return mcp_types.ElicitResult(action="accept", content={"confirm": True})
+
+    provider, exporter = recorded
+    app = build(keys=[KEY], replica_id="replica-l", tracer_provider=provider).streamable_http_app()
+    async with serve_asgi(app) as base, httpx2.AsyncClient(trust_env=False, timeout=20) as http:
+        transport = streamable_http_client(base.rstrip("/") + "/mcp", http_client=http)
+        async with Client(transport, mode="legacy", elicitation_callback=confirm) as client:
+            result = await client.call_tool("order_book", {"title": TITLE})
+    assert not result.is_error
+    spans = exporter.get_finished_spans()
+    (request_span,) = named(spans, "tools/call order_book")
+    (round_span,) = named(spans, "round order_book")
+    assert request_span.attributes["mcp.protocol.version"] == "2025-11-25"
+    assert round_span.parent is not None
+    assert round_span.parent.span_id == request_span.context.span_id
+    assert round_span.attributes["engine.questions"] == ("elicit",)
+    assert round_span.attributes["engine.outcome"] == "complete"
+    assert round_span.attributes["engine.replica"] == "replica-l"
+    assert named(spans, "initialize")
+    assert_nothing_secret(spans, [TITLE, KEY])

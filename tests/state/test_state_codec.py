@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 import engine.state.call
 from engine.errors import InvalidRequestState
 from engine.state.call import STATE_VERSION, CallState
-from engine.state.claims import CLAIMS_VERSION, Claims, StateRef
+from engine.state.claims import CLAIMS_VERSION, TRACED_CLAIMS_VERSION, Claims, StateRef
 
 examples = settings(max_examples=200, deadline=None)
 
@@ -54,6 +54,7 @@ claims = st.builds(
     round_no=st.integers(min_value=1, max_value=2**31),
     state=st.binary(max_size=256)
     | st.builds(StateRef, st.text(min_size=1, max_size=64), st.binary(min_size=32, max_size=32)),
+    trace=st.none() | st.binary(min_size=33, max_size=33),
 )
 msgpack_ints = st.integers(min_value=-(2**63), max_value=2**64 - 1)
 msgpack_values = st.recursive(
@@ -115,6 +116,27 @@ def test_claims_keep_state_by_reference_apart_from_inline_state() -> None:
     assert Claims.decode(base.encode()).state == ref
     inline = Claims(1, 600, bytes(16), bytes(3), None, bytes(12), 1, b"state")
     assert Claims.decode(inline.encode()).state == b"state"
+
+
+def test_claims_without_a_trace_keep_version_1_and_its_encoding() -> None:
+    """What a replica of an earlier release reads: nine parts, version 1, as before tracing."""
+    untraced = Claims(1, 600, bytes(16), bytes(3), None, bytes(12), 1, b"state")
+    assert msgpack.unpackb(untraced.encode()) == [
+        1,
+        1,
+        600,
+        bytes(16),
+        bytes(3),
+        None,
+        bytes(12),
+        1,
+        b"state",
+    ]
+    traced = Claims(1, 600, bytes(16), bytes(3), None, bytes(12), 1, b"state", bytes(33))
+    raw = msgpack.unpackb(traced.encode())
+    assert raw[0] == TRACED_CLAIMS_VERSION and raw[9] == bytes(33) and len(raw) == 10
+    assert Claims.decode(traced.encode()).trace == bytes(33)
+    assert Claims.decode(claims_with()).trace is None
 
 
 # --- hostile bytes -----------------------------------------------------------------------------
@@ -241,10 +263,15 @@ BAD_CLAIMS = {
     "empty": b"",
     "nil": pack(None),
     "empty-array": pack([]),
-    "newer-version": claims_with(version=CLAIMS_VERSION + 1),
+    "newer-version": claims_with(version=TRACED_CLAIMS_VERSION + 1),
     "version-as-text": claims_with(version="1"),
     "eight-parts": pack([CLAIMS_VERSION, 1, 600, bytes(16), bytes(3), None, bytes(12), 1]),
     "ten-parts": pack([CLAIMS_VERSION, 1, 600, bytes(16), bytes(3), None, bytes(12), 1, b"", 0]),
+    "traced-of-nine-parts": claims_with(version=TRACED_CLAIMS_VERSION),
+    "traced-of-eleven-parts": claims_with(version=TRACED_CLAIMS_VERSION, trace=bytes(33), more=0),
+    "trace-text": claims_with(version=TRACED_CLAIMS_VERSION, trace="00-trace"),
+    "trace-too-long": claims_with(version=TRACED_CLAIMS_VERSION, trace=bytes(65)),
+    "trace-in-version-1": claims_with(trace=bytes(33)),
     "seventeen-parts": pack([CLAIMS_VERSION, *[0] * 16]),
     "issued-at-text": claims_with(issued_at="1"),
     "ttl-float": claims_with(ttl=600.0),
