@@ -40,6 +40,8 @@ from opentelemetry.trace import (
 from engine._internal.trace_field import carried_fields, carry
 
 INSTRUMENTATION = "mcp-engine"
+MAX_LINKS = 128
+"""Links on a journal batch's span at most: the SDK's default limit (it drops the rest)."""
 PREVIOUS_ROUND = {"engine.link": "previous round"}
 INCOMING = {"engine.link": "request parent"}
 
@@ -118,7 +120,7 @@ class Spans:
             f"store {operation}",
             kind=SpanKind.CLIENT,
             attributes={"engine.store.operation": operation},
-            links=[Link(context) for context in links],
+            links=[Link(context) for context in links[:MAX_LINKS]],
             start_time=end - int(seconds * 1e9),
         )
         if links:  # a trace of its own: say where it ran
@@ -136,6 +138,7 @@ class RequestSpan:
 
     __slots__ = (
         "attributes",
+        "first",
         "headers",
         "meta",
         "method",
@@ -164,6 +167,9 @@ class RequestSpan:
         self.meta = meta
         self.span: Span | None = None
         self.round: RoundSpan | None = None
+        """The round whose code runs now (a round inside it, then it again)."""
+        self.first: RoundSpan | None = None
+        """The request's round, ended with the request at the latest."""
         self._attributes_of(request_id, version)
 
     def _attributes_of(self, request_id: Any, version: str | None) -> None:
@@ -231,6 +237,8 @@ class RequestSpan:
         entered = self.round = RoundSpan(
             self, outer, span, target, role, call_id, round_no, root_id, previous
         )
+        if self.first is None:
+            self.first = entered
         return entered
 
     def carried(self) -> bytes | None:
@@ -241,12 +249,18 @@ class RequestSpan:
         span = self.span if self.span is not None else self._open(None)
         if span.is_recording():
             record_error(span, error)
-        span.end()
+        self._end(span)
 
     def ended(self, outcome: str | None) -> None:
         span = self.span if self.span is not None else self._open(None)
         if outcome is not None and span.is_recording():
             span.set_attribute("engine.outcome", outcome)
+        self._end(span)
+
+    def _end(self, span: Span) -> None:
+        first = self.first
+        if first is not None and not first.ended:  # its response was never kept
+            first.end()
         span.end()
 
 

@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 from pydantic import BaseModel
 
-from engine import Elicit, MCPServer, Resolve, Sample
+from engine import Context, Elicit, MCPServer, Resolve, Sample
 from engine.testing import inspect_request_state
 from engine.types import CreateMessageResult, SamplingMessage, TextContent
 from tests.conftest import KEY
@@ -354,3 +354,79 @@ async def test_a_2025_11_25_call_is_traced_with_its_questions_asked_in_place(
     assert round_span.attributes["engine.replica"] == "replica-l"
     assert named(spans, "initialize")
     assert_nothing_secret(spans, [TITLE, KEY])
+
+
+async def test_a_resource_read_inside_a_round_is_a_round_under_it(
+    recorded: tuple[TracerProvider, InMemorySpanExporter],
+) -> None:
+    provider, exporter = recorded
+    mcp = shop("replica-a", provider, None)
+
+    @mcp.resource("shelf://catalogue")
+    def catalogue() -> str:
+        return "Dune, Neuromancer"
+
+    @mcp.tool()
+    async def browse(ctx: Context[Any]) -> str:
+        contents = await ctx.read_resource("shelf://catalogue")
+        return str(contents[0].content)
+
+    async with mcp.running(), asgi_client(mcp.streamable_http_app()) as client:
+        result = assert_result(await post(client, call("browse", {})))
+    assert "Neuromancer" in result["content"][0]["text"]
+    spans = exporter.get_finished_spans()
+    (outer,) = named(spans, "round browse")
+    (inner,) = named(spans, "round catalogue")
+    assert inner.parent is not None and inner.parent.span_id == outer.context.span_id
+    assert inner.attributes["engine.role"] == "resource"
+    assert outer.attributes["engine.outcome"] == "complete"
+    (request_span,) = named(spans, "tools/call browse")
+    assert outer.parent is not None and outer.parent.span_id == request_span.context.span_id
+
+
+GLOBAL_PROVIDER = """
+import json
+import anyio
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from engine import MCPServer
+from engine.testing import Client
+
+mcp = MCPServer("Traced", keys=["k" * 32])  # made before any provider is set
+
+@mcp.tool()
+async def echo(text: str) -> str:
+    return text
+
+exporter = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(exporter))
+trace.set_tracer_provider(provider)
+
+async def main():
+    async with mcp.running(), Client(mcp) as client:
+        await client.call_tool("echo", {"text": "hi"})
+
+anyio.run(main)
+print(json.dumps(sorted(span.name for span in exporter.get_finished_spans())))
+"""
+
+
+def test_a_global_provider_set_after_the_server_was_made_is_used() -> None:
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    ran = subprocess.run(
+        [sys.executable, "-c", GLOBAL_PROVIDER],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert json.loads(ran.stdout.splitlines()[-1]) == ["round echo", "tools/call echo"]
