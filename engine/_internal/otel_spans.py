@@ -228,10 +228,10 @@ class RequestSpan:
         sealed = carried_context(carried) if carried is not None else None
         span = self.span
         if span is None:
+            attributes = self.attributes  # given when the span starts: cheaper than set later
+            attributes["engine.call_id"] = call_id.hex()
+            attributes["engine.round"] = round_no
             span = self._open(sealed)
-            if span.is_recording():
-                span.set_attribute("engine.call_id", call_id.hex())
-                span.set_attribute("engine.round", round_no)
         root_id = sealed[0].span_id if sealed is not None else span.get_span_context().span_id
         previous = sealed[1] if sealed is not None else None
         entered = self.round = RoundSpan(
