@@ -24,7 +24,7 @@ lint: $(STAMP)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy engine $(wildcard stores)
-	$(BIN)/mypy bench/run.py bench/ab.py bench/loadgen.py bench/micro.py bench/servers/floor.py bench/servers/official.py
+	$(BIN)/mypy bench/run.py bench/ab.py bench/loadgen.py bench/micro.py bench/spans.py bench/servers/floor.py bench/servers/official.py
 
 imports: $(STAMP)
 	$(BIN)/python tests/import_graph.py

@@ -221,8 +221,9 @@ JWT_ISSUER = "https://auth.bench.example/realms/bench"
 JWT_AUDIENCE = "bench-bookshop"
 
 
-def build(store: str | None = None, port: int = 0) -> MCPServer:
-    options: dict[str, object] = {}
+def build(store: str | None = None, port: int = 0, **given: object) -> MCPServer:
+    """The bookshop; ``given`` are more ``MCPServer`` options (``tracer_provider``, say)."""
+    options: dict[str, object] = dict(given)
     if store is None:
         options["max_token_chars"] = INLINE_MAX_TOKEN_CHARS
     jwks = os.environ.get("BENCH_JWKS")

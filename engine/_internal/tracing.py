@@ -5,7 +5,8 @@ OpenTelemetry is an optional extra (``mcp-engine[otel]``), and this module never
 server records spans unless ``ENGINE_TRACING=off``, once it has a tracer provider: one given as
 ``tracer_provider=``, or one configured in the process (``opentelemetry-instrument``, or
 ``trace.set_tracer_provider``). Whoever configures OpenTelemetry in a process imports it, so
-until then a request costs a look into ``sys.modules``, and nothing of OpenTelemetry is loaded.
+until then a request costs a look into ``sys.modules``, and nothing of OpenTelemetry is loaded;
+once it is imported, the provider is looked for again at most once a second.
 ``ENGINE_TRACING=on`` records through the global provider whatever it is (an error at start
 without the extra).
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Collection, Mapping, Sequence
+from time import monotonic
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 if TYPE_CHECKING:
@@ -26,6 +28,9 @@ TracingMode = Literal["auto", "on", "off"]
 TRACING_MODES: tuple[TracingMode, ...] = ("auto", "on", "off")
 
 INSTALL_HINT = "install the otel extra: pip install 'mcp-engine[otel]'"
+PROVIDER_LOOK_INTERVAL = 1.0
+"""Seconds between looks for a provider once OpenTelemetry is imported without one: a
+provider set later is used from the next look on."""
 
 
 class RoundTrace(Protocol):
@@ -94,7 +99,15 @@ class StoreSpans(Protocol):
 class Tracing:
     """A server's switch for spans, and its :class:`Spans` once there is a provider."""
 
-    __slots__ = ("_mode", "_on_spans", "_provider", "_replica_id", "_settled", "_spans")
+    __slots__ = (
+        "_mode",
+        "_next_look",
+        "_on_spans",
+        "_provider",
+        "_replica_id",
+        "_settled",
+        "_spans",
+    )
 
     def __init__(
         self,
@@ -111,6 +124,9 @@ class Tracing:
         self._spans: Spans | None = None
         self._settled = mode == "off"
         """Nothing more to look for: spans made, or tracing off."""
+        self._next_look = 0.0
+        """When to ask OpenTelemetry for its provider again (asking costs more than a request
+        should pay each time)."""
         if mode == "on" or (mode == "auto" and provider is not None):
             self._make(provider)
 
@@ -126,6 +142,10 @@ class Tracing:
         api = sys.modules.get("opentelemetry.trace")
         if api is None:  # nobody configured OpenTelemetry in this process
             return None
+        now = monotonic()
+        if now < self._next_look:
+            return None
+        self._next_look = now + PROVIDER_LOOK_INTERVAL
         provider = api.get_tracer_provider()
         if isinstance(provider, api.ProxyTracerProvider | api.NoOpTracerProvider):
             return None  # the API's defaults: no provider configured yet
