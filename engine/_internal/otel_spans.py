@@ -190,7 +190,12 @@ class RequestSpan:
         self.attributes = attributes
 
     def _incoming(self) -> SpanContext:
-        """The client's span: the ``traceparent`` header, or ``_meta``'s ``traceparent``."""
+        """The span this request came from: one current around it (an instrumented ASGI
+        server, which read the header itself, or an in-process caller), else the client's
+        ``traceparent`` header, or ``_meta``'s ``traceparent``."""
+        ambient = trace.get_current_span().get_span_context()
+        if ambient.is_valid:
+            return ambient
         for carrier in (self.headers, self.meta):
             if carrier and "traceparent" in carrier:
                 found = trace.get_current_span(extract(carrier)).get_span_context()

@@ -430,3 +430,18 @@ def test_a_global_provider_set_after_the_server_was_made_is_used() -> None:
         check=True,
     )
     assert json.loads(ran.stdout.splitlines()[-1]) == ["round echo", "tools/call echo"]
+
+
+async def test_a_span_around_the_request_is_its_parent(
+    recorded: tuple[TracerProvider, InMemorySpanExporter],
+) -> None:
+    """An instrumented ASGI server (or an in-process caller) has a span current already: the
+    request span goes under it rather than under the header it read."""
+    provider, exporter = recorded
+    async with replicas(provider, None, ["replica-a"]) as (client,):
+        tracer = provider.get_tracer("around")
+        with tracer.start_as_current_span("HTTP POST /mcp") as around:
+            assert_result(await post(client, request("tools/list", {})))
+    (listing,) = named(exporter.get_finished_spans(), "tools/list")
+    assert listing.parent is not None
+    assert listing.parent.span_id == around.get_span_context().span_id
