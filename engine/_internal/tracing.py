@@ -17,7 +17,7 @@ sees them through the protocols below.
 from __future__ import annotations
 
 import sys
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from time import monotonic
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -100,10 +100,8 @@ class Tracing:
     """A server's switch for spans, and its :class:`Spans` once there is a provider."""
 
     __slots__ = (
-        "_mode",
         "_next_look",
         "_on_spans",
-        "_provider",
         "_replica_id",
         "_settled",
         "_spans",
@@ -114,11 +112,9 @@ class Tracing:
         mode: TracingMode,
         provider: Any,
         replica_id: str,
-        on_spans: Any = None,
+        on_spans: Callable[[StoreSpans], None] | None = None,
     ) -> None:
         """``on_spans(spans)`` is told once the spans exist (the metrics seam takes them)."""
-        self._mode = mode
-        self._provider = provider
         self._replica_id = replica_id
         self._on_spans = on_spans
         self._spans: Spans | None = None
@@ -129,10 +125,6 @@ class Tracing:
         should pay each time)."""
         if mode == "on" or (mode == "auto" and provider is not None):
             self._make(provider)
-
-    @property
-    def mode(self) -> TracingMode:
-        return self._mode
 
     def spans(self) -> Spans | None:
         """The spans of this request, or ``None`` when nothing records them."""
