@@ -25,6 +25,7 @@ from engine.calls.execute import (
     execute_round,
     fails_as_protocol_error,
 )
+from engine.calls.journal_event import round_event
 from engine.calls.reply import CallRequest, Finisher, ReplyKind, RoundReply, TaskStart
 from engine.calls.traced import traced_round
 from engine.context import RequestScope, ServerHooks
@@ -400,40 +401,10 @@ class RoundRunner:
         response: bytes,
         started: float,
     ) -> dict[str, Any]:
-        """The journal entry of one round: what was asked, answered, checkpointed and
-        returned."""
-        trace = reply.trace
-        recorded = self.journal.arguments
-        signature = handler.signature
-        redacted = signature.redacted
-        arguments = request.arguments
-        if recorded and isinstance(arguments, dict):
-            # What the handler takes, without what it must never keep (nor extra keys a client
-            # added: the model ignores them, and so does the journal).
-            names = signature.argument_names
-            arguments = {k: v for k, v in arguments.items() if k in names and k not in redacted}
-        event = {
-            "v": 1,
-            "ts": time.time(),
-            "kind": reply.kind.value,
-            "target": handler.name,
-            "method": request.method,
-            "protocol": request.scope.protocol_version,
-            "round": reply.round_no,
-            "arguments": (arguments or {}) if recorded else None,
-            "arguments_recorded": recorded,
-            "questions": reply.input_requests
-            or (dict(trace.asked_in_place) if trace is not None else {}),
-            "answers": trace.accepted if trace is not None else {},
-            "checkpoints": trace.new_checkpoints() if trace is not None else {},
-            "response": response,
-            "duration_ms": int((time.perf_counter() - started) * 1e6) / 1000,  # µs resolution
-            "replica": self.replica_id,
-            "code": handler.code_fingerprint,
-        }
-        if redacted:
-            event["redacted"] = sorted(redacted)
-        return event
+        """The journal entry of one round (see :func:`~engine.calls.journal_event.round_event`)."""
+        return round_event(
+            self.journal.arguments, self.replica_id, handler, request, reply, response, started
+        )
 
 
 def _ended(

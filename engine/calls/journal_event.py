@@ -1,0 +1,57 @@
+"""The journal entry of one round: what was asked, answered, checkpointed and returned, by
+which code on which replica.
+
+What the handler takes of the arguments is recorded (when arguments are journaled at all),
+without what it must never keep (``Redacted``) nor extra keys a client added.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from engine.calls.reply import CallRequest, RoundReply
+from engine.handlers.base import Handler
+
+
+def round_event(
+    recorded: bool,
+    replica_id: str,
+    handler: Handler,
+    request: CallRequest,
+    reply: RoundReply,
+    response: bytes,
+    started: float,
+) -> dict[str, Any]:
+    """The event of one round; ``recorded``: whether arguments are journaled; ``started``: the
+    round's ``perf_counter`` at its start."""
+    trace = reply.trace
+    signature = handler.signature
+    redacted = signature.redacted
+    arguments = request.arguments
+    if recorded and isinstance(arguments, dict):
+        # The model ignores extra keys a client added, and so does the journal.
+        names = signature.argument_names
+        arguments = {k: v for k, v in arguments.items() if k in names and k not in redacted}
+    event = {
+        "v": 1,
+        "ts": time.time(),
+        "kind": reply.kind.value,
+        "target": handler.name,
+        "method": request.method,
+        "protocol": request.scope.protocol_version,
+        "round": reply.round_no,
+        "arguments": (arguments or {}) if recorded else None,
+        "arguments_recorded": recorded,
+        "questions": reply.input_requests
+        or (dict(trace.asked_in_place) if trace is not None else {}),
+        "answers": trace.accepted if trace is not None else {},
+        "checkpoints": trace.new_checkpoints() if trace is not None else {},
+        "response": response,
+        "duration_ms": int((time.perf_counter() - started) * 1e6) / 1000,  # µs resolution
+        "replica": replica_id,
+        "code": handler.code_fingerprint,
+    }
+    if redacted:
+        event["redacted"] = sorted(redacted)
+    return event
