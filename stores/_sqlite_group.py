@@ -15,6 +15,7 @@ its leader is cancelled: the others wait for it.
 
 from __future__ import annotations
 
+import copy
 import sqlite3
 from collections.abc import Awaitable, Callable
 from typing import Any, Generic, TypeVar
@@ -93,8 +94,7 @@ class GroupCommit:
             await self._acquire(me.what)
         except Exception as exc:  # the lock stayed held: every writer waiting behind it fails
             group, self._queue, self._leader = self._queue, [], None
-            for pending in group:
-                pending.settle(error=exc)
+            fail_all(group, exc)
             return
         try:
             group, self._queue, self._leader = self._queue, [], None
@@ -102,9 +102,7 @@ class GroupCommit:
                 try:
                     await self._commit(group)
                 except Exception as exc:
-                    for pending in group:
-                        if not pending.done:
-                            pending.settle(error=exc)
+                    fail_all([pending for pending in group if not pending.done], exc)
                 finally:  # even on an interrupt: nobody is left waiting
                     for pending in group:
                         if not pending.done:
@@ -123,6 +121,15 @@ class GroupCommit:
             self._leader = self._queue[0] if self._queue else None
             if self._leader is not None:
                 self._leader.wake.set()
+
+
+def fail_all(group: list[Pending[Any]], error: Exception) -> None:
+    """Settle every write of ``group`` with ``error``: a copy each, since each caller raises
+    its own (one exception raised in several tasks would gather all their tracebacks)."""
+    for pending in group:
+        own = copy.copy(error)
+        own.__cause__ = error.__cause__
+        pending.settle(error=own)
 
 
 def commit_group(

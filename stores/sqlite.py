@@ -54,7 +54,7 @@ from ._checks import (
     check_ttl,
 )
 from ._journal import EncodedEvent, encode_batch
-from ._sqlite_group import GroupCommit, Op, Pending, commit_group
+from ._sqlite_group import GroupCommit, Op, Pending, commit_group, fail_all
 from ._waiters import Waiters, wait_settled
 from .base import (
     DEFAULT_OP_TIMEOUT,
@@ -211,8 +211,7 @@ class SQLiteStore:
             try:
                 await self._quick_op(group[0].what, commit)
             except Exception as exc:
-                for pending in group:
-                    pending.settle(error=exc)
+                fail_all(group, exc)
         self._quick_writes += len(group)
         await self._housekeeping()
 

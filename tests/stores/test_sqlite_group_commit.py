@@ -187,6 +187,8 @@ async def test_writers_behind_a_lock_held_too_long_all_fail_with_what_to_do(
         finally:
             store._lock.release()
         assert len(failures) == 5
+        assert len({id(failure) for failure in failures}) == 5  # each caller raises its own
+        assert {str(failure) for failure in failures} == {str(failures[0])}
         assert "0.2 s" in str(failures[0])
         assert (await store.claim("call-0", 1, b"fp", ttl=30)).status is Claim.FRESH
     finally:
