@@ -234,8 +234,9 @@ class RoundRunner:
                 )
                 if executed.outcome is Outcome.SUSPENDED:
                     reply = await self._suspended(
-                        answers, handler, request, call_id, round_no, binding, principal
-                    )
+                        answers, handler, request, call_id, round_no, binding, principal,
+                        None if claims is None else claims.trace,
+                    )  # fmt: skip
                 elif executed.outcome is Outcome.DEFERRED:
                     assert task is not None
                     reply = await task.start(
@@ -276,8 +277,11 @@ class RoundRunner:
         round_no: int,
         binding: Binding | None,
         principal: str | None,
+        trace_in: bytes | None,
     ) -> RoundReply:
-        """The ``input_required`` reply of a round waiting for answers: the next token."""
+        """The ``input_required`` reply of a round waiting for answers: the next token. It
+        carries this round's trace context, or, from a replica that does not trace, the one
+        its own token carried (``trace_in``), so the call stays one trace across it."""
         assert isinstance(answers, StatelessAnswers), "questions asked in place never suspend"
         requests = {key: rendered.request() for key, rendered in answers.pending.items()}
         call_hex = call_id.hex()
@@ -289,7 +293,7 @@ class RoundRunner:
                 principal,
                 call_id,
                 round_no,
-                None if trace is None else trace.carried(),
+                trace_in if trace is None else trace.carried(),
             )
         except (OversizedState, UnkeptState) as exc:
             return _failed(handler, request, str(exc), call_hex, round_no)

@@ -322,6 +322,38 @@ async def test_engine_tracing_off_records_nothing(
     assert tokens
 
 
+async def test_a_round_on_a_replica_that_does_not_trace_leaves_the_call_one_trace(
+    recorded: tuple[TracerProvider, InMemorySpanExporter], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fleet turning tracing on replica by replica: the untraced replica's token carries
+    the trace context its own token brought, and round 3 continues round 1's trace."""
+    provider, exporter = recorded
+    servers: list[MCPServer] = []
+    async with contextlib.AsyncExitStack() as stack:
+        clients = []
+        for name in ("replica-a", "replica-b", "replica-c"):
+            if name == "replica-b":
+                monkeypatch.setenv("ENGINE_TRACING", "off")
+            else:
+                monkeypatch.delenv("ENGINE_TRACING", raising=False)
+            mcp = shop(name, provider, None)
+            servers.append(mcp)
+            await stack.enter_async_context(mcp.running())
+            clients.append(await stack.enter_async_context(asgi_client(mcp.streamable_http_app())))
+        tokens = await three_rounds(clients)
+    spans = exporter.get_finished_spans()
+    rounds = named(spans, "round ")
+    minted_untraced = inspect_request_state(servers[1], tokens[1])["claims"]["trace"]
+    assert minted_untraced["trace_id"] == f"{rounds[0].context.trace_id:032x}"
+    assert [span.attributes["engine.round"] for span in rounds] == [1, 3]
+    assert [span.attributes["engine.replica"] for span in rounds] == ["replica-a", "replica-c"]
+    call_spans = [span for span in spans if not span.name.startswith("store journal")]
+    assert len({span.context.trace_id for span in call_spans}) == 1
+    (first_request, last_request) = named(spans, "tools/call")
+    assert last_request.parent is not None
+    assert last_request.parent.span_id == first_request.context.span_id
+
+
 async def test_a_2025_11_25_call_is_traced_with_its_questions_asked_in_place(
     recorded: tuple[TracerProvider, InMemorySpanExporter],
 ) -> None:
