@@ -10,6 +10,7 @@ nothing about HTTP or JSON-RPC framing.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -94,6 +95,8 @@ class RoundRunner:
         self.replica_id = replica_id
         self.hooks = hooks
         self.overrides = overrides
+        self.journal_event = functools.partial(round_event, journal.arguments, replica_id)
+        """The journal entry of one round (`round_event` with this server's settings)."""
 
     def principal(self, scope: RequestScope) -> str | None:
         binder = self.binder
@@ -396,19 +399,6 @@ class RoundRunner:
                 launch()
 
         return finish
-
-    def journal_event(
-        self,
-        handler: Handler,
-        request: CallRequest,
-        reply: RoundReply,
-        response: bytes,
-        started: float,
-    ) -> dict[str, Any]:
-        """The journal entry of one round (see :func:`~engine.calls.journal_event.round_event`)."""
-        return round_event(
-            self.journal.arguments, self.replica_id, handler, request, reply, response, started
-        )
 
 
 def _ended(

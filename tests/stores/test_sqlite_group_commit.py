@@ -102,66 +102,58 @@ def test_a_failing_write_leaves_the_others_of_its_group(tmp_path: Path) -> None:
     assert not conn.in_transaction
 
 
-async def test_a_writer_cancelled_before_its_group_is_taken_writes_nothing() -> None:
-    ran: list[str] = []
-    lock = anyio.Lock()
+class Recorded:
+    """A `GroupCommit` over a plain lock whose commit records the writes it runs, in order."""
 
-    async def acquire(_what: str) -> None:
-        await lock.acquire()
+    def __init__(self) -> None:
+        self.lock = anyio.Lock()
+        self.ran: list[str] = []
+        """The writes committed."""
+        self.results: list[str] = []
+        """What their callers got back."""
+        self.writes = GroupCommit(self._acquire, self.lock.release, self._commit)
 
-    async def commit(group: list[Pending[Any]]) -> None:
+    async def _acquire(self, _what: str) -> None:
+        await self.lock.acquire()
+
+    async def _commit(self, group: list[Pending[Any]]) -> None:
         for pending in group:
-            ran.append(pending.what)
+            self.ran.append(pending.what)
             pending.settle(pending.what)
 
-    writes = GroupCommit(acquire, lock.release, commit)
-    results: list[str] = []
-
-    async def write(what: str, scope: anyio.CancelScope) -> None:
+    async def write(self, what: str, scope: anyio.CancelScope) -> None:
         with scope:
-            results.append(await writes.run(what, lambda *_: None))
+            self.results.append(await self.writes.run(what, lambda *_: None))
+
+
+async def test_a_writer_cancelled_before_its_group_is_taken_writes_nothing() -> None:
+    recorded = Recorded()
 
     leader_scope, follower_scope = anyio.CancelScope(), anyio.CancelScope()
     async with anyio.create_task_group() as tg:
-        tg.start_soon(write, "leader", leader_scope)
-        tg.start_soon(write, "follower", follower_scope)
-        tg.start_soon(write, "third", anyio.CancelScope())
+        tg.start_soon(recorded.write, "leader", leader_scope)
+        tg.start_soon(recorded.write, "follower", follower_scope)
+        tg.start_soon(recorded.write, "third", anyio.CancelScope())
         await anyio.lowlevel.checkpoint()
         follower_scope.cancel()
-    assert ran == ["leader", "third"]
-    assert results == ["leader", "third"]
+    assert recorded.ran == ["leader", "third"]
+    assert recorded.results == ["leader", "third"]
 
 
 async def test_a_leader_cancelled_before_it_takes_the_group_passes_the_lead() -> None:
-    lock = anyio.Lock()
-    ran: list[str] = []
+    recorded = Recorded()
 
-    async def acquire(_what: str) -> None:
-        await lock.acquire()
-
-    async def commit(group: list[Pending[Any]]) -> None:
-        for pending in group:
-            ran.append(pending.what)
-            pending.settle(pending.what)
-
-    writes = GroupCommit(acquire, lock.release, commit)
-    results: list[str] = []
-
-    async def write(what: str, scope: anyio.CancelScope) -> None:
-        with scope:
-            results.append(await writes.run(what, lambda *_: None))
-
-    await lock.acquire()  # someone else holds the store: the leader waits for it
+    await recorded.lock.acquire()  # someone else holds the store: the leader waits for it
     leader_scope = anyio.CancelScope()
     async with anyio.create_task_group() as tg:
-        tg.start_soon(write, "leader", leader_scope)
-        tg.start_soon(write, "follower", anyio.CancelScope())
+        tg.start_soon(recorded.write, "leader", leader_scope)
+        tg.start_soon(recorded.write, "follower", anyio.CancelScope())
         await anyio.sleep(0.01)
         leader_scope.cancel()
         await anyio.sleep(0.01)
-        lock.release()
-    assert ran == ["follower"]
-    assert results == ["follower"]
+        recorded.lock.release()
+    assert recorded.ran == ["follower"]
+    assert recorded.results == ["follower"]
 
 
 async def test_writers_behind_a_lock_held_too_long_all_fail_with_what_to_do(
