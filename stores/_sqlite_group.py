@@ -4,8 +4,8 @@ transaction.
 A commit of the write-ahead log costs more than the few rows a claim, a completion or a journal
 batch writes; concurrent rounds pay it once between them. The first writer of a turn leads: it
 yields one turn (the others join its group meanwhile), takes the store's lock, and commits the
-group; each write runs in a savepoint of its own, so one that fails leaves the others' rows and
-raises to its own caller only. Nobody learns a result before the transaction holding it commits:
+group; a write that fails leaves the others' rows and raises to its own caller only
+(`commit_group`). Nobody learns a result before the transaction holding it commits:
 a claim is on disk, as far as ``synchronous`` promises, before its round's body runs.
 
 A writer cancelled before its group is taken leaves it (its write never runs); a leader cancelled
@@ -138,27 +138,48 @@ def commit_group(
     group: list[Pending[Any]],
     failed: Callable[[Pending[Any], Exception], BaseException],
 ) -> None:
-    """The group's writes in one ``BEGIN IMMEDIATE`` transaction, a savepoint each; settles
-    them once it commits, a write that raised with ``failed(pending, exc)``. Raises (settling
-    none) when the transaction as a whole fails: the database was busy at ``BEGIN`` (nothing
-    ran), or it could not commit (nothing is kept)."""
+    """The group's writes in one ``BEGIN IMMEDIATE`` transaction; settles them once it commits,
+    a write that raised with ``failed(pending, exc)``. Writes seldom fail, so they first run
+    without savepoints; when one raises, that transaction is rolled back and the group runs
+    again with a savepoint per write, so only the failed one's caller sees its error. Raises
+    (settling none) when the transaction as a whole fails: the database was busy at ``BEGIN``
+    (nothing ran), or it could not commit (nothing is kept)."""
+    outcomes = _one_transaction(conn, clock, group, None)
+    if outcomes is None:
+        outcomes = _one_transaction(conn, clock, group, failed)
+    for pending, (value, error) in zip(group, outcomes or (), strict=True):
+        pending.settle(value, error)
+
+
+def _one_transaction(
+    conn: sqlite3.Connection,
+    clock: Clock,
+    group: list[Pending[Any]],
+    failed: Callable[[Pending[Any], Exception], BaseException] | None,
+) -> list[tuple[Any, BaseException | None]] | None:
+    """Each write's value or error, committed; without ``failed``, no savepoints, and
+    ``None`` (everything rolled back) as soon as a write raises."""
     outcomes: list[tuple[Any, BaseException | None]] = []
     conn.execute("BEGIN IMMEDIATE")
     try:
         for pending in group:
-            conn.execute("SAVEPOINT group_write")
+            if failed is not None:
+                conn.execute("SAVEPOINT group_write")
             try:
                 outcomes.append((pending.op(conn, clock), None))
             except Exception as exc:
                 if not conn.in_transaction:  # SQLite gave the whole transaction up
                     raise
+                if failed is None:
+                    conn.execute("ROLLBACK")
+                    return None
                 conn.execute("ROLLBACK TO group_write")
                 outcomes.append((None, failed(pending, exc)))
-            conn.execute("RELEASE group_write")
+            if failed is not None:
+                conn.execute("RELEASE group_write")
         conn.execute("COMMIT")
     except BaseException:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
-    for pending, (value, error) in zip(group, outcomes, strict=True):
-        pending.settle(value, error)
+    return outcomes

@@ -82,17 +82,10 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
 @contextmanager
 def transaction(conn: sqlite3.Connection, mode: str = "IMMEDIATE") -> Iterator[None]:
     """IMMEDIATE takes the write lock up front, so read-then-write cannot interleave. Within a
-    transaction already open (a group commit's), a savepoint of it."""
+    transaction already open (a group commit's), part of it: the group undoes what a write that
+    raised had done (`stores._sqlite_group.commit_group`)."""
     if conn.in_transaction:
-        conn.execute("SAVEPOINT nested")
-        try:
-            yield
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK TO nested")
-                conn.execute("RELEASE nested")
-            raise
-        conn.execute("RELEASE nested")
+        yield
         return
     conn.execute(f"BEGIN {mode}")
     try:

@@ -12,6 +12,7 @@ import pytest
 
 from stores import Claim, SQLiteStore, StoreUnavailable
 from stores._sqlite_group import GroupCommit, Pending, commit_group
+from stores._sqlite_sql import transaction
 
 pytestmark = pytest.mark.anyio
 
@@ -88,18 +89,48 @@ def test_a_failing_write_leaves_the_others_of_its_group(tmp_path: Path) -> None:
 
         return op
 
+    def insert_in_transaction(*keys: str) -> Any:
+        def op(c: sqlite3.Connection, clock: Any) -> int:
+            with transaction(c):  # as the store's journal writes do
+                return insert(*keys)(c, clock)
+
+        return op
+
     group = [
         Pending("first", insert("a")),
         Pending("clash", insert("half-written", "taken")),  # its first row must go too
         Pending("last", insert("b")),
+        Pending("clash in a transaction", insert_in_transaction("half", "taken")),
+        Pending("after", insert_in_transaction("c")),
     ]
     commit_group(conn, lambda: 0.0, group, lambda _pending, exc: exc)
-    assert [p.done for p in group] == [True, True, True]
-    assert group[0].result() == 1 and group[2].result() == 1
-    with pytest.raises(sqlite3.IntegrityError):
-        group[1].result()
-    assert sorted(k for (k,) in conn.execute("SELECT k FROM t")) == ["a", "b", "taken"]
+    assert all(p.done for p in group)
+    assert [group[i].result() for i in (0, 2, 4)] == [1, 1, 1]
+    for failed in (group[1], group[3]):
+        with pytest.raises(sqlite3.IntegrityError):
+            failed.result()
+    assert sorted(k for (k,) in conn.execute("SELECT k FROM t")) == ["a", "b", "c", "taken"]
     assert not conn.in_transaction
+
+
+def test_a_group_that_succeeds_commits_once_without_savepoints(tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / "t.db", isolation_level=None)
+    conn.execute("CREATE TABLE t (k TEXT PRIMARY KEY)")
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+
+    def insert(key: str) -> Any:
+        def op(c: sqlite3.Connection, _clock: Any) -> str:
+            with transaction(c):
+                c.execute("INSERT INTO t VALUES (?)", (key,))
+            return key
+
+        return op
+
+    group = [Pending(key, insert(key)) for key in "abc"]
+    commit_group(conn, lambda: 0.0, group, lambda _pending, exc: exc)
+    assert [p.result() for p in group] == ["a", "b", "c"]
+    assert [s.split()[0] for s in statements] == ["BEGIN", "INSERT", "INSERT", "INSERT", "COMMIT"]
 
 
 class Recorded:
