@@ -13,11 +13,9 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
 
 from ._claims import FRESH, claim_found
-from ._journal import EncodedEvent, decode_event
-from .base import CallSummary, ClaimResult, StoreUnavailable
+from .base import ClaimResult, StoreUnavailable
 
 Clock = Callable[[], float]
 """The store's time in seconds, read when an operation runs (inside its transaction)."""
@@ -26,11 +24,12 @@ WAL_SIZE_LIMIT = 64 * 1024 * 1024
 """Bytes the write-ahead log file is cut back to when it starts over (it is reused, not
 shrunk, otherwise)."""
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """1: the first schema. 2: ``rounds.owner``, the token of the claim that created the record.
 3: ``tasks``, the records of calls that run in the background. 4: ``journal`` as a rowid table:
 events of a kilobyte or more stay in its leaf pages, where a table without rowid gives each its
-own overflow page."""
+own overflow page. 5: the listing moves into the journal: each row carries its call's listing as
+of its event (``calls`` becomes a view of the last rows), so an event adds a row, rewriting none."""
 
 _TASKS = (
     """CREATE TABLE IF NOT EXISTS tasks (
@@ -42,9 +41,32 @@ _TASKS = (
     "CREATE INDEX IF NOT EXISTS tasks_by_created ON tasks (created)",
 )
 
-_JOURNAL = """CREATE TABLE IF NOT EXISTS {name} (
+_JOURNAL_V4 = """CREATE TABLE IF NOT EXISTS {name} (
     call_id TEXT NOT NULL, seq INTEGER NOT NULL, event BLOB NOT NULL, PRIMARY KEY (call_id, seq)
 )"""
+
+_JOURNAL = """CREATE TABLE IF NOT EXISTS {name} (
+    call_id TEXT NOT NULL, seq INTEGER NOT NULL, target TEXT, first_ts REAL NOT NULL,
+    last_ts REAL NOT NULL, last_kind TEXT, expires_at REAL NOT NULL, event BLOB NOT NULL,
+    PRIMARY KEY (call_id, seq)
+)"""
+"""A row per event, ``seq`` counting from 0, with the call's listing as of the event (the first
+non-null target, the earliest and latest ``ts``, the latest non-null kind) and the expiry its
+write set. So a call's last row is its summary, and its expiry (`stores._sqlite_journal`)."""
+
+_LISTING = (
+    "CREATE INDEX IF NOT EXISTS journal_by_target ON journal (target, last_ts)",
+    "CREATE INDEX IF NOT EXISTS journal_by_expiry ON journal (expires_at) WHERE seq = 0",
+    """CREATE VIEW IF NOT EXISTS calls AS
+        SELECT call_id, target, first_ts, last_ts, seq + 1 AS events, last_kind, expires_at
+        FROM journal AS j WHERE NOT EXISTS
+            (SELECT 1 FROM journal AS n WHERE n.call_id = j.call_id AND n.seq = j.seq + 1)""",
+)
+"""What finds calls without reading the whole journal: a listing walks ``journal_by_target``
+(a target after another when none is given, merged) until it has its rows, passing the earlier
+rows of the calls it lists; a purge looks at the calls whose first row has expired (with one
+ttl, all that have) and drops those whose last row has too. ``calls`` shows each call's last
+row as the table of version 4 did, for reading the file by hand."""
 
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS blobs (
@@ -55,13 +77,8 @@ _SCHEMA = (
         call_id TEXT NOT NULL, round_no INTEGER NOT NULL, fingerprint BLOB NOT NULL,
         response BLOB, expires_at REAL NOT NULL, owner BLOB, PRIMARY KEY (call_id, round_no)
     ) WITHOUT ROWID""",
-    """CREATE TABLE IF NOT EXISTS calls (
-        call_id TEXT PRIMARY KEY, target TEXT, first_ts REAL NOT NULL, last_ts REAL NOT NULL,
-        events INTEGER NOT NULL, last_kind TEXT, expires_at REAL NOT NULL
-    )""",
-    "CREATE INDEX IF NOT EXISTS calls_by_last_ts ON calls (last_ts)",
-    "CREATE INDEX IF NOT EXISTS calls_by_target ON calls (target, last_ts)",
     _JOURNAL.format(name="journal"),
+    *_LISTING,
     *_TASKS,
 )
 """Applied in one transaction on first open (``executescript`` would commit half-way)."""
@@ -70,13 +87,29 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: ("ALTER TABLE rounds ADD COLUMN owner BLOB",),
     2: _TASKS,
     3: (
-        _JOURNAL.format(name="journal_v4"),
+        _JOURNAL_V4.format(name="journal_v4"),
         "INSERT INTO journal_v4 SELECT call_id, seq, event FROM journal",
         "DROP TABLE journal",
         "ALTER TABLE journal_v4 RENAME TO journal",
     ),
+    4: (
+        _JOURNAL.format(name="journal_v5"),
+        "INSERT INTO journal_v5 SELECT j.call_id, j.seq, c.target, c.first_ts, c.last_ts,"
+        " c.last_kind, c.expires_at, j.event FROM journal AS j JOIN calls AS c USING (call_id)"
+        " WHERE j.seq < c.events ORDER BY j.rowid",
+        "DROP TABLE journal",
+        "DROP TABLE calls",
+        "ALTER TABLE journal_v5 RENAME TO journal",
+        *_LISTING,
+    ),
 }
-"""Statements that bring a file of version N to N + 1, applied in place on open."""
+"""Statements that bring a file of version N to N + 1, applied in place on open.
+
+4 to 5 gives each event the listing of its call's ``calls`` row: exact for the call's last row,
+the one listings and appends read; an earlier row gets the listing as of the move rather than
+as of its own event, which nothing reads. Rows past a call's count (left from before it expired
+and started over) and rows of no listed call are dropped: no read returned them.
+"""
 
 
 @contextmanager
@@ -358,83 +391,13 @@ def renew(
     return conn.execute(sql, (now + ttl, *key, fingerprint, owner, now)).rowcount > 0
 
 
-_JOURNAL_COUNT = (
-    "INSERT INTO calls VALUES (:call_id, :target, :ts, :ts, 1, :kind, :expires)"
-    " ON CONFLICT (call_id) DO UPDATE SET"
-    " target = CASE WHEN expires_at <= :now THEN excluded.target"
-    " ELSE coalesce(target, excluded.target) END,"
-    " first_ts = CASE WHEN expires_at <= :now THEN excluded.first_ts"
-    " ELSE min(first_ts, excluded.first_ts) END,"
-    " last_ts = CASE WHEN expires_at <= :now THEN excluded.last_ts"
-    " ELSE max(last_ts, excluded.last_ts) END,"
-    " events = CASE WHEN expires_at <= :now THEN 1 ELSE events + 1 END,"
-    " last_kind = CASE WHEN expires_at <= :now THEN excluded.last_kind"
-    " ELSE coalesce(excluded.last_kind, last_kind) END,"
-    " expires_at = excluded.expires_at"
-    " RETURNING events"
+_PURGE_JOURNAL = (
+    "DELETE FROM journal WHERE call_id IN (SELECT call_id FROM journal AS f"
+    " WHERE seq = 0 AND expires_at <= :now AND (SELECT expires_at FROM journal AS l"
+    " WHERE l.call_id = f.call_id ORDER BY seq DESC LIMIT 1) <= :now)"
 )
-"""Counts one more event of a call in its listing and returns the count: the event's ``seq`` is
-the count before it. An expired listing starts over at 1 (SET reads the row as it was); the
-rows its old journal left behind are passed over on read (``seq`` at or past the count) and
-written over or purged later."""
-
-
-def append_many(
-    conn: sqlite3.Connection, clock: Clock, entries: list[EncodedEvent], ttl: float
-) -> None:
-    """Journal events (call id, encoded event, listing fields) in one transaction."""
-    with transaction(conn):
-        now = clock()
-        expires = now + ttl
-        for call_id, data, fields in entries:
-            (count,) = conn.execute(
-                _JOURNAL_COUNT,
-                {
-                    "call_id": call_id,
-                    "target": fields.target,
-                    "ts": fields.ts,
-                    "kind": fields.kind,
-                    "expires": expires,
-                    "now": now,
-                },
-            ).fetchone()
-            conn.execute(
-                "INSERT OR REPLACE INTO journal VALUES (?, ?, ?)", (call_id, count - 1, data)
-            )
-
-
-def events(conn: sqlite3.Connection, clock: Clock, call_id: str) -> list[dict[str, Any]]:
-    with transaction(conn, "DEFERRED"):  # one snapshot for both reads
-        live = conn.execute(
-            "SELECT events FROM calls WHERE call_id = ? AND expires_at > ?", (call_id, clock())
-        ).fetchone()
-        if live is None:
-            return []
-        rows = conn.execute(
-            "SELECT event FROM journal WHERE call_id = ? AND seq < ? ORDER BY seq",
-            (call_id, live[0]),
-        ).fetchall()
-    return [decode_event(bytes(data)) for (data,) in rows]
-
-
-def calls(
-    conn: sqlite3.Connection, clock: Clock, limit: int, since: float | None, target: str | None
-) -> list[CallSummary]:
-    sql = "SELECT call_id, target, first_ts, last_ts, events, last_kind FROM calls"
-    sql += " WHERE expires_at > ?"
-    params: list[Any] = [clock()]
-    if since is not None:
-        sql += " AND last_ts >= ?"
-        params.append(since)
-    if target is not None:
-        sql += " AND target = ?"
-        params.append(target)
-    sql += " ORDER BY last_ts DESC LIMIT ?"
-    params.append(limit)
-    return [
-        CallSummary(call_id, tgt, first, last, count, last_kind=kind)
-        for call_id, tgt, first, last, count, kind in conn.execute(sql, params)
-    ]
+"""The calls whose last row has expired, among those whose first has: a call whose later
+event had a shorter ttl than its first stays until both have passed (unread from the first)."""
 
 
 def purge(conn: sqlite3.Connection, clock: Clock) -> None:
@@ -442,10 +405,5 @@ def purge(conn: sqlite3.Connection, clock: Clock) -> None:
     with transaction(conn):
         conn.execute("DELETE FROM blobs WHERE expires_at <= ?", (now,))
         conn.execute("DELETE FROM rounds WHERE expires_at <= ?", (now,))
-        conn.execute(
-            "DELETE FROM journal"
-            " WHERE call_id IN (SELECT call_id FROM calls WHERE expires_at <= ?)",
-            (now,),
-        )
-        conn.execute("DELETE FROM calls WHERE expires_at <= ?", (now,))
+        conn.execute(_PURGE_JOURNAL, {"now": now})
         conn.execute("DELETE FROM tasks WHERE expires_at <= ?", (now,))

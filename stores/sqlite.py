@@ -1,7 +1,7 @@
 """`SQLiteStore`: the embedded default, one file that survives restarts.
 
-(One class over 400 lines: the whole Store protocol on one file, its SQL in `_sqlite_sql.py` and
-`_sqlite_tasks.py`.)
+(One class over 400 lines: the whole Store protocol on one file, its SQL in `_sqlite_sql.py`,
+`_sqlite_journal.py` and `_sqlite_tasks.py`.)
 
 Other processes may open the same file while a server writes it (a CLI reading journals, say):
 the database runs in WAL mode, so readers never block the writer.
@@ -40,6 +40,7 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
+from . import _sqlite_journal as journal_sql
 from . import _sqlite_sql as sql
 from . import _sqlite_tasks as task_sql
 from ._bus import DEFAULT_BUFFER, LocalBus
@@ -404,12 +405,12 @@ class SQLiteStore:
         for n, chunk in enumerate(_quick_chunks(encode_batch(items))):
             if n:  # other tasks run between two transactions of a large batch
                 await anyio.lowlevel.cancel_shielded_checkpoint()
-            write = functools.partial(sql.append_many, entries=chunk, ttl=ttl)
+            write = functools.partial(journal_sql.append_many, entries=chunk, ttl=ttl)
             await self._write_sized("append", write, sum(len(entry[1]) for entry in chunk))
 
     async def events(self, call_id: str) -> list[dict[str, Any]]:
         return await self._run(
-            "events", lambda conn, clock: sql.events(conn, clock, call_id), write=False
+            "events", lambda conn, clock: journal_sql.events(conn, clock, call_id), write=False
         )
 
     async def calls(
@@ -417,7 +418,9 @@ class SQLiteStore:
     ) -> list[CallSummary]:
         check_limit(limit)
         return await self._run(
-            "calls", lambda conn, clock: sql.calls(conn, clock, limit, since, target), write=False
+            "calls",
+            lambda conn, clock: journal_sql.calls(conn, clock, limit, since, target),
+            write=False,
         )
 
     # --- tasks ---

@@ -6,6 +6,7 @@ import json
 import sqlite3
 import sys
 import time
+from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
 
@@ -14,6 +15,8 @@ import msgpack
 import pytest
 
 from stores import CallSummary, Claim, ClaimResult, SQLiteStore, StoreUnavailable, TaskRow
+from stores import _sqlite_journal as journal_sql
+from stores import _sqlite_sql as sql
 from stores import sqlite as sqlite_store
 from tests.stores.fake_clock import FakeClock
 
@@ -255,6 +258,65 @@ async def test_expired_rows_are_purged_once_the_purge_interval_has_passed(
         await store.aclose()
 
 
+async def test_an_expired_call_written_again_drops_its_old_rows(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    path = tmp_path / "engine.db"
+    store = SQLiteStore(path, purge_interval=10**6, clock=clock.now)  # no purge after the first
+    try:
+        await store.append_many([("c1", {"n": n}) for n in range(3)], ttl=10)
+        clock.advance(11)
+        await store.append("c1", {"n": 3}, ttl=10)
+        assert await store.events("c1") == [{"n": 3}]
+    finally:
+        await store.aclose()
+    with closing(sqlite3.connect(path)) as conn:
+        assert conn.execute("SELECT seq FROM journal WHERE call_id = 'c1'").fetchall() == [(0,)]
+
+
+def _steps(conn: sqlite3.Connection, read: Callable[[], object]) -> int:
+    """How much work SQLite does for `read`, in hundreds of virtual machine instructions."""
+    steps = 0
+
+    def count() -> int:
+        nonlocal steps
+        steps += 1
+        return 0
+
+    conn.set_progress_handler(count, 100)
+    try:
+        read()
+    finally:
+        conn.set_progress_handler(None, 100)
+    return steps
+
+
+async def test_short_listings_and_purges_read_a_few_rows_of_a_long_journal(tmp_path: Path) -> None:
+    path = tmp_path / "engine.db"
+    store = SQLiteStore(path)
+    try:
+        for batch in range(40):  # 2,000 calls of 3 events over 4 targets
+            calls = [
+                (f"call-{batch}-{i}", float(batch * 100 + i), f"tool{i % 4}") for i in range(50)
+            ]
+            items = [(c, {"ts": ts + n, "target": t}) for c, ts, t in calls for n in range(3)]
+            await store.append_many(items, ttl=60)
+    finally:
+        await store.aclose()
+    with closing(sqlite3.connect(path, isolation_level=None)) as conn:
+        every_call = _steps(conn, lambda: conn.execute("SELECT count(*) FROM calls").fetchone())
+        newest = journal_sql.calls(conn, time.time, 5, None, None)
+        assert [c.call_id for c in newest] == [f"call-39-{i}" for i in range(49, 44, -1)]
+        reads = [
+            lambda: journal_sql.calls(conn, time.time, 5, None, None),
+            lambda: journal_sql.calls(conn, time.time, 5, None, "tool1"),
+            lambda: journal_sql.calls(conn, time.time, 5, 3000.0, None),
+            lambda: sql.purge(conn, time.time),
+        ]
+        for read in reads:
+            assert _steps(conn, read) * 20 < every_call
+
+
 V1_SCHEMA = """
 PRAGMA journal_mode = WAL;
 CREATE TABLE blobs (
@@ -319,7 +381,7 @@ async def test_a_version_1_file_is_migrated_in_place(tmp_path: Path) -> None:
 
     store = SQLiteStore(path)
     try:
-        assert _schema_of(path) == (4, V2_ROUNDS)
+        assert _schema_of(path) == (5, V2_ROUNDS)
         assert await store.get_blob("c1", "state") == b"old"
         assert await store.events("c1") == [OLD_EVENT]  # version 4 moved the journal
         await store.append("c1", {"round": 2, "kind": "y", "ts": 2.0}, ttl=60)
@@ -346,7 +408,7 @@ async def test_a_version_1_file_is_migrated_in_place(tmp_path: Path) -> None:
         assert await store.claim("c1", 1, b"fp", ttl=60) == ClaimResult(Claim.DUPLICATE, b"done")
     finally:
         await store.aclose()
-    assert _schema_of(path) == (4, V2_ROUNDS)
+    assert _schema_of(path) == (5, V2_ROUNDS)
 
 
 async def test_two_stores_opening_a_version_1_file_migrate_it_once(tmp_path: Path) -> None:
@@ -362,13 +424,100 @@ async def test_two_stores_opening_a_version_1_file_migrate_it_once(tmp_path: Pat
     finally:
         for store in stores:
             await store.aclose()
-    assert _schema_of(path) == (4, V2_ROUNDS)
+    assert _schema_of(path) == (5, V2_ROUNDS)
+
+
+V4_SCHEMA = """
+PRAGMA journal_mode = WAL;
+CREATE TABLE blobs (
+    call_id TEXT NOT NULL, blob_id TEXT NOT NULL, data BLOB NOT NULL,
+    expires_at REAL NOT NULL, PRIMARY KEY (call_id, blob_id)
+) WITHOUT ROWID;
+CREATE TABLE rounds (
+    call_id TEXT NOT NULL, round_no INTEGER NOT NULL, fingerprint BLOB NOT NULL,
+    response BLOB, expires_at REAL NOT NULL, owner BLOB, PRIMARY KEY (call_id, round_no)
+) WITHOUT ROWID;
+CREATE TABLE calls (
+    call_id TEXT PRIMARY KEY, target TEXT, first_ts REAL NOT NULL, last_ts REAL NOT NULL,
+    events INTEGER NOT NULL, last_kind TEXT, expires_at REAL NOT NULL
+);
+CREATE INDEX calls_by_last_ts ON calls (last_ts);
+CREATE INDEX calls_by_target ON calls (target, last_ts);
+CREATE TABLE journal (
+    call_id TEXT NOT NULL, seq INTEGER NOT NULL, event BLOB NOT NULL, PRIMARY KEY (call_id, seq)
+);
+CREATE TABLE tasks (
+    task_id TEXT PRIMARY KEY, version INTEGER NOT NULL, status TEXT NOT NULL,
+    target TEXT NOT NULL, created REAL NOT NULL, updated REAL NOT NULL, record BLOB NOT NULL,
+    expires_at REAL NOT NULL, due REAL
+);
+CREATE INDEX tasks_by_due ON tasks (due) WHERE due IS NOT NULL;
+CREATE INDEX tasks_by_created ON tasks (created);
+PRAGMA user_version = 4;
+"""
+"""The schema of version 4, as its release created files."""
+V4_EVENTS = [
+    {"ts": 1.0, "target": "tool", "kind": "start"},
+    {"ts": 3.0},
+    {"ts": 2.0, "kind": "done"},
+]
+
+
+def _version_4_file(path: Path) -> None:
+    """A version-4 file listing a call of three events (its journal also holds a row past that
+    count, from an earlier life of the call), one of a single event, and an expired one."""
+    now = time.time()
+    listed = [
+        ("c1", "tool", 1.0, 3.0, 3, "done", now + 60),
+        ("c2", "other", 2.0, 2.0, 1, None, now + 60),
+        ("gone", "tool", 4.0, 4.0, 1, "done", now - 1),
+    ]
+    events = [*V4_EVENTS, {"ts": 0.5, "kind": "from an earlier life"}]
+    journal = [("c1", seq, msgpack.packb(event)) for seq, event in enumerate(events)]
+    journal += [("c2", 0, msgpack.packb({"ts": 2.0})), ("gone", 0, msgpack.packb({"ts": 4.0}))]
+    conn = sqlite3.connect(path)
+    try:
+        conn.executescript(V4_SCHEMA)
+        with conn:
+            conn.executemany("INSERT INTO calls VALUES (?, ?, ?, ?, ?, ?, ?)", listed)
+            conn.executemany("INSERT INTO journal VALUES (?, ?, ?)", journal)
+    finally:
+        conn.close()
+
+
+async def test_a_version_4_file_keeps_its_journals_and_listing(tmp_path: Path) -> None:
+    path = tmp_path / "engine.db"
+    _version_4_file(path)
+    store = SQLiteStore(path)
+    try:
+        assert _schema_of(path) == (5, V2_ROUNDS)
+        assert await store.events("c1") == V4_EVENTS
+        assert await store.events("c2") == [{"ts": 2.0}]
+        assert await store.events("gone") == []
+        c1 = CallSummary("c1", "tool", 1.0, 3.0, 3, last_kind="done")
+        c2 = CallSummary("c2", "other", 2.0, 2.0, 1)
+        assert await store.calls() == [c1, c2]
+        assert await store.calls(target="other") == [c2]
+        assert await store.calls(since=2.5, limit=1) == [c1]
+        await store.append("c1", {"ts": 5.0, "kind": "again"}, ttl=60)
+        assert await store.events("c1") == [*V4_EVENTS, {"ts": 5.0, "kind": "again"}]
+        assert await store.calls(target="tool") == [
+            CallSummary("c1", "tool", 1.0, 5.0, 4, last_kind="again")
+        ]
+        await store.append("gone", {"ts": 6.0}, ttl=60)  # expired: it starts over
+        assert await store.events("gone") == [{"ts": 6.0}]
+        assert (await store.calls())[0] == CallSummary("gone", None, 6.0, 6.0, 1)
+    finally:
+        await store.aclose()
+    with closing(sqlite3.connect(path)) as conn:  # the view shows what the table did
+        listed = conn.execute("SELECT call_id, events FROM calls ORDER BY call_id").fetchall()
+    assert listed == [("c1", 4), ("c2", 1), ("gone", 1)]
 
 
 async def test_a_new_file_gets_the_current_schema(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "engine.db")
     await store.aclose()
-    assert _schema_of(tmp_path / "engine.db") == (4, V2_ROUNDS)
+    assert _schema_of(tmp_path / "engine.db") == (5, V2_ROUNDS)
 
 
 async def test_a_file_from_another_schema_is_refused(tmp_path: Path) -> None:
@@ -378,8 +527,8 @@ async def test_a_file_from_another_schema_is_refused(tmp_path: Path) -> None:
     with pytest.raises(StoreUnavailable, match="schema version 99"):
         SQLiteStore(path)
     with sqlite3.connect(path) as conn:
-        conn.execute("PRAGMA user_version = 5")  # the next version, unknown to this engine
-    with pytest.raises(StoreUnavailable, match="schema version 5"):
+        conn.execute("PRAGMA user_version = 6")  # the next version, unknown to this engine
+    with pytest.raises(StoreUnavailable, match="schema version 6"):
         SQLiteStore(path)
 
 

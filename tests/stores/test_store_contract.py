@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -434,6 +435,67 @@ async def test_journal_expires_after_ttl(store: Store, elapse: Elapse) -> None:
     await store.append("gone", {"ts": 3.0, "target": "again"}, ttl=30)  # starts afresh
     assert await store.events("gone") == [{"ts": 3.0, "target": "again"}]
     assert (await store.calls())[0] == CallSummary("gone", "again", 3.0, 3.0, 1)
+
+
+async def test_an_expired_call_written_again_keeps_nothing_of_its_old_events(
+    store: Store, elapse: Elapse
+) -> None:
+    old = [("c1", {"ts": 1.0, "target": "old", "kind": "start"}), ("c1", {"ts": 9.0, "kind": "x"})]
+    await store.append_many(old, ttl=SHORT_TTL)
+    await elapse(PAST_SHORT_TTL)
+    await store.append("c1", {"ts": 5.0}, ttl=30)
+    assert await store.events("c1") == [{"ts": 5.0}]
+    assert await store.calls() == [CallSummary("c1", None, 5.0, 5.0, 1)]
+    assert await store.calls(target="old") == []
+    await store.append("c1", {"ts": 6.0, "target": "new"}, ttl=30)
+    assert await store.calls(target="new") == [CallSummary("c1", "new", 5.0, 6.0, 2)]
+
+
+async def test_a_short_listing_of_many_calls_is_the_head_of_the_whole(
+    store: Store, elapse: Elapse
+) -> None:
+    """Calls over a few targets (and none), several events each in no order of time, some
+    expired: a listing, however short, is the start of what sorting all the live calls gives."""
+    gone = [(f"gone-{i}", {"ts": 500.0 + 100 * i, "target": "t1"}) for i in range(10)]
+    await store.append_many(gone, ttl=SHORT_TTL)
+    await elapse(PAST_SHORT_TTL)
+    rng = random.Random(5)
+    expected: dict[str, CallSummary] = {}
+    items: list[tuple[str, dict[str, Any]]] = []
+    for _ in range(300):
+        call_id = f"call-{rng.randrange(80):02}"
+        ts, target, kind = rng.uniform(0, 2000), rng.choice(["t1", "t2", "t3", None]), None
+        event: dict[str, Any] = {"ts": ts, "target": target}
+        if rng.random() < 0.5:
+            kind = event["kind"] = rng.choice(["a", "b"])
+        items.append((call_id, event))
+        was = expected.get(call_id)
+        expected[call_id] = (
+            CallSummary(call_id, target, ts, ts, 1, last_kind=kind)
+            if was is None
+            else CallSummary(
+                call_id,
+                target if was.target is None else was.target,
+                min(was.first_ts, ts),
+                max(was.last_ts, ts),
+                was.events + 1,
+                last_kind=was.last_kind if kind is None else kind,
+            )
+        )
+    for start in range(0, len(items), 70):
+        await store.append_many(items[start : start + 70], ttl=30)
+    whole = sorted(expected.values(), key=lambda summary: summary.last_ts, reverse=True)
+    for target in (None, "t1", "t2", "t3", "t4"):
+        for since in (None, 1000.0):
+            wanted = [
+                summary
+                for summary in whole
+                if (target is None or summary.target == target)
+                and (since is None or summary.last_ts >= since)
+            ]
+            for limit in (1, 3, 10, 100):
+                listed = await store.calls(limit=limit, since=since, target=target)
+                assert listed == wanted[:limit], (target, since, limit)
 
 
 # --- tasks ---

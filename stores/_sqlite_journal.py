@@ -1,0 +1,113 @@
+"""The journal operations of `SQLiteStore`, each a function of a connection (see
+`stores._sqlite_sql` for the schema and the rest).
+
+A call's journal is its rows in ``journal``, ``seq`` 0 up; each row also carries the call's
+listing as of its event and the expiry its write set, so the last row is the call's summary and
+says whether it lives. An event adds a row and rewrites none. An expired call written again
+starts over: its old rows go first.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import sqlite3
+from itertools import islice
+from operator import itemgetter
+from typing import Any
+
+from ._journal import EncodedEvent, decode_event
+from ._sqlite_sql import Clock, transaction
+from .base import CallSummary
+
+_LAST = (
+    "SELECT seq, target, first_ts, last_ts, last_kind, expires_at FROM journal"
+    " WHERE call_id = ? ORDER BY seq DESC LIMIT 1"
+)
+_INSERT = (
+    "INSERT INTO journal (call_id, seq, target, first_ts, last_ts, last_kind, expires_at, event)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+def append_many(
+    conn: sqlite3.Connection, clock: Clock, entries: list[EncodedEvent], ttl: float
+) -> None:
+    """Journal events (call id, encoded event, listing fields) in one transaction: each reads
+    its call's last row (an index probe) and adds the next."""
+    with transaction(conn):
+        now = clock()
+        expires = now + ttl
+        for call_id, data, fields in entries:
+            last = conn.execute(_LAST, (call_id,)).fetchone()
+            if last is not None and last[5] > now:
+                seq, target, first_ts, last_ts, kind, _ = last
+                row = (
+                    call_id,
+                    seq + 1,
+                    fields.target if target is None else target,
+                    min(first_ts, fields.ts),
+                    max(last_ts, fields.ts),
+                    kind if fields.kind is None else fields.kind,
+                    expires,
+                    data,
+                )
+            else:
+                if last is not None:
+                    conn.execute("DELETE FROM journal WHERE call_id = ?", (call_id,))
+                row = (call_id, 0, fields.target, fields.ts, fields.ts, fields.kind, expires, data)
+            conn.execute(_INSERT, row)
+
+
+_EVENTS = (
+    "SELECT event FROM journal WHERE call_id = :call_id AND (SELECT expires_at FROM journal"
+    " WHERE call_id = :call_id ORDER BY seq DESC LIMIT 1) > :now ORDER BY seq"
+)
+"""One statement, so one snapshot: the events, if the last one's expiry is still ahead."""
+
+
+def events(conn: sqlite3.Connection, clock: Clock, call_id: str) -> list[dict[str, Any]]:
+    rows = conn.execute(_EVENTS, {"call_id": call_id, "now": clock()}).fetchall()
+    return [decode_event(bytes(data)) for (data,) in rows]
+
+
+_TARGETS = """WITH RECURSIVE targets (target) AS (
+    SELECT min(target) FROM journal
+    UNION ALL
+    SELECT (SELECT min(target) FROM journal WHERE target > targets.target) FROM targets
+    WHERE targets.target IS NOT NULL
+) SELECT target FROM targets"""
+"""Each target in the journal, then NULL (for the calls without one yet): one index seek each."""
+
+_WALK = (
+    "SELECT call_id, target, first_ts, last_ts, seq + 1, last_kind"
+    " FROM journal AS j INDEXED BY journal_by_target"
+    " WHERE target IS ? AND last_ts >= ? AND expires_at > ? AND NOT EXISTS"
+    " (SELECT 1 FROM journal AS n WHERE n.call_id = j.call_id AND n.seq = j.seq + 1)"
+    " ORDER BY last_ts DESC LIMIT ?"
+)
+"""The live calls of one target, most recently active first: their last rows (the others of a
+call, with no later ``last_ts``, are passed over on the way)."""
+
+_LAST_TS = itemgetter(3)
+
+
+def calls(
+    conn: sqlite3.Connection, clock: Clock, limit: int, since: float | None, target: str | None
+) -> list[CallSummary]:
+    """The walk of `target`, or those of every target merged: as many rows as the limit, and a
+    seek per target."""
+    now = clock()
+    floor = -math.inf if since is None else since
+    with transaction(conn, "DEFERRED"):  # one snapshot for every walk
+        groups = [target] if target is not None else [t for (t,) in conn.execute(_TARGETS)]
+        walks = [conn.execute(_WALK, (group, floor, now, limit)) for group in groups]
+        try:
+            rows = list(islice(heapq.merge(*walks, key=_LAST_TS, reverse=True), limit))
+        finally:
+            for walk in walks:
+                walk.close()
+    return [
+        CallSummary(call_id, tgt, first, last, count, last_kind=kind)
+        for call_id, tgt, first, last, count, kind in rows
+    ]
