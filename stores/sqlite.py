@@ -18,7 +18,7 @@ file: milliseconds) to a worker thread, every `CHECKPOINT_EVERY` quick writes: `
 server runs the store, else the write that reaches the count. Disk writes still happen on the
 loop's thread: a commit appends to the log, and the first commit after the log starts over syncs
 its header. The quick writes of one loop turn commit together (`_sqlite_group`): one ``BEGIN
-IMMEDIATE`` transaction, atomic across processes too, with a savepoint for each.
+IMMEDIATE`` transaction, atomic across processes too.
 
 Expiry uses the wall clock (the file outlives the process, a monotonic clock does not), or the
 ``clock`` given (e.g. a test's fake one): expired rows are ignored on read and purged now and then
