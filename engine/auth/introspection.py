@@ -24,6 +24,7 @@ import anyio
 import httpx
 
 from engine.auth.provider import AccessToken, token_from_claims
+from engine.auth.provider_client import ProviderClient
 
 log = logging.getLogger("engine.auth")
 
@@ -68,16 +69,14 @@ class IntrospectionVerifier:
         self.cache_seconds = cache_seconds
         self.negative_cache_seconds = negative_cache_seconds
         self.timeout = timeout
-        self.client = http_client
-        self._owns_client = http_client is None
+        self.client = ProviderClient(http_client, timeout)
         self._cache: dict[bytes, tuple[float, AccessToken | None]] = {}
         self._pending: dict[bytes, anyio.Event] = {}
         self.introspections = 0
         """How many tokens were sent to the endpoint (for the log and the tests)."""
 
     async def __aenter__(self) -> IntrospectionVerifier:
-        if self._owns_client:
-            self.client = httpx.AsyncClient(timeout=self.timeout)
+        self.client.open()
         return self
 
     async def __aexit__(
@@ -86,10 +85,7 @@ class IntrospectionVerifier:
         value: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        if self._owns_client:
-            client, self.client = self.client, None
-            if client is not None:
-                await client.aclose()
+        await self.client.close()
 
     async def verify_token(self, token: str) -> AccessToken | None:
         key = hashlib.sha256(token.encode()).digest()
@@ -131,11 +127,8 @@ class IntrospectionVerifier:
         self.introspections += 1
         form = {"token": token, "token_type_hint": "access_token"}
         try:
-            if self.client is not None:
-                response = await self.client.post(self.endpoint, data=form, auth=self.credentials)
-            else:
-                async with httpx.AsyncClient(timeout=self.timeout) as client:
-                    response = await client.post(self.endpoint, data=form, auth=self.credentials)
+            async with self.client.session() as client:
+                response = await client.post(self.endpoint, data=form, auth=self.credentials)
         except httpx.HTTPError as exc:
             raise IntrospectionUnavailable(f"{self.endpoint}: {type(exc).__name__}") from None
         if response.status_code != 200:

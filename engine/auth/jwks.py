@@ -25,6 +25,8 @@ import httpx
 from jwt import PyJWK
 from jwt.exceptions import PyJWKError
 
+from engine.auth.provider_client import ProviderClient
+
 log = logging.getLogger("engine.auth")
 
 ASYMMETRIC = {
@@ -100,8 +102,8 @@ class JWKSCache:
         self.max_age = max_age
         self.refetches_per_minute = refetches_per_minute
         self.timeout = timeout
-        self.client: httpx.AsyncClient | None = None
-        """Set while the verifier runs with its server: fetches share its connections."""
+        self.client = ProviderClient(None, timeout)
+        """The verifier's (`JWTVerifier` gives the one it opens and closes)."""
         self._keys: list[SigningKey] | None = None
         self._fetched_at = 0.0
         self._retry_at = 0.0
@@ -164,11 +166,8 @@ class JWKSCache:
 
     async def _fetch(self) -> list[SigningKey]:
         self.fetches += 1
-        if self.client is not None:
-            response = await self.client.get(self.url, timeout=self.timeout)
-        else:
-            async with httpx.AsyncClient(timeout=self.timeout) as client:
-                response = await client.get(self.url)
+        async with self.client.session() as client:
+            response = await client.get(self.url, timeout=self.timeout)
         if response.status_code != 200:
             raise ValueError(f"HTTP {response.status_code}")
         try:

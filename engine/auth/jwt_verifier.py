@@ -34,6 +34,7 @@ import jwt
 
 from engine.auth.jwks import ASYMMETRIC, JWKSCache
 from engine.auth.provider import AccessToken, scopes_of, token_from_claims
+from engine.auth.provider_client import ProviderClient
 
 log = logging.getLogger("engine.auth")
 
@@ -105,15 +106,13 @@ class JWTVerifier:
             timeout=timeout,
             fixed=jwks,
         )
-        self.keys.client = http_client
-        self._owns_client = http_client is None
+        self.keys.client = ProviderClient(http_client, timeout)
         self.cache_seconds = cache_seconds
         self._verified: dict[str, tuple[float, AccessToken]] = {}
         """Tokens that verified, by their text: until when each may be taken as it is."""
 
     async def __aenter__(self) -> JWTVerifier:
-        if self._owns_client:
-            self.keys.client = httpx.AsyncClient(timeout=self.keys.timeout)
+        self.keys.client.open()
         return self
 
     async def __aexit__(
@@ -122,10 +121,7 @@ class JWTVerifier:
         value: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        if self._owns_client:
-            client, self.keys.client = self.keys.client, None
-            if client is not None:
-                await client.aclose()
+        await self.keys.client.close()
 
     async def verify_token(self, token: str) -> AccessToken | None:
         """The token's details when it is valid here; ``None`` (and the reason logged) when
