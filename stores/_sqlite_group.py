@@ -23,7 +23,7 @@ from typing import Any, Generic, TypeVar
 import anyio
 import anyio.lowlevel
 
-from ._sqlite_sql import Clock
+from ._sqlite_sql import Clock, transaction
 
 T = TypeVar("T")
 
@@ -144,42 +144,45 @@ def commit_group(
     again with a savepoint per write, so only the failed one's caller sees its error. Raises
     (settling none) when the transaction as a whole fails: the database was busy at ``BEGIN``
     (nothing ran), or it could not commit (nothing is kept)."""
-    outcomes = _one_transaction(conn, clock, group, None)
-    if outcomes is None:
-        outcomes = _one_transaction(conn, clock, group, failed)
-    for pending, (value, error) in zip(group, outcomes or (), strict=True):
+    try:
+        with transaction(conn):
+            outcomes: list[tuple[Any, BaseException | None]] = [
+                (_run(pending, conn, clock), None) for pending in group
+            ]
+    except _WriteRaised:
+        with transaction(conn):
+            outcomes = [_in_savepoint(pending, conn, clock, failed) for pending in group]
+    for pending, (value, error) in zip(group, outcomes, strict=True):
         pending.settle(value, error)
 
 
-def _one_transaction(
+class _WriteRaised(Exception):
+    """A write of the group raised (its transaction is then rolled back)."""
+
+
+def _run(pending: Pending[Any], conn: sqlite3.Connection, clock: Clock) -> Any:
+    try:
+        return pending.op(conn, clock)
+    except Exception as exc:
+        if not conn.in_transaction:  # SQLite gave the whole transaction up
+            raise
+        raise _WriteRaised from exc
+
+
+def _in_savepoint(
+    pending: Pending[Any],
     conn: sqlite3.Connection,
     clock: Clock,
-    group: list[Pending[Any]],
-    failed: Callable[[Pending[Any], Exception], BaseException] | None,
-) -> list[tuple[Any, BaseException | None]] | None:
-    """Each write's value or error, committed; without ``failed``, no savepoints, and
-    ``None`` (everything rolled back) as soon as a write raises."""
-    outcomes: list[tuple[Any, BaseException | None]] = []
-    conn.execute("BEGIN IMMEDIATE")
+    failed: Callable[[Pending[Any], Exception], BaseException],
+) -> tuple[Any, BaseException | None]:
+    """One write undone alone if it raises: its value, or the error its caller gets."""
+    conn.execute("SAVEPOINT group_write")
     try:
-        for pending in group:
-            if failed is not None:
-                conn.execute("SAVEPOINT group_write")
-            try:
-                outcomes.append((pending.op(conn, clock), None))
-            except Exception as exc:
-                if not conn.in_transaction:  # SQLite gave the whole transaction up
-                    raise
-                if failed is None:
-                    conn.execute("ROLLBACK")
-                    return None
-                conn.execute("ROLLBACK TO group_write")
-                outcomes.append((None, failed(pending, exc)))
-            if failed is not None:
-                conn.execute("RELEASE group_write")
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-    return outcomes
+        outcome: tuple[Any, BaseException | None] = (pending.op(conn, clock), None)
+    except Exception as exc:
+        if not conn.in_transaction:
+            raise
+        conn.execute("ROLLBACK TO group_write")
+        outcome = (None, failed(pending, exc))
+    conn.execute("RELEASE group_write")
+    return outcome
