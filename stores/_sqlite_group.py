@@ -11,10 +11,14 @@ a claim is on disk, as far as ``synchronous`` promises, before its round's body 
 A writer cancelled before its group is taken leaves it (its write never runs); a leader cancelled
 before it takes the group hands the lead to the next writer. Once taken, a group commits even if
 its leader is cancelled: the others wait for it.
+
+The waits are asyncio futures rather than anyio events and cancel scopes: a write pays for
+them on every round, and the store runs on anyio's asyncio backend only, as Redis's does.
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import sqlite3
 from collections.abc import Awaitable, Callable
@@ -36,18 +40,24 @@ class Pending(Generic[T]):
 
     __slots__ = ("done", "error", "op", "value", "wake", "what")
 
-    def __init__(self, what: str, op: Op[T]) -> None:
+    def __init__(self, what: str, op: Op[T], wake: asyncio.Future[None] | None = None) -> None:
         self.what = what
         self.op = op
-        self.wake = anyio.Event()
-        """Set when the write's result is known, or when it is asked to lead."""
+        self.wake = wake
+        """Done when the write's result is known, or when it is asked to lead (``None``: no
+        writer waits, as for a group made by hand)."""
         self.done = False
         self.value: T | None = None
         self.error: BaseException | None = None
 
     def settle(self, value: T | None = None, error: BaseException | None = None) -> None:
         self.done, self.value, self.error = True, value, error
-        self.wake.set()
+        self.call()
+
+    def call(self) -> None:
+        """Wake the writer (it may have stopped waiting: a cancelled wait cancels the future)."""
+        if self.wake is not None and not self.wake.done():
+            self.wake.set_result(None)
 
     def result(self) -> T:
         if self.error is not None:
@@ -56,7 +66,9 @@ class Pending(Generic[T]):
 
 
 Commit = Callable[[list[Pending[Any]]], Awaitable[None]]
-"""Runs a group's writes under the store's lock and settles every one of them."""
+"""Runs a group's writes under the store's lock and settles every one of them. It must finish
+once begun, whatever happens to its caller: anything it waits for is shielded from
+cancellation (as a worker thread run by ``anyio.to_thread`` is)."""
 Acquire = Callable[[str], Awaitable[None]]
 """Takes the store's lock (within the operation timeout, else raises `StoreUnavailable`)."""
 
@@ -73,7 +85,8 @@ class GroupCommit:
 
     async def run(self, what: str, op: Op[T]) -> T:
         await anyio.lowlevel.checkpoint_if_cancelled()  # a cancelled caller stops here
-        me: Pending[T] = Pending(what, op)
+        loop = asyncio.get_running_loop()
+        me: Pending[T] = Pending(what, op, loop.create_future())
         self._queue.append(me)
         if self._leader is None:
             self._leader = me
@@ -82,14 +95,17 @@ class GroupCommit:
                 if self._leader is me:
                     await self._lead(me)
                 else:
-                    await me.wake.wait()
+                    wake = me.wake
+                    if wake is None or wake.done():  # asked to lead by one that left again
+                        wake = me.wake = loop.create_future()
+                    await wake
         except BaseException:
             self._leave(me)
             raise
         return me.result()
 
     async def _lead(self, me: Pending[Any]) -> None:
-        await anyio.lowlevel.checkpoint()  # the other writers of this turn join meanwhile
+        await asyncio.sleep(0)  # the other writers of this turn join meanwhile
         try:
             await self._acquire(me.what)
         except Exception as exc:  # the lock stayed held: every writer waiting behind it fails
@@ -98,15 +114,14 @@ class GroupCommit:
             return
         try:
             group, self._queue, self._leader = self._queue, [], None
-            with anyio.CancelScope(shield=True):
-                try:
-                    await self._commit(group)
-                except Exception as exc:
-                    fail_all([pending for pending in group if not pending.done], exc)
-                finally:  # even on an interrupt: nobody is left waiting
-                    for pending in group:
-                        if not pending.done:
-                            pending.settle(error=RuntimeError("the commit was interrupted"))
+            try:
+                await self._commit(group)
+            except Exception as exc:
+                fail_all([pending for pending in group if not pending.done], exc)
+            finally:  # even on an interrupt: nobody is left waiting
+                for pending in group:
+                    if not pending.done:
+                        pending.settle(error=RuntimeError("the commit was interrupted"))
         finally:
             self._release()
 
@@ -120,7 +135,7 @@ class GroupCommit:
         if self._leader is me:
             self._leader = self._queue[0] if self._queue else None
             if self._leader is not None:
-                self._leader.wake.set()
+                self._leader.call()
 
 
 def fail_all(group: list[Pending[Any]], error: Exception) -> None:

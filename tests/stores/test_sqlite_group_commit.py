@@ -241,3 +241,35 @@ async def test_a_group_waits_for_another_process_then_commits(tmp_path: Path) ->
         assert statuses == [Claim.FRESH] * 5
     finally:
         await store.aclose()
+
+
+async def test_a_leader_cancelled_after_it_takes_the_group_still_commits_it(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "engine.db"
+    store = SQLiteStore(path)
+    try:
+        await store.claim("warm-up", 1, b"fp", ttl=30)
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")  # the group waits for this process in a worker thread
+        statuses: dict[str, Claim] = {}
+        leader_scope = anyio.CancelScope()
+
+        async def claim(call_id: str, scope: anyio.CancelScope) -> None:
+            with scope:
+                statuses[call_id] = (await store.claim(call_id, 1, b"fp", ttl=30)).status
+
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(claim, "leader", leader_scope)
+                tg.start_soon(claim, "follower", anyio.CancelScope())
+                await anyio.sleep(0.2)  # the group is taken and waits for the other process
+                leader_scope.cancel()
+                await anyio.sleep(0.05)
+                other.execute("COMMIT")
+        other.close()
+        assert statuses["follower"] is Claim.FRESH
+        again = await store.claim("leader", 1, b"fp", ttl=30)
+        assert again.status is Claim.IN_PROGRESS  # the leader's write was committed too
+    finally:
+        await store.aclose()
