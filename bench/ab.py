@@ -9,7 +9,9 @@ inline or with a store, with environment settings of its own:
     .venv/bin/python bench/ab.py inline=. redis=.,redis sampled=.,redis,ENGINE_JOURNAL_SAMPLE=0.1
     .venv/bin/python bench/ab.py --workload chain --rounds 10 before=../old,redis after=.,redis
 
-Each variant is ``NAME=CHECKOUT[,redis|,sqlite][,jwt][,VAR=VALUE...]``; ``jwt`` serves it with
+Each variant is ``NAME=CHECKOUT[,redis|,sqlite|,memory][,jwt][,VAR=VALUE...]``; ``memory`` is the
+in-process store (what the engine's single-use rounds and journal cost, without a store's own
+work); ``jwt`` serves it with
 auth on: a ``JWTVerifier`` whose key set the server fetches (once, then keeps) from a route of its
 own, the load generator sending an RS256 token minted for it with every request:
 
@@ -44,7 +46,7 @@ class Variant:
     name: str
     checkout: Path
     store: str | None
-    """``redis``, ``sqlite`` or ``None`` (inline)."""
+    """``redis``, ``sqlite``, ``memory`` or ``None`` (inline)."""
     env: dict[str, str]
     jwt: bool = False
     """Served with auth on; the load carries a bearer token (see `bearer_token`)."""
@@ -56,11 +58,13 @@ class Variant:
 
 
 def parse_variant(text: str) -> Variant:
-    """``NAME=CHECKOUT[,redis|,sqlite][,VAR=VALUE...]``, with a clear error for anything else."""
+    """``NAME=CHECKOUT[,redis|,sqlite|,memory][,VAR=VALUE...]``, with a clear error for anything
+    else."""
     name, sep, rest = text.partition("=")
     if not sep or not name or not rest:
         raise argparse.ArgumentTypeError(
-            f"{text!r}: give NAME=CHECKOUT[,redis|,sqlite][,VAR=VALUE...], e.g. redis=.,redis"
+            f"{text!r}: give NAME=CHECKOUT[,redis|,sqlite|,memory][,VAR=VALUE...], e.g. "
+            "redis=.,redis"
         )
     if not re.fullmatch(r"[\w.-]+", name):
         raise argparse.ArgumentTypeError(
@@ -79,7 +83,7 @@ def parse_variant(text: str) -> Variant:
     for option in options:
         if option == "jwt":
             jwt = True
-        elif option in ("redis", "sqlite"):
+        elif option in ("redis", "sqlite", "memory"):
             if store is not None:
                 raise argparse.ArgumentTypeError(f"{text!r}: one store per variant")
             store = option
@@ -88,7 +92,7 @@ def parse_variant(text: str) -> Variant:
             env[key] = value
         else:
             raise argparse.ArgumentTypeError(
-                f"{text!r}: {option!r} is neither redis, sqlite, jwt nor VAR=VALUE"
+                f"{text!r}: {option!r} is neither redis, sqlite, memory, jwt nor VAR=VALUE"
             )
     variant = Variant(name, checkout, store, env, jwt)
     if jwt:
@@ -164,6 +168,8 @@ def measure(variants: list[Variant], args: argparse.Namespace, logs: Path) -> No
                 elif variant.store == "sqlite":
                     sqlite_files.append(logs / f"ab-{secrets.token_hex(4)}.sqlite3")
                     url = f"sqlite:///{sqlite_files[-1].resolve()}"
+                elif variant.store == "memory":
+                    url = "memory://"
                 running[variant.name] = stack.enter_context(
                     run.serving(server_spec(variant, url), logs)
                 )
