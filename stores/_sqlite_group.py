@@ -85,20 +85,16 @@ class GroupCommit:
 
     async def run(self, what: str, op: Op[T]) -> T:
         await anyio.lowlevel.checkpoint_if_cancelled()  # a cancelled caller stops here
-        loop = asyncio.get_running_loop()
-        me: Pending[T] = Pending(what, op, loop.create_future())
+        wake: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        me: Pending[T] = Pending(what, op, wake)
         self._queue.append(me)
         if self._leader is None:
             self._leader = me
         try:
-            while not me.done:
-                if self._leader is me:
-                    await self._lead(me)
-                else:
-                    wake = me.wake
-                    if wake is None or wake.done():  # asked to lead by one that left again
-                        wake = me.wake = loop.create_future()
-                    await wake
+            if self._leader is not me:
+                await wake  # woken once: settled by a commit, or asked to lead (`_leave`)
+            if not me.done:
+                await self._lead(me)  # which settles its whole group, this write with it
         except BaseException:
             self._leave(me)
             raise
