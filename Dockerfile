@@ -8,11 +8,12 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /app
 
-# The package first (its dependencies are the slow layer), then the servable example.
-COPY pyproject.toml README.md ./
+# The package first (its dependencies are the slow layer, at the versions make test passed
+# with), then the servable example.
+COPY pyproject.toml README.md .ci/constraints.txt ./
 COPY engine ./engine
 COPY stores ./stores
-RUN pip install .
+RUN pip install -c constraints.txt .
 
 COPY examples ./examples
 

@@ -2,15 +2,20 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The exact versions of every package the venv holds, which make test last passed with: the index
+# moves, the checkout does not. `make lock` resolves them afresh.
+CONSTRAINTS := .ci/constraints.txt
+PIP_INSTALL = PYTHONWARNINGS=ignore $(1)/python -m pip install -q -c $(CONSTRAINTS)
+BENCH_TOOLS := matplotlib py-spy pyinstrument
 
-.PHONY: install demo test lint typecheck imports pytest conformance interop clean fleet e2e bench wheel
+.PHONY: install demo test lint typecheck imports pytest conformance interop clean fleet e2e bench wheel lock
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(CONSTRAINTS)
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
+	$(call PIP_INSTALL,$(BIN)) --upgrade pip
 	# The build backend's notice about editable installs does not apply (packages are listed
 	# explicitly in pyproject.toml): keep a first `make demo` quiet.
-	PYTHONWARNINGS=ignore $(BIN)/python -m pip install -q -e '.[dev]'
+	$(call PIP_INSTALL,$(BIN)) -e '.[dev]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -53,8 +58,18 @@ e2e: $(STAMP)
 	ENGINE_E2E=1 $(BIN)/python tests/redis_server.py -- $(BIN)/pytest tests/e2e $(PYTEST_ARGS)
 
 bench: $(STAMP)
-	$(BIN)/python -m pip install -q matplotlib py-spy pyinstrument
+	$(call PIP_INSTALL,$(BIN)) $(BENCH_TOOLS)
 	$(BIN)/python tests/redis_server.py -- $(BIN)/python bench/run.py --repeat 3 --profile $(BENCH_ARGS)
 
+# Resolves the dev extra, the bench tools and the official peer's server afresh in a scratch venv
+# and writes what it got to $(CONSTRAINTS); run make test before committing the new file.
+lock:
+	rm -rf .venv-lock && $(PY) -m venv .venv-lock
+	.venv-lock/bin/python -m pip install -q --upgrade pip
+	PYTHONWARNINGS=ignore .venv-lock/bin/python -m pip install -q -e '.[dev]' $(BENCH_TOOLS) 'uvicorn[standard]'
+	{ sed -n '/^#/p' $(CONSTRAINTS); .venv-lock/bin/python -m pip freeze --all --exclude-editable \
+	  | grep -v -e '^setuptools==' -e '^wheel=='; } > $(CONSTRAINTS).new
+	mv $(CONSTRAINTS).new $(CONSTRAINTS) && rm -rf .venv-lock
+
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache bench/.venv-official bench/results
+	rm -rf $(VENV) .venv-lock .mypy_cache .ruff_cache bench/.venv-official bench/results

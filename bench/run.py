@@ -66,6 +66,8 @@ T = TypeVar("T")
 OFFICIAL_VENV = BENCH / ".venv-official"
 OFFICIAL_PINS = ["mcp==2.3.0", "uvicorn[standard]"]
 OFFICIAL_STAMP = OFFICIAL_VENV / ".bench-installed"
+CONSTRAINTS = ROOT / ".ci" / "constraints.txt"
+"""The versions both sides run with (``make lock``): the peer gets the same uvicorn as ours."""
 RESULTS = BENCH / "results"
 DOC = ROOT / "docs" / "benchmarks.md"
 KEPT_SECTION = "## Measurements behind design choices"
@@ -100,7 +102,7 @@ def official_python() -> Path:
 def ensure_official_venv() -> Path:
     """``bench/.venv-official`` with the pinned official SDK, made once."""
     python = official_python()
-    pins = "\n".join(OFFICIAL_PINS)
+    pins = "\n".join([*OFFICIAL_PINS, CONSTRAINTS.read_text()])
     if python.exists() and OFFICIAL_STAMP.exists() and OFFICIAL_STAMP.read_text() == pins:
         return python
     log(f"creating {OFFICIAL_VENV.relative_to(ROOT)} with {' '.join(OFFICIAL_PINS)}")
@@ -108,7 +110,7 @@ def ensure_official_venv() -> Path:
         shutil.rmtree(OFFICIAL_VENV)
     subprocess.run([sys.executable, "-m", "venv", str(OFFICIAL_VENV)], check=True)
     subprocess.run(
-        [str(python), "-m", "pip", "install", "-q", *OFFICIAL_PINS],
+        [str(python), "-m", "pip", "install", "-q", "-c", str(CONSTRAINTS), *OFFICIAL_PINS],
         check=True,
     )
     OFFICIAL_STAMP.write_text(pins)

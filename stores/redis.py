@@ -306,7 +306,7 @@ class RedisStore:
             self._subscriptions.discard(messages)
             messages.end()
             with anyio.CancelScope(shield=True), anyio.move_on_after(self._op_timeout):
-                await pubsub.aclose()  # type: ignore[no-untyped-call]
+                await pubsub.aclose()
 
     async def _maybe_prune(self) -> None:
         """Housekeeping after writes; a failure only postpones it."""

@@ -1,8 +1,9 @@
 """The package as users get it: a wheel built from this checkout, installed into a fresh venv
 outside it, serves a two-round call with ``python -m engine serve``.
 
-It builds and installs from the package index, so it runs in ``make wheel`` (CI runs it), not
-in the default ``make test``: set ``ENGINE_WHEEL=1`` to run it here.
+It builds and installs from the package index (at the versions in ``.ci/constraints.txt``), so
+it runs in ``make wheel`` (CI runs it), not in the default ``make test``: set ``ENGINE_WHEEL=1``
+to run it here.
 """
 
 from __future__ import annotations
@@ -100,7 +101,8 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert len(wheels) == 1, wheels
     run(sys.executable, "-m", "venv", where / "venv", cwd=where)
     bin_dir = where / "venv" / "bin"
-    run(bin_dir / "python", "-m", "pip", "install", "-q", wheels[0], cwd=where)
+    constraints = ROOT / ".ci" / "constraints.txt"
+    run(bin_dir / "python", "-m", "pip", "install", "-q", "-c", constraints, wheels[0], cwd=where)
     return bin_dir
 
 
