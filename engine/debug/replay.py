@@ -24,6 +24,7 @@ import difflib
 import itertools
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,7 +34,8 @@ from engine.app import MCPServer
 from engine.debug.journal import RecordedCall, RecordedRound, ReplayError, load_fixture
 from engine.debug.live_round import Detached, LiveRound, lifespan, run_live_round
 from engine.debug.render import compact
-from engine.handlers.base import Handler, code_digest
+from engine.handlers.base import Handler
+from engine.handlers.code_fingerprint import bytecode_digest, code_digest
 from engine.state.call import CallState
 
 HOW_TO_RECORD_ARGUMENTS = (
@@ -169,11 +171,15 @@ def find_handler(app: MCPServer, method: str, target: str) -> Handler:
 
 def live_code(app: MCPServer, handler: Handler) -> str:
     """The code fingerprint of the handler as the app runs it now (overrides included)."""
-    overrides = app.dependency_overrides
-    if not overrides:
+    if not app.dependency_overrides:
         return handler.code_fingerprint
-    signature = handler.planned(overrides, overrides.version)
-    return code_digest([handler.fn, *(node.fn for node in signature.plan.nodes)])
+    return code_digest(_live_functions(app, handler))
+
+
+def _live_functions(app: MCPServer, handler: Handler) -> list[Callable[..., Any]]:
+    overrides = app.dependency_overrides
+    signature = handler.planned(overrides, overrides.version) if overrides else handler.signature
+    return [handler.fn, *(node.fn for node in signature.plan.nodes)]
 
 
 async def replay_call(
@@ -297,7 +303,10 @@ def _check_code(
         )
         return
     if any(code != now for code in recorded):
-        report.code_changed = True
+        # rounds journaled before fingerprints followed the syntax tree carry the bytecode's
+        before = bytecode_digest(_live_functions(app, handler))
+        report.code_changed = any(code not in (now, before) for code in recorded)
+    if report.code_changed:
         report.warnings.append(
             f"the code of {handler.name} changed since this call was recorded (recorded "
             f"{recorded[-1]}, live {now}); replaying anyway"

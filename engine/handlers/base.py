@@ -3,9 +3,7 @@ dependency overrides, and a fingerprint of its code for the journal."""
 
 from __future__ import annotations
 
-import hashlib
 import inspect
-import types
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypedDict
 
@@ -13,6 +11,7 @@ from engine._internal.introspect import callable_name
 from engine._internal.keywords import refuse_unknown
 from engine.auth.settings import check_scope
 from engine.di.signature import Signature, analyze
+from engine.handlers.code_fingerprint import code_digest
 from engine.role import Role
 from engine.types import Icon
 
@@ -38,30 +37,6 @@ def description_of(fn: Callable[..., Any], given: str | None) -> str:
     if given is not None:
         return given
     return inspect.cleandoc(fn.__doc__) if fn.__doc__ else ""
-
-
-def code_digest(fns: list[Callable[..., Any]]) -> str:
-    """A fingerprint of the code of some functions: changes when their bytecode does."""
-    h = hashlib.sha256()
-
-    def feed(code: types.CodeType) -> None:
-        h.update(code.co_qualname.encode() + b"\0" + code.co_code)
-        for const in code.co_consts:
-            if isinstance(const, types.CodeType):
-                feed(const)
-            else:
-                h.update(repr(const).encode())
-
-    for fn in fns:
-        target = inspect.unwrap(fn)
-        code = getattr(target, "__code__", None)
-        if code is None:
-            code = getattr(type(target).__call__, "__code__", None)
-        if isinstance(code, types.CodeType):
-            feed(code)
-        else:
-            h.update(callable_name(fn).encode())
-    return h.hexdigest()[:16]
 
 
 class Handler:

@@ -1,0 +1,98 @@
+"""The fingerprint of a handler's code that each journaled round carries, so replay can say
+whether the code changed since a call was recorded.
+
+It digests each function's syntax tree, read from its source: the same on every Python version
+and on every replica that runs the same source, whatever its layout or comments. Bytecode would
+change with the interpreter alone, and every call recorded before an upgrade (or on a replica
+still on the older Python) would read as changed code. A function whose source cannot be read
+(made by ``exec``, say) is digested by its bytecode.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import inspect
+import textwrap
+import types
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
+
+from engine._internal.introspect import callable_name
+
+
+class _Hash(Protocol):
+    def update(self, data: bytes, /) -> None: ...
+
+
+def code_digest(fns: Iterable[Callable[..., Any]]) -> str:
+    """Changes when the source of any of ``fns`` changes in more than layout and comments."""
+    h = hashlib.sha256()
+    for code, fn in _codes(fns):
+        if code is None:
+            h.update(callable_name(fn).encode())
+            continue
+        tree = _syntax_tree(code)
+        if tree is None:
+            _feed_bytecode(h, code)
+        else:
+            h.update(b"tree\0")
+            _feed_tree(h, tree)
+    return h.hexdigest()[:16]
+
+
+def bytecode_digest(fns: Iterable[Callable[..., Any]]) -> str:
+    """The fingerprint journals were written with before `code_digest` (bytecode only): a
+    recorded round carrying it replays as unchanged code on the same Python."""
+    h = hashlib.sha256()
+    for code, fn in _codes(fns):
+        if code is None:
+            h.update(callable_name(fn).encode())
+        else:
+            _feed_bytecode(h, code)
+    return h.hexdigest()[:16]
+
+
+def _codes(fns: Iterable[Callable[..., Any]]) -> Iterable[tuple[types.CodeType | None, Any]]:
+    for fn in fns:
+        target = inspect.unwrap(fn)
+        code = getattr(target, "__code__", None)
+        if code is None:  # a callable object
+            code = getattr(type(target).__call__, "__code__", None)
+        yield (code if isinstance(code, types.CodeType) else None), fn
+
+
+def _syntax_tree(code: types.CodeType) -> ast.AST | None:
+    try:
+        lines, _ = inspect.getsourcelines(code)
+        return ast.parse(textwrap.dedent("".join(lines)))
+    except (OSError, TypeError, SyntaxError, ValueError):
+        # no source file, or a fragment that does not parse alone (a lambda inside an
+        # expression that spans lines, a string literal less indented than its function)
+        return None
+
+
+def _feed_tree(h: _Hash, node: ast.AST) -> None:
+    """Node types, fields and constants in order; no positions, and no empty fields, which
+    newer Pythons add to the same syntax (``type_params``)."""
+    h.update(type(node).__name__.encode() + b"(")
+    for field in node._fields:
+        value = getattr(node, field, None)
+        if value is None or (isinstance(value, list) and not value):
+            continue
+        h.update(field.encode() + b"=")
+        for item in value if isinstance(value, list) else (value,):
+            if isinstance(item, ast.AST):
+                _feed_tree(h, item)
+            else:
+                h.update(f"{type(item).__name__}:{item!r},".encode())
+    h.update(b")")
+
+
+def _feed_bytecode(h: _Hash, code: types.CodeType) -> None:
+    h.update(code.co_qualname.encode() + b"\0" + code.co_code)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            _feed_bytecode(h, const)
+        else:
+            h.update(repr(const).encode())
