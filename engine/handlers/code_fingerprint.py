@@ -5,15 +5,17 @@ It digests each function's syntax tree, read from its source: the same on every 
 and on every replica that runs the same source, whatever its layout or comments. Bytecode would
 change with the interpreter alone, and every call recorded before an upgrade (or on a replica
 still on the older Python) would read as changed code. A function whose source cannot be read
-(made by ``exec``, say) is digested by its bytecode.
+(made by ``exec``, say), or a lambda that shares its first line with another, is digested by its
+bytecode.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import inspect
-import textwrap
+import linecache
 import types
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
@@ -63,30 +65,58 @@ def _codes(fns: Iterable[Callable[..., Any]]) -> Iterable[tuple[types.CodeType |
 
 
 def _syntax_tree(code: types.CodeType) -> ast.AST | None:
+    """The definition of ``code`` in its module's syntax tree, or None when that cannot be
+    told (no source, or more than one lambda starting on the line)."""
+    found = _definitions(code.co_filename).get((code.co_firstlineno, code.co_name), ())
+    return found[0] if len(found) == 1 else None
+
+
+@functools.lru_cache(maxsize=8)
+def _definitions(filename: str) -> dict[tuple[int, str], tuple[ast.AST, ...]]:
+    """Each function and lambda of a source file by its first line (decorators included, as in
+    ``co_firstlineno``) and name: a file is parsed once for all the handlers registered from it
+    (they are registered file by file, so a few trees are kept, not every file's)."""
+    source = "".join(linecache.getlines(filename))
     try:
-        lines, _ = inspect.getsourcelines(code)
-        return ast.parse(textwrap.dedent("".join(lines)))
-    except (OSError, TypeError, SyntaxError, ValueError):
-        # no source file, or a fragment that does not parse alone (a lambda inside an
-        # expression that spans lines, a string literal less indented than its function)
-        return None
+        tree = ast.parse(source) if source else None
+    except (SyntaxError, ValueError):  # the file changed since it was imported
+        tree = None
+    found: dict[tuple[int, str], tuple[ast.AST, ...]] = {}
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            key = (first, node.name)
+        elif isinstance(node, ast.Lambda):
+            key = (node.lineno, "<lambda>")
+        else:
+            continue
+        found[key] = (*found.get(key, ()), node)
+    return found
 
 
 def _feed_tree(h: _Hash, node: ast.AST) -> None:
     """Node types, fields and constants in order; no positions, and no empty fields, which
     newer Pythons add to the same syntax (``type_params``)."""
-    h.update(type(node).__name__.encode() + b"(")
+    parts: list[str] = []
+    _tree_parts(node, parts)
+    h.update("".join(parts).encode())
+
+
+def _tree_parts(node: ast.AST, parts: list[str]) -> None:
+    parts.append(type(node).__name__)
+    parts.append("(")
     for field in node._fields:
         value = getattr(node, field, None)
         if value is None or (isinstance(value, list) and not value):
             continue
-        h.update(field.encode() + b"=")
+        parts.append(field)
+        parts.append("=")
         for item in value if isinstance(value, list) else (value,):
             if isinstance(item, ast.AST):
-                _feed_tree(h, item)
+                _tree_parts(item, parts)
             else:
-                h.update(f"{type(item).__name__}:{item!r},".encode())
-    h.update(b")")
+                parts.append(f"{type(item).__name__}:{item!r},")
+    parts.append(")")
 
 
 def _feed_bytecode(h: _Hash, code: types.CodeType) -> None:
