@@ -178,8 +178,7 @@ def live_code(app: MCPServer, handler: Handler) -> str:
 
 def _live_functions(app: MCPServer, handler: Handler) -> list[Callable[..., Any]]:
     overrides = app.dependency_overrides
-    signature = handler.planned(overrides, overrides.version) if overrides else handler.signature
-    return [handler.fn, *(node.fn for node in signature.plan.nodes)]
+    return handler.functions(handler.planned(overrides, overrides.version))
 
 
 async def replay_call(

@@ -66,9 +66,14 @@ class Handler:
         self.scopes: tuple[str, ...] = tuple(check_scope(scope) for scope in given_scopes)
         self.signature = analyze(fn, self.name, role=role)
         self.plans: dict[int, Signature] = {}
-        self.code_fingerprint = code_digest([fn, *(node.fn for node in self.signature.plan.nodes)])
+        self.code_fingerprint = code_digest(self.functions(self.signature))
         """Changes when the code of the handler or any of its resolvers changes (set when
         registered: every journaled round reads it)."""
+
+    def functions(self, signature: Signature) -> list[Callable[..., Any]]:
+        """The handler and the resolvers ``signature`` runs, in order: the code a fingerprint
+        covers."""
+        return [self.fn, *(node.fn for node in signature.plan.nodes)]
 
     def planned(self, overrides: Overrides, version: int) -> Signature:
         """The signature planned with the current dependency overrides (cached per version)."""

@@ -101,7 +101,7 @@ async def test_a_call_journaled_with_the_bytecode_fingerprint_replays_as_unchang
 ) -> None:
     app = build(keys=[KEY])
     handler = app.tools["order_book"]
-    before = bytecode_digest([handler.fn, *(node.fn for node in handler.signature.plan.nodes)])
+    before = bytecode_digest(handler.functions(handler.signature))
     recorded = GOOD.read_text().replace(handler.code_fingerprint, before)
     assert before in recorded and before != handler.code_fingerprint
     older = tmp_path / "older.json"
