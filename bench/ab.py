@@ -9,9 +9,14 @@ inline or with a store, with environment settings of its own:
     .venv/bin/python bench/ab.py inline=. redis=.,redis sampled=.,redis,ENGINE_JOURNAL_SAMPLE=0.1
     .venv/bin/python bench/ab.py --workload chain --rounds 10 before=../old,redis after=.,redis
 
-Each variant is ``NAME=CHECKOUT[,redis|,sqlite|,memory][,jwt][,VAR=VALUE...]``; ``memory`` is the
-in-process store (what the engine's single-use rounds and journal cost, without a store's own
-work); ``jwt`` serves it with
+Each variant is ``NAME=CHECKOUT[,redis|,sqlite|,memory][,jwt][,venv][,VAR=VALUE...]``; ``memory``
+is the in-process store (what the engine's single-use rounds and journal cost, without a store's
+own work); ``venv`` runs the server with the checkout's own ``.venv/bin/python`` instead of this
+one, so a checkout made with another Python compares interpreters:
+
+    .venv/bin/python bench/ab.py py311=. py313=../py313,venv
+
+``jwt`` serves it with
 auth on: a ``JWTVerifier`` whose key set the server fetches (once, then keeps) from a route of its
 own, the load generator sending an RS256 token minted for it with every request:
 
@@ -50,6 +55,8 @@ class Variant:
     env: dict[str, str]
     jwt: bool = False
     """Served with auth on; the load carries a bearer token (see `bearer_token`)."""
+    python: str = sys.executable
+    """The server's interpreter: this one, or the checkout's own venv's (``venv``)."""
     headers: dict[str, str] = field(default_factory=dict)
     calls_per_s: list[float] = field(default_factory=list)
     cpu_per_round: list[float] = field(default_factory=list)
@@ -58,8 +65,8 @@ class Variant:
 
 
 def parse_variant(text: str) -> Variant:
-    """``NAME=CHECKOUT[,redis|,sqlite|,memory][,VAR=VALUE...]``, with a clear error for anything
-    else."""
+    """``NAME=CHECKOUT[,redis|,sqlite|,memory][,jwt][,venv][,VAR=VALUE...]``, with a clear error
+    for anything else."""
     name, sep, rest = text.partition("=")
     if not sep or not name or not rest:
         raise argparse.ArgumentTypeError(
@@ -80,9 +87,16 @@ def parse_variant(text: str) -> Variant:
     store: str | None = None
     env: dict[str, str] = {}
     jwt = False
+    python = sys.executable
     for option in options:
         if option == "jwt":
             jwt = True
+        elif option == "venv":
+            python = str(checkout / ".venv" / "bin" / "python")
+            if not Path(python).is_file():
+                raise argparse.ArgumentTypeError(
+                    f"{text!r}: {python} does not exist; run make install in {checkout}"
+                )
         elif option in ("redis", "sqlite", "memory"):
             if store is not None:
                 raise argparse.ArgumentTypeError(f"{text!r}: one store per variant")
@@ -92,9 +106,9 @@ def parse_variant(text: str) -> Variant:
             env[key] = value
         else:
             raise argparse.ArgumentTypeError(
-                f"{text!r}: {option!r} is neither redis, sqlite, memory, jwt nor VAR=VALUE"
+                f"{text!r}: {option!r} is neither redis, sqlite, memory, jwt, venv nor VAR=VALUE"
             )
-    variant = Variant(name, checkout, store, env, jwt)
+    variant = Variant(name, checkout, store, env, jwt, python=python)
     if jwt:
         jwks, token = bearer_token()
         variant.env["BENCH_JWKS"] = jwks
@@ -140,7 +154,7 @@ def server_spec(variant: Variant, store_url: str | None) -> run.ServerSpec:
     if store_url is not None:
         argv += ["--store", store_url]
     return run.ServerSpec(
-        f"ab-{variant.name}", variant.name, sys.executable, argv, [], "ours", env=variant.env
+        f"ab-{variant.name}", variant.name, variant.python, argv, [], "ours", env=variant.env
     )
 
 
