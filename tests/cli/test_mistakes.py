@@ -24,6 +24,7 @@ import pytest
 from tests.cli.test_cli import Server, environment, serving
 from tests.conftest import redis_for_tests
 from tests.fleet_helpers import ROOT
+from tests.unprivileged import Nobody, as_nobody
 
 TABLE = ROOT / "docs/running.md"
 
@@ -289,15 +290,9 @@ CALL = {
 
 
 def unprivileged() -> list[str] | None:
-    """A command prefix running as ``nobody`` (where this runs as root and has setpriv)."""
-    setpriv = shutil.which("setpriv")
-    if os.geteuid() != 0 or setpriv is None:
-        return None
-    try:
-        nobody = pwd.getpwnam("nobody")
-    except KeyError:
-        return None
-    return [setpriv, f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}", "--clear-groups"]
+    """A command prefix running this Python as ``nobody``, where that can be done."""
+    nobody = as_nobody()
+    return nobody.prefix if isinstance(nobody, Nobody) else None
 
 
 @contextlib.contextmanager
@@ -350,8 +345,8 @@ def answers(done: subprocess.CompletedProcess[str]) -> dict[int, object]:
 def test_a_stdio_server_started_in_a_read_only_directory_serves(tmp_path: Path) -> None:
     """As ``nobody`` (so the permissions hold even though the tests run as root), from a 0555
     directory, with a HOME it cannot write: the default store cannot be made, the server warns
-    and serves from memory. Without setpriv the data directory is made a regular file, which
-    no user can create a directory in."""
+    and serves from memory. Where this Python cannot run as ``nobody``, the data directory is
+    made a regular file instead, which no user can create a directory in."""
     prefix = unprivileged()
     with read_only_directory() as directory:
         if prefix is not None:

@@ -27,6 +27,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from tests.conftest import KEY
 from tests.fleet_helpers import ROOT
 from tests.interop import clients
+from tests.unprivileged import Nobody, as_nobody
 
 pytestmark = [pytest.mark.anyio, pytest.mark.interop]
 
@@ -38,20 +39,10 @@ def unprivileged() -> tuple[list[str], pwd.struct_passwd | None]:
     """The argv prefix that drops to an unprivileged user, and that user (None: we are one)."""
     if os.geteuid() != 0:
         return [], None
-    setpriv = shutil.which("setpriv")
-    try:
-        nobody = pwd.getpwnam("nobody")
-    except KeyError:
-        clients.cannot_run("running as root, which ignores directory permissions; no user 'nobody'")
-    if setpriv is None:
-        clients.cannot_run("running as root, which ignores directory permissions; no setpriv")
-    drop = [
-        setpriv,
-        f"--reuid={nobody.pw_uid}",
-        f"--regid={nobody.pw_gid}",
-        "--clear-groups",
-    ]
-    return drop, nobody
+    nobody = as_nobody()
+    if not isinstance(nobody, Nobody):
+        clients.cannot_run(f"running as root, which ignores directory permissions; {nobody}")
+    return nobody.prefix, nobody.user
 
 
 def private_dir(owner: pwd.struct_passwd | None, mode: int) -> Path:
