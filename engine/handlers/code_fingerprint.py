@@ -16,6 +16,7 @@ import functools
 import hashlib
 import inspect
 import linecache
+import os
 import types
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
@@ -66,20 +67,42 @@ def _codes(fns: Iterable[Callable[..., Any]]) -> Iterable[tuple[types.CodeType |
 
 def _syntax_tree(code: types.CodeType) -> ast.AST | None:
     """The definition of ``code`` in its module's syntax tree, or None when that cannot be
-    told (no source, or more than one lambda starting on the line)."""
-    found = _definitions(code.co_filename).get((code.co_firstlineno, code.co_name), ())
-    return found[0] if len(found) == 1 else None
+    told: no source, more than one lambda starting on the line, or a file that no longer holds
+    the code that runs (edited since the import: the lines the code spans do not fit)."""
+    found = _definitions(code.co_filename, _file_version(code.co_filename))
+    nodes = found.get((code.co_firstlineno, code.co_name), ())
+    if len(nodes) != 1:
+        return None
+    node = nodes[0]
+    lines = [line for _, _, line in code.co_lines() if line is not None]
+    end = getattr(node, "end_lineno", None)
+    if end is None or not lines or max(lines) > end or min(lines) < code.co_firstlineno:
+        return None
+    return node
+
+
+def _file_version(filename: str) -> tuple[int, int] | None:
+    try:
+        stat = os.stat(filename)
+    except OSError:  # not a file: linecache may still hold its lines (a notebook's cell)
+        return None
+    return stat.st_mtime_ns, stat.st_size
 
 
 @functools.lru_cache(maxsize=8)
-def _definitions(filename: str) -> dict[tuple[int, str], tuple[ast.AST, ...]]:
-    """Each function and lambda of a source file by its first line (decorators included, as in
-    ``co_firstlineno``) and name: a file is parsed once for all the handlers registered from it
-    (they are registered file by file, so a few trees are kept, not every file's)."""
+def _definitions(
+    filename: str, version: tuple[int, int] | None
+) -> dict[tuple[int, str], tuple[ast.AST, ...]]:
+    """Each function and lambda of a source file (as of ``version``) by its first line
+    (decorators included, as in ``co_firstlineno``) and name: a file is parsed once for all the
+    handlers registered from it (they are registered file by file, so a few trees are kept, not
+    every file's)."""
+    if version is not None:
+        linecache.checkcache(filename)
     source = "".join(linecache.getlines(filename))
     try:
         tree = ast.parse(source) if source else None
-    except (SyntaxError, ValueError):  # the file changed since it was imported
+    except (SyntaxError, ValueError):
         tree = None
     found: dict[tuple[int, str], tuple[ast.AST, ...]] = {}
     for node in ast.walk(tree) if tree is not None else ():

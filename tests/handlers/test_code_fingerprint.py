@@ -76,6 +76,13 @@ def test_layout_and_comments_leave_it_alone_and_logic_changes_it(tmp_path: Path)
     assert code_digest([plain, edited]) != code_digest([edited, plain])  # a handler's order counts
 
 
+def test_a_file_written_again_and_imported_again_is_read_again(tmp_path: Path) -> None:
+    first = code_digest([load(tmp_path, "app", "def check(title):\n    return len(title)\n")])
+    again = load(tmp_path, "app", "def check(title):\n    return len(title) + 1  # edited\n")
+    assert code_digest([again]) != first
+    assert code_digest([again]) != bytecode_digest([again])  # from the new tree
+
+
 def test_a_function_without_source_falls_back_to_its_bytecode() -> None:
     made: dict[str, Any] = {}
     exec(compile("def check(title):\n    return len(title)\n", "<generated>", "exec"), made)
