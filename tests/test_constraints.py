@@ -53,8 +53,7 @@ def test_every_package_of_the_dev_install_is_pinned_at_its_installed_version() -
     del closure[canonicalize_name("mcp-engine")]
     unpinned = sorted(name for name in closure if name not in pins)
     assert not unpinned, f"not in {CONSTRAINTS.name}: {unpinned}; run make lock, then make test"
-    drifted = {name: (version, pins[name]) for name, version in closure.items()}
-    drifted = {name: pair for name, pair in drifted.items() if pair[0] != pair[1]}
+    drifted = {name: (v, pins[name]) for name, v in closure.items() if v != pins[name]}
     assert not drifted, f"installed != pinned: {drifted}; run make install (or make lock)"
 
 

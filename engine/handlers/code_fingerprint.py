@@ -30,29 +30,26 @@ class _Hash(Protocol):
 
 def code_digest(fns: Iterable[Callable[..., Any]]) -> str:
     """Changes when the source of any of ``fns`` changes in more than layout and comments."""
-    h = hashlib.sha256()
-    for code, fn in _codes(fns):
-        if code is None:
-            h.update(callable_name(fn).encode())
-            continue
-        tree = _syntax_tree(code)
-        if tree is None:
-            _feed_bytecode(h, code)
-        else:
-            h.update(b"tree\0")
-            _feed_tree(h, tree)
-    return h.hexdigest()[:16]
+    return _digest(fns, by_tree=True)
 
 
 def bytecode_digest(fns: Iterable[Callable[..., Any]]) -> str:
     """The fingerprint journals were written with before `code_digest` (bytecode only): a
     recorded round carrying it replays as unchanged code on the same Python."""
+    return _digest(fns, by_tree=False)
+
+
+def _digest(fns: Iterable[Callable[..., Any]], *, by_tree: bool) -> str:
     h = hashlib.sha256()
     for code, fn in _codes(fns):
-        if code is None:
-            h.update(callable_name(fn).encode())
-        else:
+        tree = _syntax_tree(code) if by_tree and code is not None else None
+        if tree is not None:
+            h.update(b"tree\0")
+            _feed_tree(h, tree)
+        elif code is not None:
             _feed_bytecode(h, code)
+        else:
+            h.update(callable_name(fn).encode())
     return h.hexdigest()[:16]
 
 
@@ -65,7 +62,10 @@ def _codes(fns: Iterable[Callable[..., Any]]) -> Iterable[tuple[types.CodeType |
         yield (code if isinstance(code, types.CodeType) else None), fn
 
 
-def _syntax_tree(code: types.CodeType) -> ast.AST | None:
+_Definition = ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
+
+
+def _syntax_tree(code: types.CodeType) -> _Definition | None:
     """The definition of ``code`` in its module's syntax tree, or None when that cannot be
     told: no source, more than one lambda starting on the line, or a file that no longer holds
     the code that runs (edited since the import: the lines the code spans do not fit)."""
@@ -75,7 +75,7 @@ def _syntax_tree(code: types.CodeType) -> ast.AST | None:
         return None
     node = nodes[0]
     lines = [line for _, _, line in code.co_lines() if line is not None]
-    end = getattr(node, "end_lineno", None)
+    end = node.end_lineno
     if end is None or not lines or max(lines) > end or min(lines) < code.co_firstlineno:
         return None
     return node
@@ -92,7 +92,7 @@ def _file_version(filename: str) -> tuple[int, int] | None:
 @functools.lru_cache(maxsize=8)
 def _definitions(
     filename: str, version: tuple[int, int] | None
-) -> dict[tuple[int, str], tuple[ast.AST, ...]]:
+) -> dict[tuple[int, str], tuple[_Definition, ...]]:
     """Each function and lambda of a source file (as of ``version``) by its first line
     (decorators included, as in ``co_firstlineno``) and name: a file is parsed once for all the
     handlers registered from it (they are registered file by file, so a few trees are kept, not
@@ -104,7 +104,7 @@ def _definitions(
         tree = ast.parse(source) if source else None
     except (SyntaxError, ValueError):
         tree = None
-    found: dict[tuple[int, str], tuple[ast.AST, ...]] = {}
+    found: dict[tuple[int, str], tuple[_Definition, ...]] = {}
     for node in ast.walk(tree) if tree is not None else ():
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
