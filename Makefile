@@ -7,8 +7,10 @@ STAMP := $(VENV)/.installed
 CONSTRAINTS := .ci/constraints.txt
 PIP_INSTALL = PYTHONWARNINGS=ignore $(1)/python -m pip install -q -c $(CONSTRAINTS)
 BENCH_TOOLS := matplotlib py-spy pyinstrument
+# What the official SDK's own tests import besides the SDK (make official).
+OFFICIAL_TOOLS := inline-snapshot dirty-equals trio pillow
 
-.PHONY: install demo test lint typecheck imports pytest conformance interop clean fleet e2e bench wheel lock
+.PHONY: install demo test lint typecheck imports pytest conformance official interop clean fleet e2e bench wheel lock
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -42,6 +44,11 @@ test: lint typecheck imports pytest
 conformance: $(STAMP)
 	$(BIN)/python tests/run_conformance.py 2026-07-28 2025-11-25 tasks
 
+# The official mcp 2.3.0 server tests and tutorials, imports rewritten to engine (tests/official).
+official: $(STAMP)
+	$(call PIP_INSTALL,$(BIN)) $(OFFICIAL_TOOLS)
+	$(BIN)/python tests/official/run.py $(OFFICIAL_ARGS)
+
 # Real MCP clients (pinned; fetched once from npm and PyPI into ~/.cache/engine-interop). They
 # also run in `make test`; this runs only them.
 interop: $(STAMP)
@@ -66,7 +73,7 @@ bench: $(STAMP)
 lock:
 	rm -rf .venv-lock && $(PY) -m venv .venv-lock
 	.venv-lock/bin/python -m pip install -q --upgrade pip
-	PYTHONWARNINGS=ignore .venv-lock/bin/python -m pip install -q -e '.[dev]' $(BENCH_TOOLS) 'uvicorn[standard]'
+	PYTHONWARNINGS=ignore .venv-lock/bin/python -m pip install -q -e '.[dev]' $(BENCH_TOOLS) $(OFFICIAL_TOOLS) 'uvicorn[standard]'
 	{ sed -n '/^#/p' $(CONSTRAINTS); .venv-lock/bin/python -m pip freeze --all --exclude-editable \
 	  | grep -v -e '^setuptools==' -e '^wheel=='; } > $(CONSTRAINTS).new
 	mv $(CONSTRAINTS).new $(CONSTRAINTS) && rm -rf .venv-lock
