@@ -444,14 +444,7 @@ def _at_least_one(option: str, value: Any) -> int:
 def _icons(icons: Iterable[Any] | None) -> tuple[Icon, ...]:
     """Icons as given: ``engine.types.Icon``, a dict (``src``, ``mimeType``, ``sizes``,
     ``theme``), or another pydantic model of those fields (the official ``mcp_types.Icon``)."""
-    checked = []
-    for icon in icons or ():
-        if not isinstance(icon, Icon):
-            dump = getattr(icon, "model_dump", None)
-            raw = dump(mode="json", by_alias=True, exclude_none=True) if dump else icon
-            icon = Icon.model_validate(raw)
-        checked.append(icon)
-    return tuple(checked)
+    return tuple(Icon.of(icon) for icon in icons or ())
 
 
 def _key_ring(keys: Iterable[KeySpec] | KeyRing | None, env: Environ) -> KeyRing | None:

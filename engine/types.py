@@ -2,16 +2,33 @@
 
 Field names are snake_case in Python and camelCase on the wire. Unknown fields from a client are
 kept (``extra="allow"``) so newer peers do not break older servers.
+
+Wherever a user hands the server one of these, a dict of its wire shape or any pydantic model of
+that shape does too: code written with the official SDK's ``mcp_types`` runs unchanged, without
+this package depending on it (:meth:`WireModel.of`). For the same reason a model here equals any
+model that has the same wire form.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 Role = Literal["user", "assistant"]
+
+
+def wire_of(value: Any) -> Any:
+    """The JSON form of a wire object given as one of ours, a dict, or another pydantic model."""
+    if isinstance(value, WireModel):
+        return value.to_wire()
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json", by_alias=True, exclude_none=True)
+    if isinstance(value, Mapping):
+        return dict(value)
+    return value
 
 
 class WireModel(BaseModel):
@@ -21,6 +38,32 @@ class WireModel(BaseModel):
 
     def to_wire(self) -> dict[str, Any]:
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+    @classmethod
+    def of(cls, value: Any) -> Self:
+        """``value`` as this model: one already, a dict of its wire form (camelCase or
+        snake_case keys), or any pydantic model of the same shape; a value that does not fit
+        raises pydantic's ``ValidationError`` (a ``ValueError``) naming the field."""
+        if isinstance(value, cls):
+            return value
+        if not isinstance(value, Mapping | BaseModel):
+            raise TypeError(
+                f"expected a {cls.__name__} (or a dict of its fields), got {type(value).__name__}"
+            )
+        return cls.model_validate(wire_of(value))
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is type(self):
+            return super().__eq__(other)
+        if isinstance(other, BaseModel):
+            theirs = wire_of(other)
+            # The protocol layer stamps a 2026-07-28 result's resultType; a result a handler
+            # builds has none of its own.
+            theirs.pop("resultType", None)
+            return bool(self.to_wire() == theirs)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 class Annotations(WireModel):
@@ -247,4 +290,6 @@ __all__ = [
     "ToolChoice",
     "ToolResultContent",
     "ToolUseContent",
+    "WireModel",
+    "wire_of",
 ]

@@ -26,7 +26,7 @@ class HandlerOptions(TypedDict, total=False):
     title: str | None
     description: str | None
     """The function's docstring when not given."""
-    icons: list[Icon] | None
+    icons: Sequence[Icon | Mapping[str, Any]] | None
     scopes: Sequence[str] | None
     """OAuth scopes a caller's access token needs, on top of the server's ``required_scopes``:
     over HTTP with ``auth``, a call without them gets 403 ``insufficient_scope``."""

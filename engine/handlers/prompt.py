@@ -9,7 +9,7 @@ from typing import Any, Unpack
 from engine.handlers.base import Handler, HandlerOptions, description_of
 from engine.handlers.results import CONTENT_BLOCKS, SEQUENCES
 from engine.role import Role
-from engine.types import GetPromptResult, PromptMessage
+from engine.types import GetPromptResult, Icon, PromptMessage
 
 _OPTIONS = HandlerOptions.__optional_keys__
 
@@ -33,7 +33,7 @@ class Prompt(Handler):
             "title": options.get("title"),
             "description": self.description,
             "arguments": arguments,
-            "icons": [i.to_wire() for i in icons] if icons else None,
+            "icons": [Icon.of(i).to_wire() for i in icons] if icons else None,
         }
         self.listing = {k: v for k, v in listing.items() if v is not None}
 

@@ -10,6 +10,7 @@ from typing import Any, Unpack
 from engine.errors import InvalidSignature
 from engine.handlers.base import Handler, HandlerOptions, description_of
 from engine.role import Role
+from engine.types import Icon
 
 
 class ResourceOptions(HandlerOptions, total=False):
@@ -61,7 +62,7 @@ class Resource(Handler):
             ("uriTemplate" if self.is_template else "uri"): uri,
             "description": description_of(fn, options.get("description")),
             "mimeType": mime_type or _default_mime(signature.return_type),
-            "icons": [i.to_wire() for i in icons] if icons else None,
+            "icons": [Icon.of(i).to_wire() for i in icons] if icons else None,
         }
         self.listing = {k: v for k, v in listing.items() if v is not None}
 

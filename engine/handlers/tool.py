@@ -3,7 +3,7 @@ schemas are fixed at registration, and :meth:`Tool.result` builds each ``CallToo
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Unpack
 
 from engine._internal.typecache import instance_test
@@ -17,13 +17,14 @@ from engine.handlers.results import (
 )
 from engine.role import Role
 from engine.tasks.policy import TaskOption, TaskPolicy
-from engine.types import CallToolResult, ToolAnnotations
+from engine.types import CallToolResult, Icon, ToolAnnotations
 
 
 class ToolOptions(HandlerOptions, total=False):
     """What a tool may be given besides what every handler may (``@mcp.tool(...)``)."""
 
-    annotations: ToolAnnotations | None
+    annotations: ToolAnnotations | Mapping[str, Any] | None
+    """A `ToolAnnotations`, a dict of its fields, or any model of that shape."""
     meta: dict[str, Any] | None
     """Listed as the tool's ``_meta``."""
     structured_output: bool | None
@@ -64,8 +65,8 @@ class Tool(Handler):
             "description": description_of(fn, options.get("description")),
             "inputSchema": input_schema,
             "outputSchema": shape.schema,
-            "annotations": annotations.to_wire() if annotations else None,
-            "icons": [i.to_wire() for i in icons] if icons else None,
+            "annotations": ToolAnnotations.of(annotations).to_wire() if annotations else None,
+            "icons": [Icon.of(i).to_wire() for i in icons] if icons else None,
             "_meta": options.get("meta"),
         }
         self.listing = {k: v for k, v in listing.items() if v is not None}

@@ -227,16 +227,18 @@ class Sample(Question):
         tools: list[Tool] | None = None,
         tool_choice: ToolChoice | None = None,
     ) -> None:
-        self.messages = list(messages)
+        self.messages = [SamplingMessage.of(m) for m in messages]
         self.max_tokens = max_tokens
         self.system_prompt = system_prompt
         self.include_context = include_context
         self.temperature = temperature
         self.stop_sequences = stop_sequences
         self.metadata = metadata
-        self.model_preferences = model_preferences
-        self.tools = tools
-        self.tool_choice = tool_choice
+        self.model_preferences = (
+            None if model_preferences is None else ModelPreferences.of(model_preferences)
+        )
+        self.tools = None if tools is None else [Tool.of(t) for t in tools]
+        self.tool_choice = None if tool_choice is None else ToolChoice.of(tool_choice)
 
     @property
     def uses_tools(self) -> bool:
