@@ -46,9 +46,14 @@ TAKEN = (
     "tests/server/__init__.py",
     "tests/server/mcpserver/",
     "tests/docs_src/",
+    "tests/examples/",
+    "tests/interaction/",
     "docs_src/",
     "examples/",
 )
+STORIES = ("tools", "prompts", "resources", "lifespan", "streaming")
+"""Example servers of the official sdist (examples/stories/<name>/server.py), each run by its own
+official client (client.py) in memory and over HTTP, in both protocol eras."""
 FOUNDING = frozenset(
     {"test_dependencies.py", "test_context.py", "test_elicitation.py", "test_sampling_and_roots.py"}
 )
@@ -109,6 +114,8 @@ def reaches_engine(path: Path, root: Path, seen: set[Path] | None = None) -> boo
 
 def group_of(nodeid: str) -> str:
     path = nodeid.split("::", 1)[0]
+    if path.startswith("tests/examples/"):
+        return "example servers"
     if path.startswith("tests/docs_src/"):
         return "founding pages" if Path(path).name in FOUNDING else "other tutorials"
     return "server tests"
@@ -138,11 +145,19 @@ def main() -> int:
             *(work / "tests" / "docs_src").glob("test_*.py"),
         ]
         targets = sorted(str(p.relative_to(work)) for p in candidates if reaches_engine(p, work))
+        targets += [
+            f"tests/examples/test_stories.py::test_story[{name}-server-{transport}-{era}]"
+            for name in STORIES
+            for transport in ("in-memory", "http-asgi")
+            for era in ("modern", "legacy")
+        ]
         results = work / "results.json"
         env = dict(
             os.environ, OFFICIAL_RESULTS=str(results), OFFICIAL_EXCLUDED=str(HERE / "excluded.txt")
         )
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(work), env.get("PYTHONPATH")]))
+        env["PYTHONPATH"] = os.pathsep.join(
+            filter(None, [str(work), str(work / "examples"), env.get("PYTHONPATH")])
+        )
         command = [
             sys.executable,
             "-m",
@@ -164,7 +179,7 @@ def main() -> int:
         counts: dict[str, Counter[str]] = {}
         for nodeid, (outcome, _) in outcomes.items():
             counts.setdefault(group_of(nodeid), Counter())[outcome] += 1
-        for group in ("founding pages", "other tutorials", "server tests"):
+        for group in ("founding pages", "other tutorials", "server tests", "example servers"):
             c = counts.get(group, Counter())
             total = sum(c.values())
             print(
