@@ -95,14 +95,18 @@ def _post_init(self: Any) -> None:
 official_client.Client.__post_init__ = _post_init  # type: ignore[method-assign]
 
 
+def _excluded() -> list[str]:
+    return list(json.loads(EXCLUDED)) if EXCLUDED else []
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """A whole excluded file is not even imported (its module-level code may need internals)."""
+    relative = collection_path.relative_to(config.rootpath).as_posix()
+    return True if relative in _excluded() else None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if not EXCLUDED:
-        return
-    patterns = [
-        line.split("#", 1)[0].strip()
-        for line in Path(EXCLUDED).read_text(encoding="utf-8").splitlines()
-    ]
-    patterns = [p for p in patterns if p]
+    patterns = _excluded()
     kept, dropped = [], []
     for item in items:
         (dropped if any(_matches(item.nodeid, p) for p in patterns) else kept).append(item)
