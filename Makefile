@@ -8,7 +8,9 @@ CONSTRAINTS := .ci/constraints.txt
 PIP_INSTALL = PYTHONWARNINGS=ignore $(1)/python -m pip install -q -c $(CONSTRAINTS)
 BENCH_TOOLS := matplotlib py-spy pyinstrument
 # What the official SDK's own tests import besides the SDK (make official).
-OFFICIAL_TOOLS := inline-snapshot dirty-equals trio pillow
+OFFICIAL_TOOLS := inline-snapshot dirty-equals trio pillow logfire
+# Their own venv: some register pytest plugins, which make test must not load.
+OFFICIAL_VENV := .venv-official
 
 .PHONY: install demo test lint typecheck imports pytest conformance official interop clean fleet e2e bench wheel lock
 
@@ -45,9 +47,14 @@ conformance: $(STAMP)
 	$(BIN)/python tests/run_conformance.py 2026-07-28 2025-11-25 tasks
 
 # The official mcp 2.3.0 server tests and tutorials, imports rewritten to engine (tests/official).
-official: $(STAMP)
-	$(call PIP_INSTALL,$(BIN)) $(OFFICIAL_TOOLS)
-	$(BIN)/python tests/official/run.py $(OFFICIAL_ARGS)
+$(OFFICIAL_VENV)/.installed: pyproject.toml $(CONSTRAINTS)
+	test -x $(OFFICIAL_VENV)/bin/python || $(PY) -m venv $(OFFICIAL_VENV)
+	$(call PIP_INSTALL,$(OFFICIAL_VENV)/bin) --upgrade pip
+	$(call PIP_INSTALL,$(OFFICIAL_VENV)/bin) -e '.[dev]' $(OFFICIAL_TOOLS)
+	touch $@
+
+official: $(OFFICIAL_VENV)/.installed
+	$(OFFICIAL_VENV)/bin/python tests/official/run.py $(OFFICIAL_ARGS)
 
 # Real MCP clients (pinned; fetched once from npm and PyPI into ~/.cache/engine-interop). They
 # also run in `make test`; this runs only them.
@@ -79,4 +86,4 @@ lock:
 	mv $(CONSTRAINTS).new $(CONSTRAINTS) && rm -rf .venv-lock
 
 clean:
-	rm -rf $(VENV) .venv-lock .mypy_cache .ruff_cache bench/.venv-official bench/results
+	rm -rf $(VENV) $(OFFICIAL_VENV) .venv-lock .mypy_cache .ruff_cache bench/.venv-official bench/results

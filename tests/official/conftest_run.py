@@ -23,6 +23,9 @@ from mcp.shared.message import SessionMessage
 from engine import MCPServer
 from engine.transports.messages import serve_messages
 
+# The official suite opts into distributed tracing the same way, before logfire is imported.
+os.environ.setdefault("LOGFIRE_DISTRIBUTED_TRACING", "true")
+
 RESULTS = os.environ.get("OFFICIAL_RESULTS")
 EXCLUDED = os.environ.get("OFFICIAL_EXCLUDED")
 
