@@ -115,6 +115,15 @@ def _servers_in(module: Any) -> list[str]:
     return [name for name, value in vars(module).items() if isinstance(value, MCPServer)]
 
 
+def _official_servers_in(module: Any) -> list[str]:
+    """Names of servers made with the official ``mcp`` SDK's class: a file not yet ported."""
+    return [
+        name
+        for name, value in vars(module).items()
+        if type(value).__name__ == "MCPServer" and type(value).__module__.startswith("mcp.")
+    ]
+
+
 def _named(module: Any) -> str:
     names = _servers_in(module)
     if not names:
@@ -122,14 +131,33 @@ def _named(module: Any) -> str:
     return "it defines MCPServer objects named: " + ", ".join(names)
 
 
+def _not_ported(shown: str, official: list[str]) -> CLIError:
+    return CLIError(
+        f"{shown}:{official[0]} is an MCPServer of the official mcp SDK; import it from this "
+        "package instead (from engine import MCPServer) and serve it again (docs/porting.md)"
+    )
+
+
 def _find_server(module: Any, path: Path, shown: str, attr: str, traceback: bool) -> MCPServer:
     if not attr:
-        if "mcp" in vars(module) and isinstance(module.mcp, MCPServer):
-            return module.mcp
         servers = _servers_in(module)
+        if "mcp" in servers:
+            others = [name for name in servers if name != "mcp"]
+            if others:
+                log.warning(
+                    "serving %s:mcp; it also defines %s (serve one as %s:%s)",
+                    shown,
+                    ", ".join(others),
+                    shown,
+                    others[0],
+                )
+            served: MCPServer = module.mcp
+            return served
         if len(servers) == 1:
             only: MCPServer = getattr(module, servers[0])
             return only
+        if not servers and (official := _official_servers_in(module)):
+            raise _not_ported(shown, official)
         if not servers:
             raise CLIError(
                 f'{shown} defines no MCPServer object; create one (mcp = MCPServer("name")) '
@@ -150,6 +178,8 @@ def _find_server(module: Any, path: Path, shown: str, attr: str, traceback: bool
     if isinstance(found, MCPServer):
         return found
     where = f"{shown}:{attr}"
+    if attr in _official_servers_in(module):
+        raise _not_ported(shown, [attr])
     if _is_factory(found):
         try:
             made = found()

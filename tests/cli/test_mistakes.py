@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.cli.shared import load_server
 from tests.cli.test_cli import Server, environment, serving
 from tests.conftest import redis_for_tests
 from tests.fleet_helpers import ROOT
@@ -108,8 +109,21 @@ async def confirm(title: str) -> Elicit[dict]:
 async def order(title: str, ok: Annotated[dict, Resolve(confirm)]) -> str:
     return title
 """
+OFFICIAL = """\
+from mcp.server.mcpserver import MCPServer
+
+mcp = MCPServer("Ported")
+"""
+TWO_SERVERS = """\
+from engine import MCPServer
+
+mcp = MCPServer("Shop")
+admin = MCPServer("Admin")
+"""
 FILES = {
     "server.py": SERVER,
+    "official.py": OFFICIAL,
+    "two.py": TWO_SERVERS,
     "fastapi_style.py": RESOLVE_DEFAULT,
     "form.py": FORM_NOT_A_MODEL,
     "broken.py": BROKEN,
@@ -181,6 +195,7 @@ CASES: dict[str, list[str]] = {
     "starlette": ["serve", "server.py:app"],
     "no-attribute": ["serve", "server.py:ap"],
     "no-file": ["serve", "sever.py"],
+    "official-sdk": ["serve", "official.py"],
     "import-raises": ["serve", "broken.py"],
     "duplicate-tool": ["serve", "twice.py"],
     "bad-signature": ["serve", "varargs.py"],
@@ -233,6 +248,16 @@ def test_the_traceback_is_there_when_asked_for(workdir: Path) -> None:
         assert shown.returncode == 2
         assert "Traceback (most recent call last)" in shown.stderr
         assert shown.stderr.splitlines()[-1].startswith("error: importing broken.py failed")
+
+
+def test_a_file_with_two_servers_serves_mcp_and_says_so(
+    workdir: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(workdir)
+    with caplog.at_level("WARNING", logger="engine.cli"):
+        server = load_server("two.py")
+    assert server.name == "Shop"
+    assert "serving two.py:mcp; it also defines admin (serve one as two.py:admin)" in caplog.text
 
 
 def test_a_port_in_use_is_found_before_uvicorn_starts(workdir: Path) -> None:
