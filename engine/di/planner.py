@@ -164,8 +164,8 @@ def _form_model(name: str, arms: list[Any], value_type: Any) -> type[BaseModel] 
         else:
             candidates = [value_type]
     model = candidates[0] if candidates else None
-    if not (isinstance(model, type) and issubclass(model, BaseModel)):
-        return None
+    if not (isinstance(model, type) and issubclass(model, BaseModel)) or model is BaseModel:
+        return None  # Elicit[BaseModel]: a form made at run time (create_model), checked then
     if elicits:
         try:
             elicitation_schema(model)
