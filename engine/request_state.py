@@ -101,8 +101,9 @@ class RequestStateSecurity:
     def server_options(
         self, principal: Principal | None, options: ServerOptions, *, authenticated: bool
     ) -> tuple[Principal | None, ServerOptions]:
-        """The ``principal`` and options of a server given this policy, and ``options`` that
-        already say the same things refused. ``authenticated``: the server verifies tokens."""
+        """The ``principal`` and options a server given this policy runs with; options that
+        would say the same things twice are refused. ``authenticated``: the server verifies
+        access tokens."""
         given = [name for name in SECURITY_OPTIONS if options.get(name) is not None]
         if principal is not None:
             given.append("principal")
