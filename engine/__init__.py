@@ -9,7 +9,13 @@ from engine.calls.runner import Principal
 from engine.context import Context, RequestScope
 from engine.di.redacted import Redacted
 from engine.di.resolve import Resolve
-from engine.errors import InvalidSignature, MCPError, ResourceError, ToolError
+from engine.errors import (
+    InvalidRequestState,
+    InvalidSignature,
+    MCPError,
+    ResourceError,
+    ToolError,
+)
 from engine.handlers.results import ReadResourceContents
 from engine.questions.kinds import (
     AcceptedElicitation,
@@ -20,6 +26,11 @@ from engine.questions.kinds import (
     ElicitURL,
     ListRoots,
     Sample,
+)
+from engine.request_state import (
+    RequestStateCodec,
+    RequestStateSecurity,
+    authenticated_principal,
 )
 
 if TYPE_CHECKING:
@@ -56,6 +67,7 @@ __all__ = [
     "ElicitURL",
     "ElicitationResult",
     "IntrospectionVerifier",
+    "InvalidRequestState",
     "InvalidSignature",
     "JWTVerifier",
     "ListRoots",
@@ -65,9 +77,12 @@ __all__ = [
     "ReadResourceContents",
     "Redacted",
     "RequestScope",
+    "RequestStateCodec",
+    "RequestStateSecurity",
     "Resolve",
     "ResourceError",
     "Sample",
     "TokenVerifier",
     "ToolError",
+    "authenticated_principal",
 ]

@@ -35,6 +35,7 @@ from engine.handlers.tool import Tool, ToolOptions
 from engine.operations import Operations
 from engine.questions.answers import AnswerSource
 from engine.registry import Registry
+from engine.request_state import RequestStateSecurity
 from engine.runtime import Runtime
 from engine.settings import SERVER_OPTIONS, ServerOptions, Settings
 from engine.state.seal import KeyRing
@@ -90,6 +91,9 @@ class MCPServer:
     - ``state_ttl``: seconds a requestState stays valid (and rounds are kept in the store).
     - ``max_token_chars``: longer requestStates are refused unopened.
     - ``max_inline_state``: without a store, the largest state carried in a token (bytes).
+    - ``request_state_security``: a :class:`~engine.request_state.RequestStateSecurity`, the
+      official SDK's spelling of ``keys``, ``state_ttl``, ``audience`` and ``principal`` (or a
+      codec of your own) in one object; give it or those, not both.
     - ``trust_unsolicited_answers``: take answers to questions that were not asked in that
       form (off: such answers are ignored and the question asked again).
 
@@ -159,11 +163,16 @@ class MCPServer:
         token_verifier: TokenVerifier | None = None,
         auth: AuthSettings | None = None,
         auth_server_provider: Any = None,
+        request_state_security: RequestStateSecurity | None = None,
         **options: Unpack[ServerOptions],
     ) -> None:
         refuse_unknown("MCPServer.__init__", options, SERVER_OPTIONS)
         self._auth, self._token_verifier = _checked_auth(auth, token_verifier, auth_server_provider)
-        if principal is None and self._token_verifier is not None:
+        if request_state_security is not None:
+            principal, options = request_state_security.server_options(
+                principal, options, authenticated=self._token_verifier is not None
+            )
+        elif principal is None and self._token_verifier is not None:
             principal = token_principal
         self.name = name
         self.instructions = instructions

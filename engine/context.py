@@ -112,6 +112,46 @@ class RequestScope:
     """The request's span, when the server traces."""
 
 
+_OUTSIDE = "This Context belongs to no server: make it with Context(mcp_server=server)"
+
+
+class _Detached:
+    """The server of a Context made by hand without one: what needs a server says so."""
+
+    @property
+    def lifespan_context(self) -> Any:
+        return {}
+
+    async def read_resource_contents(self, uri: str, scope: RequestScope) -> list[Any]:
+        raise ValueError(_OUTSIDE)
+
+    async def notify_list_changed(self, kind: str) -> None:
+        raise ValueError(_OUTSIDE)
+
+    async def notify_resource_updated(self, uri: str) -> None:
+        raise ValueError(_OUTSIDE)
+
+
+DETACHED: ServerHooks = _Detached()
+
+
+def _scope_of(record: Any) -> RequestScope:
+    """The scope of a request record given by hand (ours, or the official one by shape)."""
+    meta = getattr(record, "meta", None)
+    if meta is not None and not isinstance(meta, dict):
+        dump = getattr(meta, "model_dump", None)
+        meta = dump(by_alias=True, exclude_none=True) if callable(dump) else None
+    session = getattr(record, "session", None)
+    return RequestScope(
+        request_id=getattr(record, "request_id", None),
+        method=getattr(record, "method", None) or "",
+        protocol_version=getattr(record, "protocol_version", None),
+        headers=getattr(record, "headers", None),
+        meta=meta or {},
+        session=session if isinstance(session, Session) else NO_SESSION,
+    )
+
+
 @dataclass(slots=True)
 class RequestContext(Generic[LifespanT]):
     """The raw per-request record; ``lifespan_context`` is what the lifespan yielded."""
@@ -172,14 +212,28 @@ class Suspend(BaseException):
 
 
 class Context(Generic[LifespanT]):
-    """Injected into any tool, resource, prompt or resolver that annotates a parameter with it."""
+    """Injected into any tool, resource, prompt or resolver that annotates a parameter with it.
+
+    The engine makes one per request. Made by hand, as the official SDK's tests do,
+    ``Context(mcp_server=server)`` belongs to that server and no request, and
+    ``Context(request_context=record)`` takes the request's id, method, protocol version,
+    headers and ``_meta`` from a record of that shape; ``Context()`` belongs to nothing, and
+    what needs a server raises ``ValueError``.
+    """
 
     def __init__(
         self,
-        server: ServerHooks,
-        scope: RequestScope,
+        server: ServerHooks | None = None,
+        scope: RequestScope | None = None,
         call: CallScope | None = None,
+        *,
+        mcp_server: MCPServer | None = None,
+        request_context: Any = None,
     ) -> None:
+        if server is None:
+            server = mcp_server if mcp_server is not None else DETACHED
+        if scope is None:
+            scope = RequestScope() if request_context is None else _scope_of(request_context)
         self._server = server
         self._scope = scope
         self._call = call
@@ -192,6 +246,8 @@ class Context(Generic[LifespanT]):
 
     @property
     def mcp_server(self) -> MCPServer:
+        if self._server is DETACHED:
+            raise ValueError(_OUTSIDE)
         return cast("MCPServer", self._server)
 
     @property

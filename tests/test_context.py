@@ -2,6 +2,7 @@
 
 import contextlib
 from collections.abc import AsyncIterator
+from types import SimpleNamespace
 from typing import Any
 
 import anyio
@@ -146,3 +147,36 @@ async def test_resources_and_prompts_take_a_context_too() -> None:
     assert read.raw["contents"][0]["text"] == "request 1"
     assert prompt.raw["messages"][0]["content"]["text"] == "Hello Ada (request 2)"
     assert listed["prompts"][0]["arguments"] == [{"name": "name", "required": True}]
+
+
+# --- a Context made by hand, as the official SDK's tests make one ------------------------------
+
+
+async def test_a_context_made_for_a_server_belongs_to_it_and_to_no_request() -> None:
+    mcp = MCPServer("Bookshop", keys=[KEY])
+    ctx: Context[Any] = Context(mcp_server=mcp)
+    assert ctx.mcp_server is mcp
+    assert (ctx.request_id, ctx.protocol_version, ctx.headers, ctx.round) == ("", None, None, 1)
+    await ctx.report_progress(1, 2)  # no progress token asked for: nothing to send
+
+
+async def test_a_context_made_from_a_request_record_takes_its_fields() -> None:
+    record = SimpleNamespace(
+        request_id=7,
+        method="tools/call",
+        protocol_version="2026-07-28",
+        meta={"progressToken": "p1"},
+    )
+    ctx: Context[Any] = Context(request_context=record)
+    assert (ctx.request_id, ctx.protocol_version) == ("7", "2026-07-28")
+    assert ctx.request_context.method == "tools/call"
+    assert ctx.request_context.meta == {"progressToken": "p1"}
+
+
+async def test_a_context_of_no_server_says_so_when_a_server_is_needed() -> None:
+    ctx: Context[Any] = Context()
+    with pytest.raises(ValueError, match=r"make it with Context\(mcp_server=server\)"):
+        ctx.mcp_server  # noqa: B018
+    with pytest.raises(ValueError, match="belongs to no server"):
+        await ctx.read_resource("file:///catalog")
+    assert ctx.request_context.lifespan_context == {}

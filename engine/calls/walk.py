@@ -34,6 +34,7 @@ from engine.questions.kinds import (
 )
 from engine.questions.rendering import Rendered
 from engine.questions.restore import restore_question
+from engine.types import WireModel
 
 SUSPENDED: Any = Marker("SUSPENDED")
 """What a round returns instead of the body's value when it needs answers first."""
@@ -253,6 +254,9 @@ class Round:
             value = values[node_of_value]
             if source.wants_union or is_outcome(value):
                 value = deliver(value, source)
+            adopt = source.adopt
+            if adopt is not None and isinstance(value, WireModel):
+                value = adopt.model_validate(value.to_wire())
             kwargs[source.name] = value
         for name in parameters.contexts:
             kwargs[name] = self.ctx if node is None else self.ctx.for_resolver(node.key)

@@ -24,6 +24,10 @@ class Source:
     kind: ParamKind
     node: Node | None = None
     wants_union: bool = False
+    adopt: type[BaseModel] | None = None
+    """The model the consumer annotated a resolved parameter with, when it is one another
+    library defines (the official ``mcp_types.CreateMessageResult``, say): an answer this engine
+    parsed into its own wire model is delivered as that model, by its wire form."""
 
 
 @dataclass(eq=False)

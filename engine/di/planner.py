@@ -61,7 +61,10 @@ class Planner:
         if marker is not None:
             consumer_type, resolve = marker
             node = self.node(resolve, consumer_type)
-            return Source(name, "resolved", node, wants_union(consumer_type))
+            union = wants_union(consumer_type)
+            return Source(
+                name, "resolved", node, union, None if union else foreign_model(consumer_type)
+            )
         if has_nested_resolve(annotation):
             raise InvalidSignature(
                 f"Parameter {name!r} of {fn_label!r} wraps `Resolve(...)` in a union; annotate "
@@ -143,6 +146,12 @@ class Planner:
         return key
 
 
+def foreign_model(annotation: Any) -> type[BaseModel] | None:
+    """``annotation`` when it is a pydantic model this engine does not define."""
+    is_model = isinstance(annotation, type) and issubclass(annotation, BaseModel)
+    return annotation if is_model and not annotation.__module__.startswith("engine.") else None
+
+
 def _form_model(name: str, arms: list[Any], value_type: Any) -> type[BaseModel] | None:
     """The form model an ``Elicit[X]`` arm (or an ``ElicitationResult[X]`` consumer) names.
 
@@ -164,8 +173,8 @@ def _form_model(name: str, arms: list[Any], value_type: Any) -> type[BaseModel] 
         else:
             candidates = [value_type]
     model = candidates[0] if candidates else None
-    if not (isinstance(model, type) and issubclass(model, BaseModel)):
-        return None
+    if not (isinstance(model, type) and issubclass(model, BaseModel)) or model is BaseModel:
+        return None  # Elicit[BaseModel]: a form made at run time (create_model), checked then
     if elicits:
         try:
             elicitation_schema(model)

@@ -8,7 +8,7 @@ from typing import Annotated
 import mcp_types
 import pytest
 
-from engine import MCPServer, Resolve, Sample
+from engine import ListRoots, MCPServer, Resolve, Sample
 from engine.testing import Client
 from engine.types import CallToolResult, SamplingMessage, TextContent, ToolAnnotations
 from tests.conftest import KEY
@@ -67,3 +67,34 @@ async def test_tool_annotations_and_a_sampling_question_from_official_types() ->
         {"role": "user", "content": {"type": "text", "text": "About Arrakis?"}}
     ]
     assert result.text == "Dunes."
+
+
+async def where() -> ListRoots:
+    return ListRoots()
+
+
+async def test_an_answer_reaches_a_parameter_annotated_official_as_the_official_model() -> None:
+    mcp = MCPServer("Ported", keys=[KEY])
+
+    @mcp.tool()
+    async def survey(
+        topic: str,
+        answer: Annotated[mcp_types.CreateMessageResult, Resolve(ask)],
+        roots: Annotated[mcp_types.ListRootsResult, Resolve(where)],
+    ) -> str:
+        assert isinstance(answer, mcp_types.CreateMessageResult)
+        assert isinstance(answer.content, mcp_types.TextContent)
+        assert isinstance(roots, mcp_types.ListRootsResult)
+        return f"{answer.content.text} in {roots.roots[0].name}"
+
+    async with Client(
+        mcp,
+        sampling=lambda p: {
+            "role": "assistant",
+            "content": {"type": "text", "text": "Dunes"},
+            "model": "m",
+        },
+        roots=lambda p: {"roots": [{"uri": "file:///arrakis", "name": "Arrakis"}]},
+    ) as client:
+        result = await client.call_tool("survey", {"topic": "sand"})
+    assert result.text == "Dunes in Arrakis"

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, create_model
 
 from engine import Context, Elicit, InvalidSignature, ListRoots, MCPServer, Resolve, Sample
 from engine.testing import Client
@@ -161,3 +161,31 @@ async def test_the_same_file_under_two_module_names_resumes_the_same_calls(
     assert list(result.rounds[0]["inputRequests"]) == ["confirm_backorder"]
     assert result.servers == ["0", "1"]
     assert result.text == "Backordered 'Neuromancer'; it ships in 2-3 weeks."
+
+
+@pytest.mark.anyio
+async def test_elicit_of_base_model_asks_a_form_made_at_run_time() -> None:
+    mcp = MCPServer("Dynamic", keys=[KEY])
+    Voucher = create_model("Voucher", code=(str, ...))
+
+    async def ask_code(shop: str) -> Elicit[BaseModel]:
+        return Elicit(f"Your {shop} voucher code?", Voucher)
+
+    @mcp.tool()
+    async def redeem(shop: str, voucher: Annotated[BaseModel, Resolve(ask_code)]) -> str:
+        return f"redeemed {voucher.model_dump()['code']}"
+
+    asked: list[dict[str, object]] = []
+
+    def answer(params: dict[str, object]) -> dict[str, object]:
+        asked.append(params)
+        return {"action": "accept", "content": {"code": "DUNE-10"}}
+
+    async with Client(mcp, elicitation=answer) as client:
+        result = await client.call_tool("redeem", {"shop": "Bookshop"})
+    assert result.text == "redeemed DUNE-10"
+    assert asked[0]["requestedSchema"] == {
+        "type": "object",
+        "properties": {"code": {"type": "string", "title": "Code"}},
+        "required": ["code"],
+    }
