@@ -14,7 +14,9 @@ from engine.errors import (
     InvalidSignature,
     MCPError,
     ResourceError,
+    ResourceNotFoundError,
     ToolError,
+    UnexpectedResourceError,
 )
 from engine.handlers.results import ReadResourceContents
 from engine.questions.kinds import (
@@ -32,10 +34,27 @@ from engine.request_state import (
     RequestStateSecurity,
     authenticated_principal,
 )
+from engine.resources.path_safety import PathEscapeError, safe_join
+from engine.resources.security import (
+    DEFAULT_RESOURCE_SECURITY,
+    ResourceSecurity,
+    ResourceSecurityError,
+)
+from engine.resources.uri_template import InvalidUriTemplate
 
 if TYPE_CHECKING:
     from engine.auth.introspection import IntrospectionVerifier
     from engine.auth.jwt_verifier import JWTVerifier
+    from engine.resources.base import Resource
+    from engine.resources.kinds import (
+        BinaryResource,
+        DirectoryResource,
+        FileResource,
+        FunctionResource,
+        HttpResource,
+        TextResource,
+    )
+    from engine.resources.template import ResourceTemplate
 
 __version__ = "0.1.0"
 
@@ -46,9 +65,21 @@ _VERIFIERS = {
 """Imported when first named: they load PyJWT and httpx, which a server without auth never
 needs."""
 
+_RESOURCE_OBJECTS = {
+    "Resource": "engine.resources.base",
+    "TextResource": "engine.resources.kinds",
+    "BinaryResource": "engine.resources.kinds",
+    "FunctionResource": "engine.resources.kinds",
+    "FileResource": "engine.resources.kinds",
+    "HttpResource": "engine.resources.kinds",
+    "DirectoryResource": "engine.resources.kinds",
+    "ResourceTemplate": "engine.resources.template",
+}
+"""Imported when first named: a server of functions alone never builds their models."""
+
 
 def __getattr__(name: str) -> object:
-    module = _VERIFIERS.get(name)
+    module = _VERIFIERS.get(name) or _RESOURCE_OBJECTS.get(name)
     if module is None:
         raise AttributeError(f"module 'engine' has no attribute {name!r}")
     import importlib
@@ -57,22 +88,30 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
+    "DEFAULT_RESOURCE_SECURITY",
     "AcceptedElicitation",
     "AccessToken",
     "AuthSettings",
+    "BinaryResource",
     "CancelledElicitation",
     "Context",
     "DeclinedElicitation",
+    "DirectoryResource",
     "Elicit",
     "ElicitURL",
     "ElicitationResult",
+    "FileResource",
+    "FunctionResource",
+    "HttpResource",
     "IntrospectionVerifier",
     "InvalidRequestState",
     "InvalidSignature",
+    "InvalidUriTemplate",
     "JWTVerifier",
     "ListRoots",
     "MCPError",
     "MCPServer",
+    "PathEscapeError",
     "Principal",
     "ReadResourceContents",
     "Redacted",
@@ -80,9 +119,17 @@ __all__ = [
     "RequestStateCodec",
     "RequestStateSecurity",
     "Resolve",
+    "Resource",
     "ResourceError",
+    "ResourceNotFoundError",
+    "ResourceSecurity",
+    "ResourceSecurityError",
+    "ResourceTemplate",
     "Sample",
+    "TextResource",
     "TokenVerifier",
     "ToolError",
+    "UnexpectedResourceError",
     "authenticated_principal",
+    "safe_join",
 ]

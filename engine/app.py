@@ -29,13 +29,15 @@ from engine.fleet.notifications import Listener, Notifications
 from engine.fleet.sessions import SessionRegistry
 from engine.handlers.base import HandlerOptions
 from engine.handlers.prompt import Prompt
-from engine.handlers.resource import Resource, ResourceOptions
+from engine.handlers.resource import ReadableResource, Resource, ResourceOptions, resource_of
 from engine.handlers.results import ReadResourceContents
 from engine.handlers.tool import Tool, ToolOptions
 from engine.operations import Operations
 from engine.questions.answers import AnswerSource
 from engine.registry import Registry
 from engine.request_state import RequestStateSecurity
+from engine.resources.security import DEFAULT_RESOURCE_SECURITY, ResourceSecurity
+from engine.resources.uri_template import UriTemplate
 from engine.runtime import Runtime
 from engine.settings import SERVER_OPTIONS, ServerOptions, Settings
 from engine.state.seal import KeyRing
@@ -147,6 +149,11 @@ class MCPServer:
     this server records its spans with (the ``otel`` extra); without one, the provider
     configured in the process, if any (``ENGINE_TRACING=off`` records nothing).
 
+    Resources (see docs/resources.md): ``resources``, resource objects registered as the server
+    is made, as ``add_resource`` would; ``resource_security``, the
+    :class:`~engine.resources.security.ResourceSecurity` of every template registered without
+    its own (all checks on when not given).
+
     And: ``lifespan(server)``, an async context manager whose value handlers read as
     ``ctx.request_context.lifespan_context``; ``list_ttl_ms``, the caching hint of listings;
     ``replica_id``, this process's name in results and logs (``ENGINE_REPLICA_ID``).
@@ -164,6 +171,8 @@ class MCPServer:
         auth: AuthSettings | None = None,
         auth_server_provider: Any = None,
         request_state_security: RequestStateSecurity | None = None,
+        resources: Iterable[ReadableResource] | None = None,
+        resource_security: ResourceSecurity | None = None,
         **options: Unpack[ServerOptions],
     ) -> None:
         refuse_unknown("MCPServer.__init__", options, SERVER_OPTIONS)
@@ -184,6 +193,8 @@ class MCPServer:
         self.lifespan_context: Any = {}
         self.dependency_overrides = DependencyOverrides()
         self.registry = Registry(self.settings.registry)
+        self.resource_security = resource_security or DEFAULT_RESOURCE_SECURITY
+        """The policy of a resource template registered without ``security=``."""
         self.custom_routes = Routes()
         self.runtime = Runtime(
             self.settings,
@@ -203,6 +214,8 @@ class MCPServer:
         self.server_info: dict[str, Any] = self.settings.info.server_info(name, version)
         """``serverInfo`` as clients receive it, made once (set ``name``, ``version`` and the
         descriptive options when the server is made)."""
+        for resource in resources or ():
+            self.add_resource(resource)
 
     @property
     def title(self) -> str | None:
@@ -323,19 +336,41 @@ class MCPServer:
     def resource(
         self, uri: str, *, name: str | None = None, **options: Unpack[ResourceOptions]
     ) -> Callable[[F], F]:
-        """Register a function as the resource at ``uri`` (a template when it has ``{name}``
-        parts); ``options`` are :class:`~engine.handlers.resource.ResourceOptions`."""
+        """Register a function as the resource at ``uri``: a URI template (RFC 6570) when it
+        has ``{...}`` variables, which are then the function's parameters. ``options`` are
+        :class:`~engine.handlers.resource.ResourceOptions`. A malformed template raises
+        :class:`~engine.resources.uri_template.InvalidUriTemplate` here."""
+        if callable(uri):
+            raise TypeError(
+                "The @resource decorator was used incorrectly: give it the resource's URI, as "
+                'in @mcp.resource("books://{isbn}")'
+            )
         refuse_unknown("MCPServer.resource", options, ResourceOptions.__optional_keys__)
+        UriTemplate.parse(uri)
         return _registering(lambda fn: self.add_resource(fn, uri, name=name, **options))
 
     def add_resource(
         self,
-        fn: Callable[..., Any],
-        uri: str,
+        fn: Callable[..., Any] | ReadableResource,
+        uri: str | None = None,
         *,
         name: str | None = None,
         **options: Unpack[ResourceOptions],
     ) -> Resource:
+        """Register a function at ``uri``, as ``@mcp.resource(uri)`` would; or a resource
+        object (``TextResource``, ``FileResource``, ``FunctionResource``, a subclass of
+        :class:`engine.Resource`...), alone, at its own URI."""
+        if not callable(fn):
+            if uri is not None or name is not None or options:
+                raise TypeError(
+                    "add_resource(resource) takes a resource object alone: set its URI, name "
+                    "and the rest on the object"
+                )
+            return self.registry.add_resource(resource_of(fn))
+        if uri is None:
+            raise TypeError("add_resource(fn, uri): give the URI (or template) fn serves")
+        if options.get("security") is None:
+            options["security"] = self.resource_security
         return self.registry.add_resource(Resource(fn, uri, name=name, **options))
 
     def custom_route(
@@ -421,7 +456,7 @@ class MCPServer:
     ) -> RoundReply:
         return await self.operations.read_resource(request, in_place)
 
-    def find_resource(self, uri: str) -> tuple[Resource, dict[str, str]] | None:
+    def find_resource(self, uri: str) -> tuple[Resource, dict[str, str | list[str]]] | None:
         return self.registry.find_resource(uri)
 
     async def read_resource_contents(

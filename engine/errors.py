@@ -32,7 +32,25 @@ class ToolError(Exception):
 
 
 class ResourceError(ToolError):
-    """A resource handler failed in a way the client should read about."""
+    """A resource failed in a way the client should read about: raised by a resource function,
+    the client gets a ``-32603`` error with this message; escaping a tool, it is the tool's
+    error, as a :class:`ToolError` would be."""
+
+    code = INTERNAL_ERROR
+    """The JSON-RPC error code a client reading the resource gets."""
+
+
+class ResourceNotFoundError(ResourceError):
+    """What the URI names does not exist (a template matched, but there is no such item): the
+    client gets ``-32602`` with this message, as for a URI no resource matches."""
+
+    code = INVALID_PARAMS
+
+
+class UnexpectedResourceError(ResourceError):
+    """Reading a resource (or making one from a template) failed with an exception nobody
+    raised on purpose, kept as its ``__cause__``; the message says where, and does not repeat
+    what the exception said."""
 
 
 class MCPError(Exception):

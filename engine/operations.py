@@ -7,19 +7,19 @@ journals; a replay's runner has no store, so the same operations touch nothing o
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable
-from typing import Any
 
 from engine._internal.metrics import Metrics
 from engine.calls.execute import Convert
 from engine.calls.reply import CallRequest, ReplyKind, RoundReply
 from engine.calls.runner import RoundRunner
 from engine.context import RequestScope
-from engine.errors import INVALID_PARAMS, MCPError, ResourceError
+from engine.errors import INVALID_PARAMS, MCPError, ResourceError, ResourceNotFoundError
 from engine.handlers.base import Handler
 from engine.handlers.prompt import Prompt
 from engine.handlers.resource import Resource
-from engine.handlers.results import ReadResourceContents, contents_for_server, resource_contents
+from engine.handlers.results import ReadResourceContents, contents_for_server
 from engine.handlers.tool import Tool
 from engine.protocol.errors import store_error
 from engine.questions.answers import AnswerSource
@@ -35,12 +35,7 @@ def converter(handler: Handler, target: str) -> Convert:
         return handler.result
     if not isinstance(handler, Resource):  # pragma: no cover - every handler is one of the three
         raise TypeError(f"no wire result for a {handler.role}")
-    mime_type = handler.mime_type
-
-    def contents(value: Any) -> dict[str, Any]:
-        return {"contents": resource_contents(target, value, mime_type)}
-
-    return contents
+    return functools.partial(handler.contents, target)
 
 
 class Operations:
@@ -101,7 +96,8 @@ class Operations:
         try:
             reply = await self.read_resource(request)
         except MCPError as exc:
-            raise ResourceError(exc.message) from None
+            unknown = exc.code == INVALID_PARAMS
+            raise (ResourceNotFoundError if unknown else ResourceError)(exc.message) from None
         except StoreUnavailable as exc:  # what a client would get, as the handler's error
             raise ResourceError(store_error(exc, self.metrics).message) from None
         if reply.kind is not ReplyKind.COMPLETE:

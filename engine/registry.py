@@ -11,6 +11,7 @@ from engine.handlers.base import Handler
 from engine.handlers.prompt import Prompt
 from engine.handlers.resource import Resource
 from engine.handlers.tool import Tool
+from engine.resources.security import ResourceSecurityError
 from engine.settings import Duplicates, RegistrySettings
 
 log = logging.getLogger("engine.registry")
@@ -68,14 +69,18 @@ class Registry:
             table[resource.uri] = known = resource
         return known
 
-    def find_resource(self, uri: str) -> tuple[Resource, dict[str, str]] | None:
-        """The resource at ``uri`` and the template parameters it matched (``{}`` for a fixed
-        URI), or ``None``."""
+    def find_resource(self, uri: str) -> tuple[Resource, dict[str, str | list[str]]] | None:
+        """The resource at ``uri`` and the template values it matched (``{}`` for a fixed
+        URI), or ``None``: also when the first template that fits refuses a value (its
+        ``ResourceSecurity``), without trying the next."""
         resource = self.resources.get(uri)
         if resource is not None:
             return resource, {}
         for template in self.templates.values():
-            params = template.match(uri)
+            try:
+                params = template.match(uri)
+            except ResourceSecurityError:
+                return None
             if params is not None:
                 return template, params
         return None

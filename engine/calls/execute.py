@@ -18,7 +18,7 @@ from engine.calls.arguments import InvalidArguments, validate_arguments
 from engine.calls.walk import DEFERRED, SUSPENDED, BeforeBody, Round
 from engine.context import CallScope, RequestScope, ServerHooks
 from engine.di.overrides import DependencyOverrides
-from engine.errors import MCPError, ToolError
+from engine.errors import INTERNAL_ERROR, MCPError, ResourceError, ToolError
 from engine.handlers.base import Handler
 from engine.questions.answers import AnswerSource
 from engine.role import Role
@@ -50,6 +50,9 @@ class Executed:
     error: str | None = None
     unexpected: BaseException | None = None
     """The exception behind an "unexpected error", for the log (live) or the report (replay)."""
+    code: int | None = None
+    """The JSON-RPC error code of a failure that is a protocol error, when not ``-32602``: a
+    resource's ``ResourceError`` says its own, and a resource that crashed is ``-32603``."""
 
 
 VERBS = {
@@ -103,13 +106,16 @@ async def execute_round(
     except MCPError:
         raise
     except ToolError as exc:
+        if handler.role is Role.RESOURCE and isinstance(exc, ResourceError):
+            return Executed(Outcome.FAILED, error=str(exc), code=exc.code)
         return Executed(Outcome.FAILED, error=f"{VERBS[handler.role]} {handler.name}: {exc}")
     except Exception as exc:
         text = (
             f"{VERBS[handler.role]} {handler.name}: an unexpected error occurred; the server log "
             "has the details"
         )
-        return Executed(Outcome.FAILED, error=text, unexpected=exc)
+        code = INTERNAL_ERROR if handler.role is Role.RESOURCE else None
+        return Executed(Outcome.FAILED, error=text, unexpected=exc, code=code)
     return Executed(Outcome.COMPLETE, value)
 
 

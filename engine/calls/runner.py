@@ -409,19 +409,25 @@ def _ended(
         return RoundReply(ReplyKind.COMPLETE, executed.value, call_id, round_no)
     if executed.unexpected is not None:
         log.error("%s %r failed", handler.role, handler.name, exc_info=executed.unexpected)
-    reply = _failed(handler, request, executed.error or "", call_id, round_no)
+    reply = _failed(handler, request, executed.error or "", call_id, round_no, executed.code)
     reply.exception = executed.unexpected
     return reply
 
 
 def _failed(
-    handler: Handler, request: CallRequest, text: str, call_id: str, round_no: int
+    handler: Handler,
+    request: CallRequest,
+    text: str,
+    call_id: str,
+    round_no: int,
+    code: int | None = None,
 ) -> RoundReply:
-    """A tool's failure is an error result; a prompt's or resource's raises a protocol error."""
+    """A tool's failure is an error result; a prompt's or resource's raises a protocol error
+    (``-32602`` unless ``code`` says otherwise)."""
     if not fails_as_protocol_error(handler):
         return RoundReply(ReplyKind.ERROR, error=text, call_id=call_id, round_no=round_no)
     data = {"uri": request.target} if handler.role is Role.RESOURCE else {"name": request.target}
-    raise MCPError(INVALID_PARAMS, text, data)
+    raise MCPError(INVALID_PARAMS if code is None else code, text, data)
 
 
 __all__ = ["OversizedState", "Principal", "RoundRunner", "UnkeptState", "token_principal"]

@@ -1,31 +1,68 @@
-"""``Resource``: a function read by ``resources/read``, at a fixed URI or behind a URI template
-whose ``{name}`` parts are its arguments."""
+"""``Resource``: a function read by ``resources/read``, at a fixed URI or behind an RFC 6570 URI
+template whose variables are its arguments; or a resource object (``TextResource``,
+``FileResource``, ...) whose ``read()`` is run the same way."""
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable
-from typing import Any, Unpack
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol, Unpack
 
 from engine.errors import InvalidSignature
 from engine.handlers.base import Handler, HandlerOptions, description_of
+from engine.handlers.results import resource_contents
+from engine.resources.security import (
+    DEFAULT_RESOURCE_SECURITY,
+    ResourceSecurity,
+    ResourceSecurityError,
+)
+from engine.resources.uri_template import UriTemplate
 from engine.role import Role
-from engine.types import Icon
+from engine.types import Annotations, Icon
+
+DEFAULT_MIME_TYPE = "text/plain"
+"""Listed, and sent with what is read, for a resource given no ``mime_type``."""
 
 
 class ResourceOptions(HandlerOptions, total=False):
     """What a resource may be given besides what every handler may (``@mcp.resource(uri, ...)``)."""
 
     mime_type: str | None
-    """Listed, and the type of what it reads; when not given, a ``str`` or ``bytes`` return
-    annotation gives the listed one."""
+    """Listed, and sent with each read; ``text/plain`` when not given, whatever is returned."""
+    annotations: Annotations | Mapping[str, Any] | None
+    """Listed: ``audience``, ``priority``, ``lastModified`` (an ``Annotations``, a dict of its
+    fields, or any model of that shape)."""
+    meta: dict[str, Any] | None
+    """Listed as ``_meta``, and sent as the ``_meta`` of what is read."""
+    security: ResourceSecurity | None
+    """A template's policy for its variables' values; the server's ``resource_security`` when
+    not given."""
 
 
 _OPTIONS = ResourceOptions.__optional_keys__
 
 
+class ResourceSignatureMismatch(InvalidSignature, ValueError):
+    """A function whose parameters are not its URI template's variables."""
+
+
+class ReadableResource(Protocol):
+    """A resource object: what ``mcp.add_resource(resource)`` takes (``engine.Resource`` and
+    its kinds, or anything with these attributes)."""
+
+    uri: str
+    name: str | None
+    title: str | None
+    description: str | None
+    mime_type: str
+    icons: Sequence[Any] | None
+    annotations: Any
+    meta: dict[str, Any] | None
+
+    async def read(self) -> str | bytes: ...
+
+
 class Resource(Handler):
-    """A resource at a fixed URI, or a template whose ``{name}`` parts become arguments."""
+    """A resource at a fixed URI, or a template whose variables become arguments."""
 
     def __init__(
         self,
@@ -33,47 +70,111 @@ class Resource(Handler):
         uri: str,
         *,
         name: str | None = None,
+        literal: bool = False,
         **options: Unpack[ResourceOptions],
     ) -> None:
+        """``literal``: ``uri`` is the resource's URI as it is, even with braces in it."""
         super().__init__(fn, Role.RESOURCE, name, options, _OPTIONS)
-        resource_name, signature = self.name, self.signature
         self.uri = uri
-        self.mime_type = mime_type = options.get("mime_type")
-        self.params = re.findall(r"{(\w+)}", uri)
-        self.is_template = bool(self.params)
-        missing = set(self.params) ^ set(signature.argument_names)
-        if self.is_template and missing:
-            raise InvalidSignature(
-                f"Resource template {uri!r} and function {resource_name!r} must name the same "
-                f"parameters; mismatched: {sorted(missing)}"
-            )
-        self.pattern = re.compile(
-            "^" + re.sub(r"\\{(\w+)\\}", r"(?P<\1>[^/]+)", re.escape(uri)) + "$"
-        )
-        if not self.is_template and signature.argument_names:
-            raise InvalidSignature(
-                f"Resource {uri!r} has parameters {signature.argument_names} but its URI has no "
-                "{placeholders}; make it a template like 'scheme://{name}'"
-            )
-        icons = options.get("icons")
+        parsed = None if literal else UriTemplate.parse(uri)
+        self.template = parsed if parsed is not None and parsed.variables else None
+        self.is_template = self.template is not None
+        if parsed is not None:
+            _check_parameters(uri, parsed, self.signature.arguments.model_fields)
+        self.security = options.get("security") or DEFAULT_RESOURCE_SECURITY
+        self.mime_type = options.get("mime_type") or DEFAULT_MIME_TYPE
+        self.meta = options.get("meta")
+        icons, annotations = options.get("icons"), options.get("annotations")
         listing: dict[str, Any] = {
-            "name": resource_name,
+            "name": self.name,
             "title": options.get("title"),
             ("uriTemplate" if self.is_template else "uri"): uri,
             "description": description_of(fn, options.get("description")),
-            "mimeType": mime_type or _default_mime(signature.return_type),
+            "mimeType": self.mime_type,
             "icons": [Icon.of(i).to_wire() for i in icons] if icons else None,
+            "annotations": Annotations.of(annotations).to_wire() if annotations else None,
+            "_meta": self.meta,
         }
         self.listing = {k: v for k, v in listing.items() if v is not None}
 
-    def match(self, uri: str) -> dict[str, str] | None:
-        found = self.pattern.match(uri)
-        return found.groupdict() if found else None
+    def match(self, uri: str) -> dict[str, str | list[str]] | None:
+        """The template's values for ``uri``, or ``None`` when it does not fit; raises
+        :class:`ResourceSecurityError` when it fits but a value is refused, so that no later
+        template is tried in its place."""
+        if self.template is None:
+            return None
+        values = self.template.match(uri)
+        if values is None:
+            return None
+        refused = self.security.validate(values)
+        if refused is not None:
+            raise ResourceSecurityError(self.uri, refused)
+        return values
+
+    def contents(self, uri: str, value: Any) -> dict[str, Any]:
+        """The ``resources/read`` result for what the function returned, read at ``uri``."""
+        return {"contents": resource_contents(uri, value, self.mime_type, self.meta)}
 
 
-def _default_mime(annotation: Any) -> str | None:
-    if annotation is str:
-        return "text/plain"
-    if annotation is bytes:
-        return "application/octet-stream"
-    return None
+def resource_of(resource: ReadableResource) -> Resource:
+    """The handler serving a resource object at its URI, taken as it is (never a template):
+    its fields are listed, and each read awaits its ``read()``."""
+
+    async def read() -> str | bytes:
+        content: object = await resource.read()
+        if not isinstance(content, str | bytes):
+            raise TypeError(
+                f"Resource.read() must return str or bytes, not {type(content).__name__}"
+            )
+        return content
+
+    return Resource(
+        read,
+        resource.uri,
+        literal=True,
+        name=resource.name or resource.uri,
+        title=resource.title,
+        description=resource.description or "",
+        mime_type=resource.mime_type,
+        icons=resource.icons,
+        annotations=resource.annotations,
+        meta=resource.meta,
+    )
+
+
+def _check_parameters(uri: str, parsed: UriTemplate, fields: Mapping[str, Any]) -> None:
+    """A template's variables are the function's arguments, each a client may leave out (a
+    query variable) with a default; a fixed URI's function takes no arguments."""
+    arguments = set(fields)
+    if not parsed.variables:
+        if arguments:
+            raise ResourceSignatureMismatch(
+                f"Resource {uri!r} has no URI template variables, but its function takes "
+                f"{sorted(arguments)}: add a {{name}} variable to the URI for each, or remove "
+                "the parameters"
+            )
+        return
+    variables = set(parsed.variable_names)
+    if variables != arguments:
+        raise ResourceSignatureMismatch(
+            f"Mismatch between URI parameters {variables} and function parameters {arguments}"
+        )
+    without_default = sorted(
+        name for name in parsed.query_variable_names if fields[name].is_required()
+    )
+    if without_default:
+        raise ResourceSignatureMismatch(
+            f"Resource {uri!r}: query parameter(s) {without_default} have no default value. "
+            "A client may omit a {?...}/{&...} query parameter, so the matching handler "
+            "parameter must declare a default."
+        )
+
+
+__all__ = [
+    "DEFAULT_MIME_TYPE",
+    "ReadableResource",
+    "Resource",
+    "ResourceOptions",
+    "ResourceSignatureMismatch",
+    "resource_of",
+]

@@ -114,30 +114,44 @@ class ReadResourceContents:
     meta: dict[str, Any] | None = None
 
 
-def resource_contents(uri: str, value: Any, mime_type: str | None) -> list[dict[str, Any]]:
-    """Wire ``contents`` for what a resource function returned."""
-    items = value if isinstance(value, list) else [value]
-    contents: list[dict[str, Any]] = []
-    for item in items:
-        if isinstance(item, TextResourceContents | BlobResourceContents):
-            contents.append(item.to_wire())
-        elif isinstance(item, ReadResourceContents):
-            contents.extend(resource_contents(uri, item.content, item.mime_type))
-        elif isinstance(item, bytes):
-            blob = base64.b64encode(item).decode("ascii")
-            contents.append(
-                {"uri": uri, "mimeType": mime_type or "application/octet-stream", "blob": blob}
-            )
-        elif isinstance(item, str):
-            contents.append({"uri": uri, "mimeType": mime_type or "text/plain", "text": item})
-        else:
-            text = (
-                item.model_dump_json(indent=2, by_alias=True)
-                if isinstance(item, BaseModel)
-                else json.dumps(to_jsonable_python(item), indent=2, ensure_ascii=False)
-            )
-            contents.append({"uri": uri, "mimeType": mime_type or "application/json", "text": text})
-    return contents
+def resource_contents(
+    uri: str, value: Any, mime_type: str | None, meta: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """Wire ``contents`` for what a resource function returned: one text or blob, or several
+    when it returned a list of contents (``TextResourceContents``, ``BlobResourceContents``,
+    ``ReadResourceContents``). Any other value that is not ``str`` or ``bytes`` (a list of
+    strings too) is one JSON text. ``meta`` is each content's ``_meta``."""
+    if isinstance(value, list) and value and all(map(_is_contents, value)):
+        return [block for item in value for block in resource_contents(uri, item, mime_type, meta)]
+    if isinstance(value, TextResourceContents | BlobResourceContents):
+        return [value.to_wire()]
+    if isinstance(value, ReadResourceContents):
+        return resource_contents(uri, value.content, value.mime_type, value.meta)
+    content: dict[str, Any] = {"uri": uri}
+    if isinstance(value, bytes):
+        content["mimeType"] = mime_type or "application/octet-stream"
+        content["blob"] = base64.b64encode(value).decode("ascii")
+    elif isinstance(value, str):
+        content["mimeType"] = mime_type or "text/plain"
+        content["text"] = value
+    else:
+        content["mimeType"] = mime_type or "application/json"
+        content["text"] = json_text(value)
+    if meta is not None:
+        content["_meta"] = meta
+    return [content]
+
+
+def json_text(value: Any) -> str:
+    """A value a resource returned that is neither text nor bytes, as indented JSON; what JSON
+    cannot hold becomes its ``str()``."""
+    if isinstance(value, BaseModel):
+        return value.model_dump_json(indent=2, by_alias=True)
+    return json.dumps(to_jsonable_python(value, fallback=str), indent=2, ensure_ascii=False)
+
+
+def _is_contents(value: Any) -> bool:
+    return isinstance(value, TextResourceContents | BlobResourceContents | ReadResourceContents)
 
 
 def contents_for_server(contents: list[dict[str, Any]]) -> list[ReadResourceContents]:

@@ -1,0 +1,1 @@
+"""Resources: URI templates and the checks on their values, resource objects."""
