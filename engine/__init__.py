@@ -11,6 +11,7 @@ from engine.di.redacted import Redacted
 from engine.di.resolve import Resolve
 from engine.errors import InvalidSignature, MCPError, ResourceError, ToolError
 from engine.handlers.results import ReadResourceContents
+from engine.media import Audio, Image
 from engine.questions.kinds import (
     AcceptedElicitation,
     CancelledElicitation,
@@ -48,6 +49,7 @@ def __getattr__(name: str) -> object:
 __all__ = [
     "AcceptedElicitation",
     "AccessToken",
+    "Audio",
     "AuthSettings",
     "CancelledElicitation",
     "Context",
@@ -55,6 +57,7 @@ __all__ = [
     "Elicit",
     "ElicitURL",
     "ElicitationResult",
+    "Image",
     "IntrospectionVerifier",
     "InvalidSignature",
     "JWTVerifier",

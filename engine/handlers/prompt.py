@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any, Unpack
 
 from engine.handlers.base import Handler, HandlerOptions, description_of
-from engine.handlers.results import CONTENT_BLOCKS, SEQUENCES
+from engine.handlers.content import CONTENT_BLOCKS, SEQUENCES
 from engine.role import Role
 from engine.types import GetPromptResult, Icon, PromptMessage
 
