@@ -12,6 +12,8 @@ from engine.di.resolve import Resolve
 from engine.errors import InvalidSignature, MCPError, ResourceError, ToolError
 from engine.handlers.results import ReadResourceContents
 from engine.media import Audio, Image
+from engine.prompt_messages import AssistantMessage, Message, UserMessage
+from engine.prompts import Prompt
 from engine.questions.kinds import (
     AcceptedElicitation,
     CancelledElicitation,
@@ -49,6 +51,7 @@ def __getattr__(name: str) -> object:
 __all__ = [
     "AcceptedElicitation",
     "AccessToken",
+    "AssistantMessage",
     "Audio",
     "AuthSettings",
     "CancelledElicitation",
@@ -64,7 +67,9 @@ __all__ = [
     "ListRoots",
     "MCPError",
     "MCPServer",
+    "Message",
     "Principal",
+    "Prompt",
     "ReadResourceContents",
     "Redacted",
     "RequestScope",
@@ -73,4 +78,5 @@ __all__ = [
     "Sample",
     "TokenVerifier",
     "ToolError",
+    "UserMessage",
 ]
