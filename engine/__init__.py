@@ -19,6 +19,9 @@ from engine.errors import (
     UnexpectedResourceError,
 )
 from engine.handlers.results import ReadResourceContents
+from engine.media import Audio, Image
+from engine.prompt_messages import AssistantMessage, Message, UserMessage
+from engine.prompts import Prompt
 from engine.questions.kinds import (
     AcceptedElicitation,
     CancelledElicitation,
@@ -91,6 +94,8 @@ __all__ = [
     "DEFAULT_RESOURCE_SECURITY",
     "AcceptedElicitation",
     "AccessToken",
+    "AssistantMessage",
+    "Audio",
     "AuthSettings",
     "BinaryResource",
     "CancelledElicitation",
@@ -103,6 +108,7 @@ __all__ = [
     "FileResource",
     "FunctionResource",
     "HttpResource",
+    "Image",
     "IntrospectionVerifier",
     "InvalidRequestState",
     "InvalidSignature",
@@ -111,8 +117,10 @@ __all__ = [
     "ListRoots",
     "MCPError",
     "MCPServer",
+    "Message",
     "PathEscapeError",
     "Principal",
+    "Prompt",
     "ReadResourceContents",
     "Redacted",
     "RequestScope",
@@ -130,6 +138,7 @@ __all__ = [
     "TokenVerifier",
     "ToolError",
     "UnexpectedResourceError",
+    "UserMessage",
     "authenticated_principal",
     "safe_join",
 ]

@@ -329,8 +329,20 @@ class MCPServer:
         return _registering(lambda fn: self.add_prompt(fn, name, **options))
 
     def add_prompt(
-        self, fn: Callable[..., Any], name: str | None = None, **options: Unpack[HandlerOptions]
+        self,
+        fn: Callable[..., Any] | Prompt,
+        name: str | None = None,
+        **options: Unpack[HandlerOptions],
     ) -> Prompt:
+        """Register a function as a prompt, as ``@mcp.prompt()`` would, or a prompt made with
+        ``Prompt.from_function(fn, ...)``, alone."""
+        if isinstance(fn, Prompt):
+            if name is not None or options:
+                raise TypeError(
+                    "add_prompt(prompt) takes a Prompt alone: give its name and options to "
+                    "Prompt.from_function"
+                )
+            return self.registry.add_prompt(fn)
         return self.registry.add_prompt(Prompt(fn, name, **options))
 
     def resource(

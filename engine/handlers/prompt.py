@@ -6,8 +6,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Unpack
 
+import pydantic_core
+
 from engine.handlers.base import Handler, HandlerOptions, description_of
-from engine.handlers.results import CONTENT_BLOCKS, SEQUENCES
+from engine.handlers.content import SEQUENCES, as_block, is_model
+from engine.prompt_messages import Message
 from engine.role import Role
 from engine.types import GetPromptResult, Icon, PromptMessage
 
@@ -20,6 +23,7 @@ class Prompt(Handler):
     ) -> None:
         super().__init__(fn, Role.PROMPT, name, options, _OPTIONS)
         prompt_name, signature = self.name, self.signature
+        self.title = options.get("title")
         self.description = description_of(fn, options.get("description"))
         arguments = []
         for arg_name, info in signature.arguments.model_fields.items():
@@ -46,15 +50,19 @@ class Prompt(Handler):
 
 
 def _prompt_message(item: Any) -> dict[str, Any]:
+    """One message of what a prompt returned: a message as it is; a string, a content block,
+    ``Image`` or ``Audio`` as a user message; a dict or a model with ``role`` and ``content``
+    as a message; anything else as a user message of its indented JSON."""
     if isinstance(item, PromptMessage):
         return item.to_wire()
     if isinstance(item, str):
         return {"role": "user", "content": {"type": "text", "text": item}}
-    if isinstance(item, CONTENT_BLOCKS):
-        return {"role": "user", "content": item.to_wire()}
+    block = as_block(item)
+    if block is not None:
+        return {"role": "user", "content": block.to_wire()}
     if isinstance(item, dict):
-        return PromptMessage.model_validate(item).to_wire()
-    raise TypeError(
-        f"A prompt returned {type(item).__name__}; return a string, a PromptMessage, a content "
-        "block, or a list of those"
-    )
+        return Message.model_validate(item).to_wire()
+    if is_model(item) and {"role", "content"} <= set(type(item).model_fields):
+        return Message(item.content, role=item.role).to_wire()
+    text = pydantic_core.to_json(item, fallback=str, indent=2).decode()
+    return {"role": "user", "content": {"type": "text", "text": text}}

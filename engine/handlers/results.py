@@ -1,104 +1,39 @@
-"""What a handler's returned value becomes on the wire: content blocks, a tool's structured
-content (its shape decided once from the return annotation), error results, resource contents."""
+"""What a handler's returned value becomes on the wire: content blocks, error results, resource
+contents (a tool's structured content is :mod:`engine.handlers.output`)."""
 
 from __future__ import annotations
 
 import base64
-import inspect
 import json
 from dataclasses import dataclass
-from typing import Any, get_args, get_origin
+from typing import Any
 
-from pydantic import BaseModel, TypeAdapter, create_model
+import pydantic_core
+from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
-from engine._internal.typecache import instance_test
-from engine.types import (
-    AudioContent,
-    BlobResourceContents,
-    CallToolResult,
-    EmbeddedResource,
-    ImageContent,
-    ResourceLink,
-    TextContent,
-    TextResourceContents,
-)
-
-CONTENT_BLOCKS = (TextContent, ImageContent, AudioContent, ResourceLink, EmbeddedResource)
-"""The content block types a handler may return as they are."""
-SEQUENCES = (list, tuple)
-"""What a handler returns several items in."""
-is_content_block = instance_test(*CONTENT_BLOCKS)
-is_model = instance_test(BaseModel)
-_SCALARS = (str, int, float, bool)
-
-
-@dataclass(frozen=True, slots=True)
-class OutputShape:
-    """How a tool's return value becomes structured content, decided from its annotation."""
-
-    schema: dict[str, Any] | None
-    wrap: bool
-    adapter: TypeAdapter[Any] | None
-    scalar: type | None = None
-    """``str``, ``int``, ``float`` or ``bool`` when that is the annotation: a value of exactly
-    that type is its own JSON, with no serializer call."""
-
-
-def output_shape(fn_name: str, annotation: Any) -> OutputShape:
-    if annotation is inspect.Signature.empty or annotation is None or annotation is Any:
-        return OutputShape(None, False, None)
-    origin = get_origin(annotation) or annotation
-    if origin is CallToolResult or (
-        isinstance(origin, type) and issubclass(origin, CONTENT_BLOCKS)
-    ):
-        return OutputShape(None, False, None)
-    try:
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            return OutputShape(annotation.model_json_schema(), False, TypeAdapter(annotation))
-        if origin is dict:
-            args = get_args(annotation)
-            if not args or args[0] is not str:
-                return OutputShape(None, False, None)
-            value_schema = TypeAdapter(args[1]).json_schema() if args[1] is not Any else True
-            schema = {
-                "additionalProperties": value_schema,
-                "title": f"{fn_name}DictOutput",
-                "type": "object",
-            }
-            return OutputShape(schema, False, TypeAdapter(annotation))
-        wrapper = create_model(f"{fn_name}Output", result=(annotation, ...))
-        scalar = annotation if annotation in _SCALARS else None
-        return OutputShape(wrapper.model_json_schema(), True, TypeAdapter(annotation), scalar)
-    except Exception:
-        return OutputShape(None, False, None)
+from engine.handlers.content import SEQUENCES, as_block
+from engine.types import BlobResourceContents, TextResourceContents
 
 
 def content_blocks(value: Any) -> list[dict[str, Any]]:
-    """Wire content blocks for a returned value (strings as text, models as indented JSON)."""
+    """Wire content blocks for a returned value: strings as text, content blocks (ours or of
+    their shape) and ``Image`` / ``Audio`` as they are, the items of a list or tuple one after
+    another, anything else as indented JSON (``str()`` of what has no JSON form)."""
     if value is None:
         return []
     if isinstance(value, str):
         return [{"type": "text", "text": value}]
-    if is_content_block(value):
-        return [value.to_wire()]
+    block = as_block(value)
+    if block is not None:
+        return [block.to_wire()]
     if isinstance(value, SEQUENCES):
         blocks: list[dict[str, Any]] = []
         for item in value:
             blocks.extend(content_blocks(item))
         return blocks
-    if is_model(value):
-        return [{"type": "text", "text": value.model_dump_json(indent=2, by_alias=True)}]
-    text = json.dumps(to_jsonable_python(value), indent=2, ensure_ascii=False)
+    text = pydantic_core.to_json(value, fallback=str, indent=2).decode()
     return [{"type": "text", "text": text}]
-
-
-def is_content(value: Any) -> bool:
-    """Whether a returned value is content already: a block, or a non-empty sequence of blocks
-    only (an empty list is a value like any other: its structured result is ``[]``)."""
-    if is_content_block(value):
-        return True
-    return isinstance(value, SEQUENCES) and bool(value) and all(is_content_block(v) for v in value)
 
 
 def error_result(text: str) -> dict[str, Any]:

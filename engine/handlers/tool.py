@@ -6,18 +6,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Unpack
 
-from engine._internal.typecache import instance_test
+from engine._internal.introspect import callable_name
 from engine.handlers.base import Handler, HandlerOptions, description_of
-from engine.handlers.results import (
-    OutputShape,
-    content_blocks,
-    is_content,
-    is_model,
-    output_shape,
-)
+from engine.handlers.content import as_call_tool_result
+from engine.handlers.output import output_shape
+from engine.handlers.param_headers import check_param_headers
+from engine.handlers.results import content_blocks
 from engine.role import Role
 from engine.tasks.policy import TaskOption, TaskPolicy
-from engine.types import CallToolResult, Icon, ToolAnnotations
+from engine.types import Icon, ToolAnnotations
 
 
 class ToolOptions(HandlerOptions, total=False):
@@ -28,7 +25,8 @@ class ToolOptions(HandlerOptions, total=False):
     meta: dict[str, Any] | None
     """Listed as the tool's ``_meta``."""
     structured_output: bool | None
-    """``False``: no output schema and no structured content, whatever the return annotation."""
+    """``False``: no output schema and no structured content, whatever the return annotation;
+    ``True``: a return annotation no schema can be built from is refused at registration."""
     input_schema: dict[str, Any] | None
     """Replaces the listed schema; the arguments are still validated against the parameters."""
     task: TaskOption
@@ -37,7 +35,6 @@ class ToolOptions(HandlerOptions, total=False):
 
 
 _OPTIONS = ToolOptions.__optional_keys__
-_is_call_tool_result = instance_test(CallToolResult)
 
 
 class Tool(Handler):
@@ -46,18 +43,15 @@ class Tool(Handler):
     ) -> None:
         super().__init__(fn, Role.TOOL, name, options, _OPTIONS)
         tool_name, signature = self.name, self.signature
-        shape = output_shape(tool_name, signature.return_type)
-        if options.get("structured_output") is False:
-            shape = OutputShape(None, False, None)
-        self.shape = shape
+        # The output schema's title names the function, not the tool, as the official SDK's.
+        self.shape = shape = output_shape(
+            callable_name(fn), signature.return_type, options.get("structured_output")
+        )
         input_schema = options.get("input_schema")
         if input_schema is None:
             input_schema = {"type": "object", **signature.arguments.model_json_schema()}
-        self.param_headers: dict[str, str] = {
-            arg: prop["x-mcp-header"]
-            for arg, prop in input_schema.get("properties", {}).items()
-            if isinstance(prop, dict) and isinstance(prop.get("x-mcp-header"), str)
-        }
+        self.param_headers: dict[str, str] = check_param_headers(tool_name, input_schema)
+        """The ``Mcp-Param-*`` header each argument is mirrored in, by argument."""
         annotations, icons = options.get("annotations"), options.get("icons")
         listing: dict[str, Any] = {
             "name": tool_name,
@@ -79,21 +73,15 @@ class Tool(Handler):
         """The ``CallToolResult`` body for what the tool returned."""
         if type(value) is str:  # the usual return: one text block
             content: list[dict[str, Any]] = [{"type": "text", "text": value}]
-            value_is_content = False
-        elif _is_call_tool_result(value):
-            return value.to_wire()  # type: ignore[no-any-return]
         else:
+            returned = as_call_tool_result(value)
+            if returned is not None:
+                if self.shape.adapter is not None and not returned.is_error:
+                    self.shape.validated(returned.structured_content)
+                return returned.to_wire()
             content = content_blocks(value)
-            value_is_content = is_content(value)
         result: dict[str, Any] = {"content": content}
-        shape = self.shape
-        if shape.adapter is not None and not value_is_content:
-            if type(value) is shape.scalar:
-                structured = value
-            else:
-                structured = shape.adapter.dump_python(value, mode="json", by_alias=True)
-            result["structuredContent"] = {"result": structured} if shape.wrap else structured
-        elif is_model(value):
-            result["structuredContent"] = value.model_dump(mode="json", by_alias=True)
+        if self.shape.adapter is not None:
+            result["structuredContent"] = self.shape.structured(value)
         result["isError"] = False
         return result

@@ -81,7 +81,7 @@ async def test_a_prompt_value_that_cannot_be_sent_fails_clearly_and_frees_its_ro
 
     @mcp.prompt()
     def summary(topic: str, tone: Annotated[Tone, Resolve(ask_tone)]) -> object:
-        return 42
+        return {"role": "narrator", "content": "Once upon a time"}
 
     answer = {"action": "accept", "content": {"tone": "dry"}}
     async with Client(mcp, elicitation=lambda p: answer) as client:

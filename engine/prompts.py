@@ -1,0 +1,141 @@
+"""``Prompt``: a prompt made from a function without the decorator, to add to a server with
+``mcp.add_prompt(prompt)`` (a prompt the server's users save at run time, say), or to render in
+process, as a test does.
+
+It is the record ``@mcp.prompt()`` makes, with two additions: :meth:`Prompt.from_function`,
+the official SDK's way to make one, and :meth:`Prompt.render`, which runs the prompt once
+outside any request and returns its messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Self
+
+from engine.calls.execute import Outcome, execute_round
+from engine.context import RequestScope
+from engine.di.overrides import DependencyOverrides
+from engine.errors import ResourceError
+from engine.handlers import prompt
+from engine.handlers.results import ReadResourceContents
+from engine.prompt_messages import AssistantMessage, Message, UserMessage
+from engine.questions.answers import StatelessAnswers
+from engine.state.call import CallState
+from engine.types import Icon
+
+ASKABLE: dict[str, Any] = {"elicitation": {"form": {}, "url": {}}, "sampling": {}, "roots": {}}
+"""What a render declares it can answer: a question the prompt asks ends the render, as a
+question nobody can answer here, rather than as a capability the client lacks."""
+
+
+class Prompt(prompt.Prompt):
+    """A prompt: a function, the name and description it is listed with, and its arguments
+    (its parameters, each with the ``Field(description=...)`` it is annotated with)."""
+
+    @classmethod
+    def from_function(
+        cls,
+        fn: Callable[..., Any],
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        icons: Sequence[Icon | Mapping[str, Any]] | None = None,
+        context_kwarg: str | None = None,
+    ) -> Self:
+        """The prompt ``@mcp.prompt(name, title=..., description=..., icons=...)`` would
+        register for ``fn``; add it with ``mcp.add_prompt(prompt)``.
+
+        The ``Context`` parameter is found by its annotation; ``context_kwarg`` may name it,
+        and must then name a parameter annotated ``Context``.
+        """
+        made = cls(fn, name, title=title, description=description, icons=icons)
+        if context_kwarg is not None and context_kwarg not in made.signature.context_names:
+            raise TypeError(
+                f"context_kwarg={context_kwarg!r}: prompt {made.name!r} has no parameter of that "
+                "name annotated Context; annotate the parameter that receives it as Context"
+            )
+        return made
+
+    async def render(
+        self, arguments: Mapping[str, Any] | None = None, context: Any = None
+    ) -> list[Message]:
+        """The prompt's messages for ``arguments``, run once in process.
+
+        It runs as a ``prompts/get`` would: arguments validated, resolvers run, a plain
+        ``def`` in a worker thread. ``context``, a ``Context`` bound to a server, lends that
+        server (its lifespan value, resources and dependency overrides); without one the prompt
+        runs on its own. Raises ``ValueError`` when the arguments do not fit, when the prompt
+        fails (chained to what it raised), or when it asks a question, which only a client
+        can answer.
+        """
+        server = _server_of(context)
+        hooks: Any = server if server is not None else _NoServer()
+        overrides = getattr(server, "dependency_overrides", None)
+        if not isinstance(overrides, DependencyOverrides):
+            overrides = DependencyOverrides()
+        state = CallState()
+        answers = StatelessAnswers(state, None, ASKABLE)
+        executed = await execute_round(
+            self,
+            dict(arguments) if arguments is not None else {},
+            RequestScope(method="prompts/get", capabilities=ASKABLE),
+            "",
+            1,
+            state,
+            answers,
+            hooks=hooks,
+            overrides=overrides,
+            convert=self.result,
+        )
+        if executed.outcome is Outcome.FAILED:
+            raise ValueError(executed.error) from executed.unexpected
+        if executed.outcome is not Outcome.COMPLETE:
+            raise ValueError(
+                f"Prompt {self.name!r} asks the client a question, so only a client can get it"
+            )
+        return [_message(wire) for wire in executed.value["messages"]]
+
+
+def _message(wire: dict[str, Any]) -> Message:
+    role = wire.get("role")
+    kind = AssistantMessage if role == "assistant" else UserMessage
+    return kind.model_validate(wire)
+
+
+def _server_of(context: Any) -> Any:
+    """The server a ``Context`` belongs to, or ``None`` (no context, or one made outside a
+    request)."""
+    if context is None:
+        return None
+    try:
+        server = context.mcp_server
+    except (AttributeError, ValueError):
+        return None
+    needed = ("lifespan_context", "read_resource_contents", "notify_list_changed")
+    return server if all(hasattr(server, name) for name in needed) else None
+
+
+class _NoServer:
+    """What a prompt rendered without a server reaches: no lifespan value, no resources, and
+    notifications that go nowhere."""
+
+    @property
+    def lifespan_context(self) -> Any:
+        return {}
+
+    async def read_resource_contents(
+        self, uri: str, scope: RequestScope
+    ) -> list[ReadResourceContents]:
+        raise ResourceError(
+            f"Cannot read {uri!r}: this prompt is rendered without a server; pass render() the "
+            "Context of a server that has the resource"
+        )
+
+    async def notify_list_changed(self, kind: str) -> None:
+        return None
+
+    async def notify_resource_updated(self, uri: str) -> None:
+        return None
+
+
+__all__ = ["Prompt"]
