@@ -28,6 +28,7 @@ import logging
 import os
 import sys
 import time
+from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -136,8 +137,8 @@ async def bench_asgi(
             await hang_up
             return {"type": "http.disconnect"}
 
-        async def send(message: dict[str, Any]) -> None:
-            sent.append(message)
+        async def send(message: MutableMapping[str, Any]) -> None:
+            sent.append(dict(message))
 
         scope = {"type": "http", "method": "POST", "path": "/mcp", "headers": _HEADERS}
         await app(scope, receive, send)

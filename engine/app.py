@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any, TypeVar, Unpack
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, Unpack
 
 import anyio
 
@@ -19,6 +19,7 @@ from engine._internal.metrics import Metrics
 from engine._internal.tracing import Tracing
 from engine.auth.provider import AccessToken, TokenVerifier
 from engine.auth.settings import AuthSettings
+from engine.caching import CACHEABLE_METHODS
 from engine.calls.reply import CallRequest, RoundReply
 from engine.calls.runner import Principal, token_principal
 from engine.context import RequestScope
@@ -43,8 +44,13 @@ from engine.settings import SERVER_OPTIONS, ServerOptions, Settings
 from engine.state.seal import KeyRing
 from engine.tasks.service import Tasks
 from engine.transports._routes import Routes
+from engine.transports.app_options import HTTPAppOptions
+from engine.transports.session_manager import SessionManager
 from engine.types import Icon
 from stores.base import Store
+
+if TYPE_CHECKING:
+    from engine.transports.starlette_app import MCPStarlette
 
 log = logging.getLogger("engine.app")
 
@@ -54,6 +60,19 @@ REPLAY_WARNING = (
     "rounds"
 )
 """Logged once as a server with tools starts running without a store (see docs/deployment.md)."""
+
+MIDDLEWARE_NOT_TAKEN = (
+    "MCPServer(middleware=...): middleware around each JSON-RPC message is not supported. "
+    "Wrap the HTTP app in ASGI middleware instead, mcp.streamable_http_app(middleware=[...]) "
+    "(see docs/running.md), or check a request in a resolver of the handler"
+)
+
+SSE_NOT_SERVED = (
+    "the HTTP+SSE transport of protocol 2024-11-05 (GET /sse, POST /messages/) is not served: "
+    "its responses travel on one process's open stream, which no other replica can answer. "
+    "Serve Streamable HTTP instead, which current clients speak: mcp.streamable_http_app(), "
+    'or mcp.run("streamable-http")'
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 Lifespan = Callable[["MCPServer"], contextlib.AbstractAsyncContextManager[Any]]
@@ -157,6 +176,12 @@ class MCPServer:
     And: ``lifespan(server)``, an async context manager whose value handlers read as
     ``ctx.request_context.lifespan_context``; ``list_ttl_ms``, the caching hint of listings;
     ``replica_id``, this process's name in results and logs (``ENGINE_REPLICA_ID``).
+
+    As the official server takes them: ``cache_hints``, ``{method: CacheHint(ttl_ms, scope)}``
+    for the cacheable methods (the others keep ``list_ttl_ms``, public); ``subscriptions``:
+    ``False`` serves no ``subscriptions/listen``; ``log_level`` configures Python logging (and
+    uvicorn's level under ``run``) unless the program did; ``debug``, Starlette's debug pages
+    on the HTTP app's other routes.
     """
 
     def __init__(
@@ -175,6 +200,8 @@ class MCPServer:
         resource_security: ResourceSecurity | None = None,
         **options: Unpack[ServerOptions],
     ) -> None:
+        if "middleware" in options:
+            raise TypeError(MIDDLEWARE_NOT_TAKEN)
         refuse_unknown("MCPServer.__init__", options, SERVER_OPTIONS)
         self._auth, self._token_verifier = _checked_auth(auth, token_verifier, auth_server_provider)
         if request_state_security is not None:
@@ -196,6 +223,7 @@ class MCPServer:
         self.resource_security = resource_security or DEFAULT_RESOURCE_SECURITY
         """The policy of a resource template registered without ``security=``."""
         self.custom_routes = Routes()
+        self._session_manager: SessionManager | None = None
         self.runtime = Runtime(
             self.settings,
             principal=principal,
@@ -211,6 +239,18 @@ class MCPServer:
         self.tracing: Tracing = self.runtime.tracing
         self.replica_id: str = self.settings.replica_id
         logs.set_replica(self.replica_id)
+        self.serves_subscriptions: bool = self.settings.subscriptions
+        self.result_hints: dict[str, tuple[int, str]] = {
+            method: (hint.ttl_ms, hint.scope)
+            if (hint := self.settings.cache_hints.get(method)) is not None
+            else (self.settings.list_ttl_ms, "public")
+            for method in CACHEABLE_METHODS
+        }
+        """``(ttlMs, cacheScope)`` of each cacheable method's results: its ``cache_hints``
+        entry, or ``list_ttl_ms`` and public."""
+        self._log_level_given = "log_level" in options
+        if self._log_level_given:
+            logs.configure_unless_configured(self.settings.log_level)
         self.server_info: dict[str, Any] = self.settings.info.server_info(name, version)
         """``serverInfo`` as clients receive it, made once (set ``name``, ``version`` and the
         descriptive options when the server is made)."""
@@ -529,33 +569,48 @@ class MCPServer:
 
     # --- running ------------------------------------------------------------------------------
 
-    def streamable_http_app(
-        self,
-        *,
-        middleware: Sequence[Any] | None = None,
-        cors_origins: Iterable[str] | None = None,
-        **options: Any,
-    ) -> Any:
-        """A plain ASGI application serving this server on ``/mcp`` (see ``docs/running.md``),
-        and its custom routes.
+    def streamable_http_app(self, **options: Unpack[HTTPAppOptions]) -> MCPStarlette:
+        """A Starlette application serving this server on ``/mcp``, and its custom routes (see
+        ``docs/running.md``); requests to ``/mcp`` skip Starlette's routing.
 
-        ``middleware``: ASGI middleware factories, ``lambda app: wrapped_app`` (a middleware
-        class taking the app as its one argument is one), or Starlette ``Middleware`` objects;
-        the first is the outermost. ``cors_origins``: the browser origins allowed to call this
-        server (``["*"]`` for any); CORS is off without them. Each is also an allowed origin
-        of the DNS-rebinding check. ``options``: ``path``, ``allowed_hosts``,
-        ``allowed_origins``, ``max_body_bytes``, ``freeze_after_startup``.
+        ``path`` (or ``streamable_http_path``): the endpoint. ``allowed_hosts`` and
+        ``allowed_origins`` (or ``transport_security``, the official settings object): the
+        DNS-rebinding checks; ``host``, the address served, adds itself to the hosts when it is
+        not a loopback one. ``max_body_bytes`` (or ``max_request_body_size``). ``middleware``:
+        ASGI middleware factories, ``lambda app: wrapped_app`` (a middleware class taking the
+        app as its one argument is one), or Starlette ``Middleware`` objects; the first is the
+        outermost. ``cors_origins``: the browser origins allowed to call this server (``["*"]``
+        for any); CORS is off without them. ``json_response``: calls never answered as event
+        streams. ``stateless_http``: 2025-11-25 clients get no session. ``session_idle_timeout``:
+        seconds an idle 2025-11-25 session lives (``session_ttl``). ``freeze_after_startup``.
         """
-        from engine.transports.http import http_app
+        from engine.transports.app_options import app_options
+        from engine.transports.starlette_app import http_app
 
-        return http_app(
+        resolved = app_options(options)
+        if resolved.session_idle_timeout is not None:
+            self.runtime.sessions.ttl = resolved.session_idle_timeout
+        self.session_manager.configure(resolved, options.get("stateless_http", False))
+        app = http_app(
             self,
+            resolved,
             routes=self.custom_routes,
-            middleware=middleware,
-            cors_origins=cors_origins,
             extra_allowed_hosts=self.settings.serve.extra_allowed_hosts,
-            **options,
         )
+        app.debug = self.settings.debug
+        return app
+
+    def sse_app(self, **options: Any) -> NoReturn:
+        """Refused: the HTTP+SSE transport of protocol 2024-11-05 is not served."""
+        raise NotImplementedError(SSE_NOT_SERVED)
+
+    @property
+    def session_manager(self) -> SessionManager:
+        """What official code enters to run an app it mounted: ``session_manager.run()`` runs
+        this server (as :meth:`running` does), and its fields say how sessions are kept."""
+        if self._session_manager is None:
+            self._session_manager = SessionManager(self)
+        return self._session_manager
 
     def run(
         self,
@@ -583,17 +638,20 @@ class MCPServer:
 
             anyio.run(serve_stdio, self)
             return
+        if transport == "sse":
+            raise ValueError(SSE_NOT_SERVED)
         if transport not in ("streamable-http", "http"):
             raise ValueError(f"Unknown transport {transport!r}: use 'stdio' or 'streamable-http'")
         from engine.transports.serving import checked_uvicorn_options, serve_app
 
         serve = self.settings.serve
         given = checked_uvicorn_options(uvicorn_options)
-        allowed = list(options.pop("allowed_hosts", [])) or None
-        if allowed is None and host not in ("127.0.0.1", "localhost", "::1"):
-            allowed = ["127.0.0.1", "localhost", "::1", host]
+        if self._log_level_given:
+            given.setdefault("log_level", self.settings.log_level.lower())
+        if not options.get("allowed_hosts"):
+            options.pop("allowed_hosts", None)
         options.setdefault("freeze_after_startup", serve.gc_freeze)
-        app = self.streamable_http_app(allowed_hosts=allowed, **options)
+        app = self.streamable_http_app(host=host, **options)
         serve_app(
             app,
             host=host,
@@ -636,8 +694,8 @@ def _checked_auth(
             "server; run one (Keycloak, Auth0, Entra ID...) and pass token_verifier="
             "JWTVerifier(...) with auth=AuthSettings(issuer_url=...) (see docs/auth.md)"
         )
-    if auth is not None and not isinstance(auth, AuthSettings):
-        raise TypeError(f"auth must be an engine.auth.settings.AuthSettings, got {auth!r}")
+    if auth is not None:
+        auth = AuthSettings.of(auth)  # the official AuthSettings too, by its fields
     if auth is not None and verifier is None:
         raise ValueError(
             "auth needs a token_verifier to check bearer tokens: JWTVerifier(...) for JWTs, "

@@ -10,10 +10,11 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
 
 from engine._internal.tracing import TRACING_MODES, TracingMode
+from engine.caching import CacheHint, cache_hints_of
 from engine.state.seal import KeyRing, KeySpec
 from engine.types import Icon
 
@@ -65,6 +66,10 @@ class ServerOptions(TypedDict, total=False):
     task_lease: float
     max_running_tasks: int
     tracer_provider: Any
+    log_level: str
+    debug: bool
+    cache_hints: Mapping[str, Any] | None
+    subscriptions: Any
 
 
 SERVER_OPTIONS = ServerOptions.__optional_keys__
@@ -251,6 +256,14 @@ class Settings:
     info: InfoSettings
     registry: RegistrySettings
     tracing: TracingSettings
+    log_level: str = "INFO"
+    """What ``log_level=`` asked of Python logging (and uvicorn, under ``mcp.run``)."""
+    debug: bool = False
+    """Starlette's debug pages on the HTTP app's other routes (not on the MCP endpoint)."""
+    cache_hints: Mapping[str, CacheHint] = field(default_factory=dict)
+    """Caching hints of the cacheable methods that were given one (``cache_hints=``)."""
+    subscriptions: bool = True
+    """Whether ``subscriptions/listen`` is served (``subscriptions=False``: it is not)."""
 
     @classmethod
     def build(
@@ -355,6 +368,10 @@ class Settings:
                 resources=_duplicates(options.get("warn_on_duplicate_resources")),
             ),
             tracing=_tracing(options.get("tracer_provider"), env),
+            log_level=_log_level(options.get("log_level", "INFO")),
+            debug=bool(options.get("debug", False)),
+            cache_hints=cache_hints_of(options.get("cache_hints")),
+            subscriptions=_subscriptions(options.get("subscriptions")),
         )
 
 
@@ -431,6 +448,27 @@ def _connection_limits(options: ServerOptions, env: Environ) -> ConnectionLimits
         body_timeout=number("body_timeout", "ENGINE_BODY_TIMEOUT", 30.0, whole=False, low=0.1),
         min_body_rate=number("min_body_rate", "ENGINE_MIN_BODY_RATE", 1024, whole=False, low=0),
         max_connections=connections,
+    )
+
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def _log_level(level: Any) -> str:
+    if not isinstance(level, str) or level.upper() not in LOG_LEVELS:
+        raise ValueError(f"log_level must be one of {', '.join(LOG_LEVELS)}, got {level!r}")
+    return level.upper()
+
+
+def _subscriptions(value: Any) -> bool:
+    """``subscriptions=``: ``None`` or ``True`` serves ``subscriptions/listen``, ``False`` does
+    not. A bus object is refused: the store carries changes between replicas here."""
+    if value is None or isinstance(value, bool):
+        return value is not False
+    raise TypeError(
+        f"subscriptions={value!r}: this server carries change notifications between replicas "
+        "through its store, not a subscription bus; pass store='redis://...' (every replica "
+        "the same), or subscriptions=False to not serve subscriptions/listen"
     )
 
 

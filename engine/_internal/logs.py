@@ -140,12 +140,19 @@ def configure(fmt: LogFormat, level: str = "INFO") -> None:
     logging.config.dictConfig(logging_config(fmt, level))
 
 
+def configure_unless_configured(level: str) -> None:
+    """The root logger at ``level``, on stderr, unless the program gave it a handler already
+    (then its own setup stands): what ``MCPServer(log_level=...)`` asks for."""
+    logging.basicConfig(level=level, format=TEXT_FORMAT)
+
+
 __all__ = [
     "LOG_FORMAT_ENV",
     "JsonLines",
     "LogFormat",
     "RoundFields",
     "configure",
+    "configure_unless_configured",
     "enter_round",
     "log_format",
     "logging_config",

@@ -54,6 +54,17 @@ class TokenVerifier(Protocol):
     async def verify_token(self, token: str) -> AccessToken | None: ...
 
 
+def access_token_of(value: Any) -> AccessToken:
+    """One of our tokens from another model of its fields (the official ``AccessToken`` a
+    verifier written for the official server returns), read by attribute."""
+    if isinstance(value, AccessToken):
+        return value
+    fields = {
+        name: getattr(value, name) for name in AccessToken.model_fields if hasattr(value, name)
+    }
+    return AccessToken.model_validate(fields)
+
+
 def principal_of(token: AccessToken) -> str:
     """Who a token speaks for: its issuer and subject (``sub`` is unique only per issuer), or,
     for a token without a subject, its issuer and client.
@@ -96,4 +107,11 @@ def token_from_claims(
     )
 
 
-__all__ = ["AccessToken", "TokenVerifier", "principal_of", "scopes_of", "token_from_claims"]
+__all__ = [
+    "AccessToken",
+    "TokenVerifier",
+    "access_token_of",
+    "principal_of",
+    "scopes_of",
+    "token_from_claims",
+]

@@ -95,6 +95,23 @@ class AuthSettings(BaseModel):
             check_scope(scope)
         return self
 
+    @classmethod
+    def of(cls, value: Any) -> AuthSettings:
+        """These settings from ours, a dict of their fields, or another model of them (the
+        official ``AuthSettings``), read by field name; its authorization-server options are
+        refused when set, as here."""
+        if isinstance(value, AuthSettings):
+            return value
+        if isinstance(value, dict):
+            return cls.model_validate(value)
+        if not hasattr(value, "issuer_url"):
+            raise TypeError(
+                f"auth must be an AuthSettings (engine.auth.settings), got {value!r}; see "
+                "docs/auth.md"
+            )
+        names = [*cls.model_fields, *AUTHORIZATION_SERVER_OPTIONS]
+        return cls.model_validate({n: getattr(value, n) for n in names if hasattr(value, n)})
+
     @property
     def scopes(self) -> tuple[str, ...]:
         return tuple(self.required_scopes or ())

@@ -176,7 +176,7 @@ async def run_live_round(
         return LiveRound("task", questions, None, answers.next_state)
     value = executed.value
     if is_modern and isinstance(handler, Resource):
-        modern.cacheable(value, app.list_ttl_ms)
+        modern.cacheable(value, app.result_hints["resources/read"])
     result = _shaped(RoundReply(ReplyKind.COMPLETE, value), is_modern)
     return LiveRound("complete", questions, result, answers.next_state)
 

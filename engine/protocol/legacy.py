@@ -31,6 +31,9 @@ from engine.protocol.common import LISTINGS, Listing, arguments_param, complete,
 from engine.protocol.jsonrpc import Message, dumps
 from engine.protocol.served import Served
 from engine.protocol.traced import request_trace, traced
+from engine.questions.answers import StatelessAnswers
+from engine.questions.rendering import Rendered
+from engine.state.call import CallState
 
 LATEST = "2025-11-25"
 LEGACY_VERSIONS = ["2025-11-25", "2025-06-18", "2025-03-26"]
@@ -52,6 +55,9 @@ class LegacyExchange:
     principal: str | None = None
     """Who makes the request (the ``principal`` a new session is bound to)."""
     extras: dict[str, Any] = field(default_factory=dict)
+    stateless: bool = False
+    """Served without sessions (``stateless_http``): ``initialize`` keeps none, each request
+    stands alone, and a call has no channel to ask the client on."""
 
 
 def session_notifier(server: Served, session: LegacySession) -> Notify:
@@ -83,8 +89,9 @@ async def _initialize(server: Served, message: Message, exchange: LegacyExchange
     session = LegacySession.for_principal(
         exchange.principal, version, kept, bounded_client_info(params.get("clientInfo"))
     )
-    await server.sessions.save(session)
-    exchange.new_session = session
+    if not exchange.stateless:
+        await server.sessions.save(session)
+        exchange.new_session = session
     result: dict[str, Any] = {
         "protocolVersion": version,
         "capabilities": server.capabilities(),
@@ -128,7 +135,32 @@ def _scope(
     )
 
 
-def _answers(request: LegacyRequest) -> BackChannelAnswers:
+def _standalone_session(exchange: LegacyExchange) -> LegacySession:
+    """The session a request stands in when there are none: the version its header names, no
+    client capabilities, kept nowhere."""
+    headers = exchange.headers or {}
+    version = headers.get("mcp-protocol-version", LATEST)
+    if version not in LEGACY_VERSIONS:
+        version = LATEST
+    return LegacySession("", version, {}, principal=None)
+
+
+class NoBackChannel(StatelessAnswers):
+    """Answers of a request served without a session: nothing can be asked of the client."""
+
+    async def ask(self, key: str, question: Rendered, asker: str) -> Any:
+        raise MCPError(
+            INVALID_REQUEST,
+            f"{asker} needs to send {question.question.method!r} to the client, and this "
+            "server serves 2025-11-25 clients without sessions (stateless_http=True), so there "
+            "is no channel to send it on; serve without stateless_http, or connect with a "
+            "2026-07-28 client",
+        )
+
+
+def _answers(request: LegacyRequest) -> BackChannelAnswers | NoBackChannel:
+    if request.exchange.stateless:
+        return NoBackChannel(CallState(), None, {})
     return BackChannelAnswers(
         request.server.backchannel,
         request.exchange.outbox,
@@ -183,7 +215,8 @@ async def _set_level(request: LegacyRequest) -> dict[str, Any]:
     if level not in LEVELS:
         raise MCPError(INVALID_PARAMS, f"Invalid params: level must be one of {list(LEVELS)}")
     request.session.log_level = level
-    await request.server.sessions.save(request.session)
+    if not request.exchange.stateless:
+        await request.server.sessions.save(request.session)
     return {}
 
 
@@ -192,6 +225,13 @@ def _subscription(subscribe: bool) -> Operation:
 
     async def operation(request: LegacyRequest) -> dict[str, Any]:
         uri = string_param(request.params, "uri")
+        if request.exchange.stateless:
+            raise MCPError(
+                INVALID_REQUEST,
+                "resources/subscribe needs a session to keep the subscription in, and this "
+                "server serves 2025-11-25 clients without sessions (stateless_http=True); "
+                "connect with a 2026-07-28 client and use subscriptions/listen",
+            )
         session = request.session
         if subscribe != (uri in session.subscriptions):
             if subscribe:
@@ -251,6 +291,8 @@ async def _serve(
     if message.method == "initialize":
         return dumps(await _initialize(server, message, exchange))
     session = exchange.session
+    if session is None and exchange.stateless:
+        session = _standalone_session(exchange)
     if session is None:
         raise MCPError(
             INVALID_REQUEST,

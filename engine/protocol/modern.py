@@ -91,10 +91,10 @@ def check_version(version: str) -> None:
 Operation = Callable[[Served, dict[str, Any], RequestScope], Awaitable[dict[str, Any] | RoundReply]]
 
 
-def cacheable(result: dict[str, Any], ttl_ms: int) -> dict[str, Any]:
-    """A result clients may cache for ``ttl_ms``, shared between users (listings, reads)."""
-    result["ttlMs"] = ttl_ms
-    result["cacheScope"] = "public"
+def cacheable(result: dict[str, Any], hint: tuple[int, str]) -> dict[str, Any]:
+    """A result with its caching hint: how long clients may keep it (``ttlMs``), and whether
+    one user's may serve another (``cacheScope``)."""
+    result["ttlMs"], result["cacheScope"] = hint
     return result
 
 
@@ -108,23 +108,31 @@ def _no_cursor(params: dict[str, Any]) -> None:
 
 
 async def _discover(server: Served, params: dict[str, Any], scope: RequestScope) -> dict[str, Any]:
+    capabilities = server.capabilities()
+    if not server.serves_subscriptions:  # nothing to listen to: no change is announced
+        capabilities = {
+            **capabilities,
+            "tools": {"listChanged": False},
+            "prompts": {"listChanged": False},
+            "resources": {"listChanged": False, "subscribe": False},
+        }
     result: dict[str, Any] = {
         "supportedVersions": list(SUPPORTED_VERSIONS),
-        "capabilities": with_extension(server, server.capabilities()),
+        "capabilities": with_extension(server, capabilities),
     }
     if server.instructions:
         result["instructions"] = server.instructions
-    return cacheable(result, server.list_ttl_ms)
+    return cacheable(result, server.result_hints["server/discover"])
 
 
-def _listing(listed: Listing) -> Operation:
+def _listing(method: str, listed: Listing) -> Operation:
     """A listing of this era: no cursor (every item is on the first page), cacheable."""
 
     async def operation(
         server: Served, params: dict[str, Any], scope: RequestScope
     ) -> dict[str, Any]:
         _no_cursor(params)
-        return cacheable(listed(server), server.list_ttl_ms)
+        return cacheable(listed(server), server.result_hints[method])
 
     return operation
 
@@ -178,7 +186,7 @@ async def _read_resource(server: Served, params: dict[str, Any], scope: RequestS
     uri = string_param(params, "uri")
     reply = await server.read_resource(_call_request("resources/read", uri, params, scope, None))
     if reply.kind is ReplyKind.COMPLETE:
-        cacheable(reply.value, server.list_ttl_ms)
+        cacheable(reply.value, server.result_hints["resources/read"])
     return reply
 
 
@@ -190,7 +198,7 @@ def _complete(
 
 OPERATIONS: dict[str, Operation] = {
     "server/discover": _discover,
-    **{method: _listing(listed) for method, listed in LISTINGS.items()},
+    **{method: _listing(method, listed) for method, listed in LISTINGS.items()},
     "tools/call": _call_tool,
     "prompts/get": _get_prompt,
     "resources/read": _read_resource,

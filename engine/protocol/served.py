@@ -3,7 +3,7 @@ services both eras use (``MCPServer`` provides it)."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
 from typing import Any, Protocol
 
 from engine._internal.metrics import Metrics
@@ -38,6 +38,16 @@ class Served(Protocol):
 
     @property
     def list_ttl_ms(self) -> int: ...
+
+    @property
+    def serves_subscriptions(self) -> bool:
+        """Whether ``subscriptions/listen`` is served (and its flags advertised)."""
+        ...
+
+    @property
+    def result_hints(self) -> Mapping[str, tuple[int, str]]:
+        """``(ttlMs, cacheScope)`` of each cacheable method's results."""
+        ...
 
     @property
     def metrics(self) -> Metrics: ...

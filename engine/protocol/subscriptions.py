@@ -18,7 +18,7 @@ import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
 from engine.context import RequestScope
-from engine.errors import INVALID_PARAMS, MCPError
+from engine.errors import INVALID_PARAMS, METHOD_NOT_FOUND, MCPError
 from engine.protocol.jsonrpc import notification_bytes, parse
 from engine.protocol.modern import Exchange, check_version, read_meta
 from engine.protocol.served import Served
@@ -132,6 +132,8 @@ class Subscription:
 
 def open_subscription(server: Served, raw: Any, exchange: Exchange) -> Subscription:
     """Validate a listen request; the subscription to run, or :class:`MCPError`."""
+    if not server.serves_subscriptions:
+        raise MCPError(METHOD_NOT_FOUND, "Method not found: subscriptions/listen is not served")
     message = parse(raw)
     params = message.params
     version, _, _ = read_meta(params)

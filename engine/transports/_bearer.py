@@ -24,7 +24,7 @@ from pydantic_core import to_json
 
 from engine._internal.metrics import Metrics
 from engine.auth.metadata import ResourceMetadata, metadata_url
-from engine.auth.provider import AccessToken, TokenVerifier
+from engine.auth.provider import AccessToken, TokenVerifier, access_token_of
 from engine.transports._asgi import Header, Scope, Send
 
 log = logging.getLogger("engine.auth")
@@ -102,6 +102,8 @@ class BearerGate:
                 "answer); retry in a few seconds with the same token",
                 reason="verifier unavailable",
             )
+        if verified is not None and not isinstance(verified, AccessToken):
+            verified = access_token_of(verified)
         if verified is None:
             return self._unauthorized(
                 "invalid_token",

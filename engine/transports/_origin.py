@@ -9,6 +9,7 @@ default), and a browser origin only when it is allowed or is itself on an allowe
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import NamedTuple
 from urllib.parse import urlsplit
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
@@ -19,6 +20,16 @@ REMEMBERED_CHARS = 512
 never remembered, so the table holds at most ``ORIGIN_DECISIONS`` small pairs."""
 QUOTED_CHARS = 100
 """How much of a refused value an error message repeats."""
+HOST_REFUSED = 421
+"""Misdirected Request: this server does not answer for that host name."""
+ORIGIN_REFUSED = 403
+
+
+class OriginRefusal(NamedTuple):
+    """A request refused by the checks: its HTTP status and what to configure instead."""
+
+    status: int
+    message: str
 
 
 def quoted(value: str) -> str:
@@ -51,10 +62,12 @@ class OriginPolicy:
         self.allowed_hosts = {host_only(h) for h in hosts}
         origins = list(allowed_origins) if allowed_origins is not None else []
         self.any_origin = "*" in origins
-        self.allowed_origins = {o.rstrip("/").lower() for o in origins}
-        self._decisions: dict[tuple[str | None, str | None], str | None] = {}
+        self.allowed_origins = {o.rstrip("/").lower() for o in origins if not o.endswith(":*")}
+        self.any_port_origins = {o[:-2].rstrip("/").lower() for o in origins if o.endswith(":*")}
+        """Origins given as ``scheme://host:*``: that scheme and host, on any port."""
+        self._decisions: dict[tuple[str | None, str | None], OriginRefusal | None] = {}
 
-    def refusal(self, headers: Mapping[str, str]) -> str | None:
+    def refusal(self, headers: Mapping[str, str]) -> OriginRefusal | None:
         """Why the request is refused as a possible DNS-rebinding attack, or ``None``.
 
         A client sends the same ``Host`` and ``Origin`` on every request, so decisions are
@@ -73,17 +86,26 @@ class OriginPolicy:
         self._decisions[key] = decision
         return decision
 
-    def decide(self, host: str | None, origin: str | None) -> str | None:
+    def decide(self, host: str | None, origin: str | None) -> OriginRefusal | None:
         if not self.any_host and host is not None and host_only(host) not in self.allowed_hosts:
-            return (
+            return OriginRefusal(
+                HOST_REFUSED,
                 f"Host {quoted(host)} is not allowed; add it to allowed_hosts "
-                "(ENGINE_ALLOWED_HOSTS)"
+                "(ENGINE_ALLOWED_HOSTS)",
             )
         if origin is None or self.any_origin:
             return None
-        if origin.rstrip("/").lower() in self.allowed_origins:
+        given = origin.rstrip("/").lower()
+        if given in self.allowed_origins:
             return None
-        origin_host = host_only(urlsplit(origin).netloc)
+        parts = urlsplit(given)
+        if self.any_port_origins and f"{parts.scheme}://{host_only(parts.netloc)}" in (
+            self.any_port_origins
+        ):
+            return None
+        origin_host = host_only(parts.netloc)
         if origin_host in self.allowed_hosts and origin_host in LOOPBACK_HOSTS:
             return None
-        return f"Origin {quoted(origin)} is not allowed; add it to allowed_origins"
+        return OriginRefusal(
+            ORIGIN_REFUSED, f"Origin {quoted(origin)} is not allowed; add it to allowed_origins"
+        )

@@ -1,11 +1,10 @@
 """Plain HTTP endpoints beside ``/mcp``: ``@mcp.custom_route(path, methods=[...])``.
 
 A route's handler is either a plain ASGI application, ``async def app(scope, receive, send)``,
-or, when Starlette is installed, a Starlette handler ``async def handler(request) -> Response``
-as the official server takes (it receives a ``starlette.requests.Request``). Which one is told by
-the number of parameters it takes (three, or one). Paths are exact (no ``{param}`` templates); a
-trailing slash is ignored, as for ``/mcp``. A route may not take ``/mcp``, ``/healthz`` or
-``/metrics``.
+or a Starlette handler ``async def handler(request) -> Response`` as the official server takes
+(it receives a ``starlette.requests.Request``). Which one is told by the number of parameters it
+takes (three, or one). Paths are exact (no ``{param}`` templates); a trailing slash is ignored,
+as for ``/mcp``. A route may not take ``/mcp``, ``/healthz`` or ``/metrics``.
 """
 
 from __future__ import annotations
@@ -117,19 +116,13 @@ def asgi_endpoint(handler: Callable[..., Any]) -> App:
     raise TypeError(
         f"Custom route handler {getattr(handler, '__name__', handler)!r} takes "
         f"{len(parameters)} parameters: write an ASGI app, async def app(scope, receive, send), "
-        "or (with Starlette installed) async def handler(request) -> Response"
+        "or async def handler(request) -> Response"
     )
 
 
 def _starlette_endpoint(handler: Callable[..., Any]) -> App:
-    try:
-        from starlette.requests import Request
-    except ImportError:
-        raise TypeError(
-            f"Custom route handler {getattr(handler, '__name__', handler)!r} takes one parameter, "
-            "a Starlette Request, but Starlette is not installed: install it, or write the "
-            "handler as an ASGI app, async def app(scope, receive, send)"
-        ) from None
+    from starlette.requests import Request
+
     is_async = inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
         type(handler).__call__  # an instance whose __call__ is async
     )

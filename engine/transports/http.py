@@ -1,15 +1,16 @@
-"""Streamable HTTP as a plain ASGI application: one endpoint, JSON or SSE responses.
+"""Streamable HTTP as a plain ASGI handler: one endpoint, JSON or SSE responses.
 
-No framework underneath: the per-request path is parse, check, dispatch, write. It mounts inside
-Starlette or FastAPI like any ASGI app (``Mount("/", app=mcp.streamable_http_app())``), and runs
-its server's lifespan when it receives the ASGI lifespan events itself.
+No framework underneath: the per-request path is parse, check, dispatch, write.
+:class:`StreamableHTTPApp` serves the MCP endpoint and the paths beside it (``/healthz``,
+``/metrics``, the protected resource metadata, custom routes); ``mcp.streamable_http_app()``
+returns it inside a Starlette application (:mod:`engine.transports.starlette_app`) that hands
+it requests to the endpoint directly.
 
 This module routes a request and answers a POST; the Host and Origin checks are in
 :mod:`engine.transports._origin`, the answers that are event streams (a call that notifies,
 ``subscriptions/listen``) in :mod:`engine.transports._modern_streams`, and 2025-11-25 clients
 are served by :mod:`engine.transports.legacy_http`. Custom routes (``@mcp.custom_route``) are in
-:mod:`engine.transports._routes`, CORS in :mod:`engine.transports._cors`; :func:`http_app`
-wraps the app in those and in ASGI middleware only when some are asked for.
+:mod:`engine.transports._routes`, CORS in :mod:`engine.transports._cors`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
 from engine.auth.current import current_token
@@ -31,7 +32,6 @@ from engine.protocol.modern import META_VERSION, Exchange
 from engine.transports import _headers as header_rules
 from engine.transports import legacy_http
 from engine.transports._asgi import (
-    Header,
     Receive,
     Scope,
     Send,
@@ -41,10 +41,9 @@ from engine.transports._asgi import (
     until_disconnect,
 )
 from engine.transports._bearer import BearerGate, Refusal
-from engine.transports._cors import CORSPolicy, with_cors
 from engine.transports._modern_streams import listen, stream_call
 from engine.transports._origin import OriginPolicy
-from engine.transports._routes import App, Routes
+from engine.transports._routes import App
 from engine.transports._served import Hosted
 from engine.transports._sse import KEEPALIVE_SECONDS
 
@@ -85,6 +84,8 @@ class StreamableHTTPApp:
         freeze_after_startup: bool = False,
         extra_allowed_hosts: Iterable[str] = (),
         routes: Mapping[str, Mapping[str, App]] | None = None,
+        json_response: bool = False,
+        stateless_http: bool = False,
     ) -> None:
         self.server = server
         self.path = path.rstrip("/") or "/"
@@ -101,43 +102,53 @@ class StreamableHTTPApp:
         self.gate = _gate(server, self.path)
         """The bearer token checks, when the server has ``auth``; ``None``: the endpoint is
         open."""
+        self.json_response = json_response
+        """Answer every call with one JSON body, never an event stream: its progress and log
+        notifications are not sent."""
+        self.stateless = stateless_http
+        """2025-11-25 clients are served without sessions: ``initialize`` opens none, and a
+        call cannot ask the client anything."""
         self.draining = False
         """Set when the server drains: every response then closes its connection."""
 
     # --- ASGI entry --------------------------------------------------------------------------
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        kind = scope["type"]
-        if kind != "http":
-            if kind == "lifespan":
-                await self._lifespan(receive, send)
+        if scope["type"] != "http":
             return
-        if self.draining:
-            send = _closing(send)
         path = scope.get("path", "")
         root = scope.get("root_path", "")
         if root and path.startswith(root):
             path = path[len(root) :]
         route = path if path == self.path else path.rstrip("/") or "/"
-        if route != self.path:
-            if self.gate is not None and route.startswith(WELL_KNOWN):
-                await self._metadata(route, root, scope, send)
-            elif route == "/healthz" and scope["method"] in ("GET", "HEAD"):
-                await self._health(send)
-            elif route == "/metrics" and scope["method"] in ("GET", "HEAD"):
-                body = self.server.metrics.exposition().encode()
-                metrics_type = b"text/plain; version=0.0.4"
-                await send_plain(send, 200, body, self.replica_header, content_type=metrics_type)
-            elif route in self.routes:
-                await self._custom(self.routes[route], scope, receive, send)
-            else:
-                await send_plain(send, 404, b"Not Found", self.replica_header)
+        if route == self.path:
+            await self.serve_endpoint(scope, receive, send)
             return
+        if self.draining:
+            send = _closing(send)
+        if self.gate is not None and route.startswith(WELL_KNOWN):
+            await self._metadata(route, root, scope, send)
+        elif route == "/healthz" and scope["method"] in ("GET", "HEAD"):
+            await self._health(send)
+        elif route == "/metrics" and scope["method"] in ("GET", "HEAD"):
+            body = self.server.metrics.exposition().encode()
+            metrics_type = b"text/plain; version=0.0.4"
+            await send_plain(send, 200, body, self.replica_header, content_type=metrics_type)
+        elif route in self.routes:
+            await self._custom(self.routes[route], scope, receive, send)
+        else:
+            await send_plain(send, 404, b"Not Found", self.replica_header)
+
+    async def serve_endpoint(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A request to the MCP endpoint: the Host and Origin checks, the bearer token, then
+        the request itself."""
+        if self.draining:
+            send = _closing(send)
         headers = request_headers(scope)
         refused = self._refuse_origin(headers)
         if refused is not None:
-            error = MCPError(INVALID_REQUEST, refused)
-            await send_json(send, 403, error_bytes(None, error), self.replica_header)
+            error = MCPError(INVALID_REQUEST, refused.message)
+            await send_json(send, refused.status, error_bytes(None, error), self.replica_header)
             return
         gate = self.gate
         if gate is None:
@@ -200,24 +211,13 @@ class StreamableHTTPApp:
             return
         await endpoint(scope, receive, send)
 
-    async def _lifespan(self, receive: Receive, send: Send) -> None:
-        stack = contextlib.AsyncExitStack()
-        while True:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                try:
-                    await stack.enter_async_context(self.server.running())
-                except Exception as exc:
-                    log.exception("server startup failed")
-                    await send({"type": "lifespan.startup.failed", "message": str(exc)})
-                    return
-                if self.freeze_after_startup:
-                    freeze_startup_objects()
-                await send({"type": "lifespan.startup.complete"})
-            elif message["type"] == "lifespan.shutdown":
-                await stack.aclose()
-                await send({"type": "lifespan.shutdown.complete"})
-                return
+    @contextlib.asynccontextmanager
+    async def serving(self) -> AsyncIterator[None]:
+        """The server running while the app is: its lifespan, store and background work."""
+        async with self.server.running():
+            if self.freeze_after_startup:
+                freeze_startup_objects()
+            yield
 
     # --- POST ---------------------------------------------------------------------------------
 
@@ -234,6 +234,10 @@ class StreamableHTTPApp:
             content_type != "application/json"
             and content_type.split(";")[0].strip().lower() != "application/json"
         ):
+            if self._declared_too_large(headers):  # the size is what a client must fix first
+                error = MCPError(INVALID_REQUEST, BODY_TOO_LARGE.format(self.max_body_bytes))
+                await send_json(send, 413, error_bytes(None, error), self.replica_header)
+                return
             error = MCPError(INVALID_REQUEST, UNSUPPORTED_MEDIA_TYPE)
             await send_json(send, 415, error_bytes(None, error), self.replica_header)
             return
@@ -273,6 +277,7 @@ class StreamableHTTPApp:
                     receive,
                     send,
                     token,
+                    stateless=self.stateless,
                 )
                 return
             if "id" in raw:
@@ -288,8 +293,10 @@ class StreamableHTTPApp:
                         KEEPALIVE_SECONDS,
                     )
                     return
-                streaming = isinstance(meta, dict) and (
-                    "progressToken" in meta or "io.modelcontextprotocol/logLevel" in meta
+                streaming = (
+                    not self.json_response
+                    and isinstance(meta, dict)
+                    and ("progressToken" in meta or "io.modelcontextprotocol/logLevel" in meta)
                 )
         exchange = Exchange(headers, None, self._header_check, token)
         if streaming:
@@ -317,8 +324,7 @@ class StreamableHTTPApp:
         self, receive: Receive, headers: Mapping[str, str], message: dict[str, Any]
     ) -> bytes | None:
         """The request body, from its first ``message`` on; ``None`` when over the limit."""
-        declared = headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
+        if self._declared_too_large(headers):
             return None
         chunks: list[bytes] = []
         size = 0
@@ -334,6 +340,10 @@ class StreamableHTTPApp:
                 break
             message = await receive()
         return b"".join(chunks)
+
+    def _declared_too_large(self, headers: Mapping[str, str]) -> bool:
+        declared = headers.get("content-length")
+        return declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes
 
     async def _health(self, send: Send) -> None:
         """``/healthz``: 200 when the process and its store answer, 503 otherwise."""
@@ -351,91 +361,6 @@ def _gate(server: Hosted, path: str) -> BearerGate | None:
     return BearerGate(verifier, metadata, server.metrics, path)
 
 
-Middleware = Callable[[App], App] | Any
-"""An ASGI middleware factory, ``lambda app: wrapped_app`` (a middleware class taking the app
-as its one argument is one), or a Starlette ``Middleware(cls, *args, **kwargs)``."""
-
-
-class WrappedHTTPApp(StreamableHTTPApp):
-    """A :class:`StreamableHTTPApp` inside ASGI middleware and/or CORS; only made when some are
-    asked for, so the plain app's requests never pay for them."""
-
-    def __init__(
-        self,
-        server: Hosted,
-        *,
-        middleware: Sequence[Middleware] = (),
-        cors: CORSPolicy | None = None,
-        **options: Any,
-    ) -> None:
-        super().__init__(server, **options)
-        app: App = super().__call__
-        for item in reversed(middleware):  # the first given is the outermost
-            app = _wrap(item, app)
-        if cors is not None:
-            # Outermost: a preflight is answered before any middleware (authentication, say)
-            # could refuse it for lacking the credentials a browser never sends on one.
-            app = with_cors(app, cors, _exposed(self.replica_header))
-        self._outer = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self._outer(scope, receive, send)
-
-
-def _exposed(replica: Header) -> list[str]:
-    return ["Mcp-Session-Id", replica[0].decode().title()]
-
-
-def _wrap(item: Any, app: App) -> App:
-    if callable(item):
-        wrapped: App = item(app)
-    elif all(hasattr(item, attr) for attr in ("cls", "args", "kwargs")):
-        wrapped = item.cls(app, *item.args, **item.kwargs)  # starlette.middleware.Middleware
-    else:
-        raise TypeError(
-            f"middleware must be ASGI middleware factories (lambda app: wrapped_app) or "
-            f"Starlette Middleware objects, got {item!r}"
-        )
-    if not callable(wrapped):
-        raise TypeError(f"middleware {item!r} returned {wrapped!r}, not an ASGI application")
-    return wrapped
-
-
-def http_app(
-    server: Hosted,
-    *,
-    routes: Routes | None = None,
-    middleware: Sequence[Middleware] | None = None,
-    cors_origins: Iterable[str] | None = None,
-    allowed_origins: Iterable[str] | None = None,
-    **options: Any,
-) -> StreamableHTTPApp:
-    """The app ``mcp.streamable_http_app()`` makes: plain, unless ``middleware`` or
-    ``cors_origins`` are given. An origin allowed for CORS is an allowed origin for the
-    DNS-rebinding check too."""
-    table = routes.table() if routes is not None else None
-    if isinstance(middleware, str | bytes) or not isinstance(middleware, Sequence | type(None)):
-        raise TypeError("middleware must be a list of ASGI middleware factories")
-    cors = None
-    if cors_origins is not None:
-        cors = CORSPolicy(cors_origins, routes.methods if routes is not None else ())
-        if not cors.any_origin and not cors.allowed:
-            cors = None  # an empty list allows no origin: CORS stays off
-        else:
-            allowed = ["*"] if cors.any_origin else cors.origins
-            allowed_origins = [*(allowed_origins or ()), *allowed]
-    if not middleware and cors is None:
-        return StreamableHTTPApp(server, routes=table, allowed_origins=allowed_origins, **options)
-    return WrappedHTTPApp(
-        server,
-        middleware=middleware or (),
-        cors=cors,
-        routes=table,
-        allowed_origins=allowed_origins,
-        **options,
-    )
-
-
 def _closing(send: Send) -> Send:
     """``send``, with ``Connection: close`` added to the response's headers."""
 
@@ -450,4 +375,4 @@ def _closing(send: Send) -> Send:
 _CLOSE = (b"connection", b"close")
 
 
-__all__ = ["PARSE_ERROR", "StreamableHTTPApp", "WrappedHTTPApp", "http_app"]
+__all__ = ["PARSE_ERROR", "StreamableHTTPApp"]

@@ -140,8 +140,11 @@ async def post(
     receive: Receive,
     send: Send,
     access_token: AccessToken | None = None,
+    *,
+    stateless: bool = False,
 ) -> None:
-    """Serve one legacy POST: ``initialize``, a request, a notification, or a response."""
+    """Serve one legacy POST: ``initialize``, a request, a notification, or a response;
+    ``stateless``: without sessions (``stateless_http``)."""
     session: LegacySession | None = None
     is_request = isinstance(raw, dict) and "method" in raw and "id" in raw
     request_id = raw.get("id") if isinstance(raw, dict) else None
@@ -175,6 +178,7 @@ async def post(
         notify=stream.notify,
         access_token=access_token,
         principal=principal,
+        stateless=stateless,
     )
     exchange.extras["close_stream"] = stream.close_connection
     try:

@@ -42,7 +42,7 @@ from engine.transports._connections import ConnectionGuard, guarded
 from engine.transports._writes import coalescing
 
 if TYPE_CHECKING:
-    from engine.transports.http import StreamableHTTPApp
+    from engine.transports.starlette_app import MCPStarlette
 
 DESCRIPTORS_KEPT = 128
 """File descriptors left beside connections: the store's, the log's, files a handler opens."""
@@ -62,7 +62,7 @@ class DrainingServer(uvicorn.Server):
     """uvicorn's server, whose shutdown first lets keep-alive connections end on their own."""
 
     def __init__(
-        self, config: uvicorn.Config, app: StreamableHTTPApp, guard: ConnectionGuard | None = None
+        self, config: uvicorn.Config, app: MCPStarlette, guard: ConnectionGuard | None = None
     ) -> None:
         super().__init__(config)
         self.app = app
@@ -159,7 +159,7 @@ def checked_uvicorn_options(options: Mapping[str, Any] | None) -> dict[str, Any]
 
 
 def serve_app(
-    app: StreamableHTTPApp,
+    app: MCPStarlette,
     *,
     host: str,
     port: int,
@@ -259,7 +259,7 @@ def connection_cap(given: int | None, descriptors: int | None) -> int:
 
 
 def serve(
-    app: StreamableHTTPApp,
+    app: MCPStarlette,
     *,
     host: str,
     port: int,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from typing import Any
 
 import pytest
@@ -14,7 +13,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 
 from engine import MCPServer
 from engine.transports._asgi import Receive, Scope, Send, send_plain
-from engine.transports.http import StreamableHTTPApp
+from engine.transports.starlette_app import MCPStarlette
 from tests.conftest import KEY
 from tests.http_helpers import asgi_client, call, post, request
 
@@ -115,20 +114,6 @@ def test_routes_are_refused_when_malformed_or_taken() -> None:
         mcp.custom_route("/y")(lambda a, b: None)
 
 
-def test_a_request_handler_without_starlette_is_refused_with_the_asgi_alternative(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setitem(sys.modules, "starlette.requests", None)  # import fails, as uninstalled
-    mcp = shop()
-
-    async def status(request: Any) -> Any:
-        raise AssertionError("never called")
-
-    with pytest.raises(TypeError, match=r"Starlette is not installed.*async def app\(scope"):
-        mcp.custom_route("/status")(status)
-    mcp.custom_route("/plain")(_ok)  # a plain ASGI handler needs nothing
-
-
 def test_a_route_on_a_custom_mcp_path_is_refused_when_the_app_is_made() -> None:
     mcp = shop()
     mcp.custom_route("/api")(_ok)
@@ -161,7 +146,7 @@ def tagging(tag: str) -> Any:
 
 async def test_middleware_factories_wrap_the_app_first_outermost() -> None:
     app = shop().streamable_http_app(middleware=[tagging("outer"), tagging("inner")])
-    assert isinstance(app, StreamableHTTPApp)  # mcp.run drains it as any other
+    assert isinstance(app, MCPStarlette)  # mcp.run drains it as any other
     async with asgi_client(app) as http:
         response = await post(http, call("add", {"a": 1, "b": 2}))
         health = await http.get("/healthz")
@@ -189,9 +174,18 @@ def test_something_else_as_middleware_is_refused() -> None:
         shop().streamable_http_app(middleware=[42])
 
 
-def test_without_middleware_or_cors_the_app_is_the_plain_one() -> None:
-    assert type(shop().streamable_http_app()) is StreamableHTTPApp
-    assert type(shop().streamable_http_app(cors_origins=[])) is StreamableHTTPApp
+async def test_without_middleware_a_request_to_mcp_skips_starlette() -> None:
+    # Starlette builds its middleware stack on the first request that goes through it.
+    plain = shop().streamable_http_app(cors_origins=[])  # no origin: CORS stays off
+    async with asgi_client(plain) as http:
+        assert (await post(http, call("add", {"a": 1, "b": 2}))).status_code == 200
+        assert plain.middleware_stack is None
+        assert (await http.get("/healthz")).status_code == 200
+        assert plain.middleware_stack is not None
+
+    wrapped = shop().streamable_http_app(middleware=[tagging("outer")])
+    async with asgi_client(wrapped) as http:
+        assert (await post(http, call("add", {"a": 1, "b": 2}))).headers["x-tag"] == "outer"
 
 
 # --- CORS ----------------------------------------------------------------------------------------

@@ -144,7 +144,7 @@ async def test_the_app_answers_under_a_starlette_mount() -> None:
 
 async def test_a_foreign_host_is_refused(client: httpx.AsyncClient) -> None:
     response = await post(client, request("tools/list"), headers={"Host": "evil.example.com"})
-    assert_error(response, 403, -32600, id=None)
+    assert_error(response, 421, -32600, id=None)  # Misdirected Request: not a host served here
 
 
 async def test_a_foreign_origin_is_refused(client: httpx.AsyncClient) -> None:
@@ -166,7 +166,7 @@ async def test_allowed_hosts_admits_a_configured_host() -> None:
     async with asgi_client(app, "http://mcp.example.com:8443") as client:
         assert_result(await post(client, request("tools/list")))
         refused = await post(client, request("tools/list"), headers={"Host": "evil.example.com"})
-        assert refused.status_code == 403
+        assert refused.status_code == 421
 
 
 async def test_allowed_origins_admits_a_configured_origin() -> None:

@@ -109,7 +109,7 @@ def test_run_serves_with_the_uvicorn_options_given(monkeypatch: pytest.MonkeyPat
     mcp.run("streamable-http", port=9123, uvicorn_options={"loop": "asyncio", "access_log": False})
     assert (served["port"], served["loop"], served["access_log"]) == (9123, "asyncio", False)
     assert served["log_level"] == "info"
-    assert served["app"].freeze_after_startup is True
+    assert served["app"].endpoint.freeze_after_startup is True
     mcp.run("streamable-http")
     assert served["access_log"] is False  # off unless asked for
     # The connection limits always reach the server: the defaults, or what was given.
@@ -125,10 +125,10 @@ def test_run_serves_with_the_uvicorn_options_given(monkeypatch: pytest.MonkeyPat
     monkeypatch.delenv("ENGINE_ACCESS_LOG")
     monkeypatch.setenv("ENGINE_GC_FREEZE", "0")
     build(keys=[KEY]).run("streamable-http")
-    assert served["app"].freeze_after_startup is False
+    assert served["app"].endpoint.freeze_after_startup is False
     monkeypatch.setenv("ENGINE_GC_FREEZE", "off")
     build(keys=[KEY]).run("streamable-http")
-    assert served["app"].freeze_after_startup is False
+    assert served["app"].endpoint.freeze_after_startup is False
     with pytest.raises(ValueError, match="on the host and port passed to it"):
         mcp.run("streamable-http", uvicorn_options={"port": 9124})
     with pytest.raises(ValueError, match="import string"):
