@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, Unpack
 
 import anyio
@@ -240,10 +240,14 @@ class MCPServer:
         self.replica_id: str = self.settings.replica_id
         logs.set_replica(self.replica_id)
         self.serves_subscriptions: bool = self.settings.subscriptions
+        default_hint = (self.settings.list_ttl_ms, "public")
+        given_hints = self.settings.cache_hints
         self.result_hints: dict[str, tuple[int, str]] = {
-            method: (hint.ttl_ms, hint.scope)
-            if (hint := self.settings.cache_hints.get(method)) is not None
-            else (self.settings.list_ttl_ms, "public")
+            method: (
+                (given_hints[method].ttl_ms, given_hints[method].scope)
+                if method in given_hints
+                else default_hint
+            )
             for method in CACHEABLE_METHODS
         }
         """``(ttlMs, cacheScope)`` of each cacheable method's results: its ``cache_hints``
