@@ -9,7 +9,13 @@ from engine.calls.runner import Principal
 from engine.context import Context, RequestScope
 from engine.di.redacted import Redacted
 from engine.di.resolve import Resolve
-from engine.errors import InvalidSignature, MCPError, ResourceError, ToolError
+from engine.errors import (
+    InvalidSignature,
+    MCPError,
+    ResourceError,
+    ResourceNotFoundError,
+    ToolError,
+)
 from engine.handlers.results import ReadResourceContents
 from engine.questions.kinds import (
     AcceptedElicitation,
@@ -67,6 +73,7 @@ __all__ = [
     "RequestScope",
     "Resolve",
     "ResourceError",
+    "ResourceNotFoundError",
     "Sample",
     "TokenVerifier",
     "ToolError",
