@@ -145,7 +145,9 @@ class MCPServer:
 
     And: ``lifespan(server)``, an async context manager whose value handlers read as
     ``ctx.request_context.lifespan_context``; ``list_ttl_ms``, the caching hint of listings;
-    ``replica_id``, this process's name in results and logs (``ENGINE_REPLICA_ID``).
+    ``replica_id``, this process's name in results and logs (``ENGINE_REPLICA_ID``);
+    ``log_level`` (``"DEBUG"`` ... ``"CRITICAL"``), given, logs to stderr at that level from the
+    root logger, unless the program configured logging first.
     """
 
     def __init__(
@@ -159,9 +161,12 @@ class MCPServer:
         token_verifier: TokenVerifier | None = None,
         auth: AuthSettings | None = None,
         auth_server_provider: Any = None,
+        log_level: str | None = None,
         **options: Unpack[ServerOptions],
     ) -> None:
         refuse_unknown("MCPServer.__init__", options, SERVER_OPTIONS)
+        if log_level is not None:
+            logs.configure_unless_configured(log_level)
         self._auth, self._token_verifier = _checked_auth(auth, token_verifier, auth_server_provider)
         if principal is None and self._token_verifier is not None:
             principal = token_principal

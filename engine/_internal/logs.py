@@ -140,12 +140,27 @@ def configure(fmt: LogFormat, level: str = "INFO") -> None:
     logging.config.dictConfig(logging_config(fmt, level))
 
 
+LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def configure_unless_configured(level: str) -> None:
+    """``MCPServer(log_level=...)``: the root logger on stderr at ``level`` (in the format
+    ``ENGINE_LOG_FORMAT`` names), unless the program has configured logging already, whose own
+    set-up then wins."""
+    if level.upper() not in LEVELS:
+        raise ValueError(f"log_level must be one of {', '.join(LEVELS)}; got {level!r}")
+    if logging.getLogger().handlers:
+        return
+    configure(log_format(), level.upper())
+
+
 __all__ = [
     "LOG_FORMAT_ENV",
     "JsonLines",
     "LogFormat",
     "RoundFields",
     "configure",
+    "configure_unless_configured",
     "enter_round",
     "log_format",
     "logging_config",
