@@ -22,6 +22,7 @@ from engine.auth.provider import AccessToken
 from engine.questions.answers import PENDING, AnswerSource
 from engine.questions.kinds import Elicit, ElicitURL, ListRoots, Question, Sample
 from engine.questions.rendering import Rendered
+from engine.questions.session import RequestSession
 from engine.state.call import CallState
 from engine.types import (
     CreateMessageResult,
@@ -162,7 +163,7 @@ class RequestContext(Generic[LifespanT]):
     headers: Mapping[str, str] | None
     meta: dict[str, Any]
     lifespan_context: LifespanT
-    session: Session
+    session: RequestSession
 
 
 class CallScope:
@@ -277,8 +278,11 @@ class Context(Generic[LifespanT]):
         return self._scope.capabilities
 
     @property
-    def session(self) -> Session:
-        return self._scope.session
+    def session(self) -> RequestSession:
+        """The session API of this request: notifications to a 2025-11-25 session, questions
+        asked as :meth:`ask` asks them (engine/questions/session.py)."""
+        scope = self._scope
+        return RequestSession(self, scope.session, scope.capabilities)
 
     @property
     def request_context(self) -> RequestContext[LifespanT]:
@@ -290,7 +294,7 @@ class Context(Generic[LifespanT]):
             headers=scope.headers,
             meta=scope.meta,
             lifespan_context=self._server.lifespan_context,
-            session=scope.session,
+            session=self.session,
         )
 
     @property
@@ -421,8 +425,12 @@ class Context(Generic[LifespanT]):
         return await self.ask(Elicit(message, schema))
 
     async def elicit_url(self, message: str, url: str, elicitation_id: str | None = None) -> Any:
-        """Send the user to a URL; returns the accept/decline/cancel outcome."""
-        return await self.ask(ElicitURL(message, url))
+        """Send the user to a URL; returns the accept/decline/cancel outcome.
+
+        ``elicitation_id`` is what the client is told the elicitation is called (a random one
+        when not given): the ``ctx.session.send_elicit_complete(elicitation_id)`` that tells the
+        client the work behind the URL is done names it."""
+        return await self.ask(ElicitURL(message, url, elicitation_id))
 
     async def sample(
         self,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic_core import to_jsonable_python
+
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
@@ -67,6 +69,27 @@ class MCPError(Exception):
         if self.data is not None:
             error["data"] = self.data
         return error
+
+
+def protocol_error_of(exc: BaseException) -> MCPError | None:
+    """The JSON-RPC error ``exc`` stands for, or ``None`` when it is an ordinary failure.
+
+    One of ours stands for itself. Code written for another MCP SDK raises that SDK's error
+    class, recognised by its shape so that this package depends on none: a class named
+    ``MCPError`` (the exception's own or a base, so subclasses such as a URL-elicitation error
+    count) carrying an integer ``code``, a string ``message`` and optional ``data``. Its code,
+    message and data reach the client unchanged.
+    """
+    if isinstance(exc, MCPError):
+        return exc
+    if not any(cls.__name__ == "MCPError" for cls in type(exc).__mro__):
+        return None
+    code = getattr(exc, "code", None)
+    message = getattr(exc, "message", None)
+    if type(code) is not int or not isinstance(message, str):
+        return None
+    data = getattr(exc, "data", None)
+    return MCPError(code, message, None if data is None else to_jsonable_python(data, fallback=str))
 
 
 class InvalidRequestState(MCPError):

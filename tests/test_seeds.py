@@ -110,6 +110,7 @@ async def test_out_of_stock_order_asks_then_backorders() -> None:
                         }
                     },
                     "required": ["confirm"],
+                    "title": "Backorder",
                 },
             },
         }

@@ -3,6 +3,7 @@ once (a ``TypedDict``), documented, defaulted, and a misspelled one is refused b
 
 from __future__ import annotations
 
+import logging
 import re
 
 import pytest
@@ -141,3 +142,19 @@ def test_connection_limits_come_from_options_then_the_environment_and_are_checke
         Settings.build(name="B", environ={}, max_connections=0)
     with pytest.raises(ValueError, match=r"max_head_bytes .* whole number of at least 1024"):
         Settings.build(name="B", environ={}, max_head_bytes=100)
+
+
+def test_log_level_sets_up_logging_unless_the_program_did() -> None:
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    root.handlers = []
+    try:
+        MCPServer("Bookshop", keys=[KEY], log_level="DEBUG")
+        assert (root.level, len(root.handlers)) == (logging.DEBUG, 1)
+        root.setLevel(logging.WARNING)
+        MCPServer("Bookshop", keys=[KEY], log_level="ERROR")  # configured already: kept
+        assert (root.level, len(root.handlers)) == (logging.WARNING, 1)
+    finally:
+        root.handlers, root.level = handlers, level
+    with pytest.raises(ValueError, match="log_level must be one of DEBUG, INFO"):
+        MCPServer("Bookshop", keys=[KEY], log_level="LOUD")

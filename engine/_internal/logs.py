@@ -141,9 +141,12 @@ def configure(fmt: LogFormat, level: str = "INFO") -> None:
 
 
 def configure_unless_configured(level: str) -> None:
-    """The root logger at ``level``, on stderr, unless the program gave it a handler already
-    (then its own setup stands): what ``MCPServer(log_level=...)`` asks for."""
-    logging.basicConfig(level=level, format=TEXT_FORMAT)
+    """``MCPServer(log_level=...)``: the root logger on stderr at ``level`` (in the format
+    ``ENGINE_LOG_FORMAT`` names), unless the program has configured logging already, whose own
+    set-up then wins."""
+    if logging.getLogger().handlers:
+        return
+    configure(log_format(), level.upper())
 
 
 __all__ = [

@@ -18,7 +18,14 @@ from engine.calls.arguments import InvalidArguments, validate_arguments
 from engine.calls.walk import DEFERRED, SUSPENDED, BeforeBody, Round
 from engine.context import CallScope, RequestScope, ServerHooks
 from engine.di.overrides import DependencyOverrides
-from engine.errors import INTERNAL_ERROR, MCPError, ResourceError, ToolError
+from engine.errors import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    MCPError,
+    ResourceError,
+    ToolError,
+    protocol_error_of,
+)
 from engine.handlers.base import Handler
 from engine.questions.answers import AnswerSource
 from engine.role import Role
@@ -50,9 +57,8 @@ class Executed:
     error: str | None = None
     unexpected: BaseException | None = None
     """The exception behind an "unexpected error", for the log (live) or the report (replay)."""
-    code: int | None = None
-    """The JSON-RPC error code of a failure that is a protocol error, when not ``-32602``: a
-    resource's ``ResourceError`` says its own, and a resource that crashed is ``-32603``."""
+    code: int = INTERNAL_ERROR
+    """The JSON-RPC code of a failed prompt or resource (a tool's failure is a result)."""
 
 
 VERBS = {
@@ -60,6 +66,25 @@ VERBS = {
     Role.PROMPT: "Error getting prompt",
     Role.RESOURCE: "Error reading resource",
 }
+
+
+def failed(handler: Handler, target: str, exc: ToolError) -> Executed:
+    """A failure the handler meant: its own words reach the client, after the handler's name
+    (a resource's words alone, as its URI travels in the error's data)."""
+    code = exc.code if isinstance(exc, ResourceError) else INTERNAL_ERROR
+    if handler.role is Role.RESOURCE:
+        return Executed(Outcome.FAILED, error=str(exc), code=code)
+    return Executed(Outcome.FAILED, error=f"{VERBS[handler.role]} {target}: {exc}", code=code)
+
+
+def crashed(handler: Handler, target: str, exc: Exception) -> Executed:
+    """A failure the handler did not mean: the client learns which handler failed, never the
+    exception's text (it stays in the server log)."""
+    if handler.role is Role.RESOURCE and getattr(handler, "is_template", False):
+        text = f"Error creating resource from template {target}"
+    else:
+        text = f"{VERBS[handler.role]} {target}"
+    return Executed(Outcome.FAILED, error=text, unexpected=exc)
 
 
 def fails_as_protocol_error(handler: Handler) -> bool:
@@ -80,19 +105,22 @@ async def execute_round(
     overrides: DependencyOverrides,
     convert: Convert | None,
     before_body: BeforeBody | None = None,
+    target: str | None = None,
 ) -> Executed:
-    """Run one round. Protocol errors (:class:`MCPError`) propagate; every other failure is
-    an :attr:`Outcome.FAILED` with the text the client gets.
+    """Run one round. Protocol errors propagate as :class:`MCPError` (another SDK's error of
+    that shape becomes one, with its code, message and data); every other failure is an
+    :attr:`Outcome.FAILED` with the text the client gets.
 
     ``convert`` runs inside the same guard as the body, so a value that cannot be sent fails
     like the body did. ``before_body``, once the resolvers are answered, may leave the body for
-    later (:attr:`Outcome.DEFERRED`).
+    later (:attr:`Outcome.DEFERRED`). ``target`` is what the request named (a resource's URI);
+    the handler's name by default.
     """
     signature = handler.planned(overrides, overrides.version)
     try:
         arguments = validate_arguments(signature, raw_arguments)
     except InvalidArguments as exc:
-        return Executed(Outcome.FAILED, error=str(exc))
+        return Executed(Outcome.FAILED, error=str(exc), code=INVALID_PARAMS)
     call = CallScope(handler.name, answers, state, answers.next_state, round_no)
     call.call_id = call_id
     try:
@@ -106,16 +134,12 @@ async def execute_round(
     except MCPError:
         raise
     except ToolError as exc:
-        if handler.role is Role.RESOURCE and isinstance(exc, ResourceError):
-            return Executed(Outcome.FAILED, error=str(exc), code=exc.code)
-        return Executed(Outcome.FAILED, error=f"{VERBS[handler.role]} {handler.name}: {exc}")
+        return failed(handler, target or handler.name, exc)
     except Exception as exc:
-        text = (
-            f"{VERBS[handler.role]} {handler.name}: an unexpected error occurred; the server log "
-            "has the details"
-        )
-        code = INTERNAL_ERROR if handler.role is Role.RESOURCE else None
-        return Executed(Outcome.FAILED, error=text, unexpected=exc, code=code)
+        error = protocol_error_of(exc)
+        if error is not None:
+            raise error from exc
+        return crashed(handler, target or handler.name, exc)
     return Executed(Outcome.COMPLETE, value)
 
 

@@ -234,6 +234,7 @@ class RoundRunner:
                     overrides=self.overrides,
                     convert=convert,
                     before_body=None if task is None else task.wanted,
+                    target=request.target,
                 )
                 if executed.outcome is Outcome.SUSPENDED:
                     reply = await self._suspended(
@@ -299,7 +300,8 @@ class RoundRunner:
                 trace_in if trace is None else trace.carried(),
             )
         except (OversizedState, UnkeptState) as exc:
-            return _failed(handler, request, str(exc), call_hex, round_no)
+            executed = Executed(Outcome.FAILED, error=str(exc))
+            return _failed(handler, request, executed, call_hex, round_no)
         return RoundReply(ReplyKind.INPUT_REQUIRED, None, call_hex, round_no, requests, sealed)
 
     async def seal(
@@ -409,25 +411,20 @@ def _ended(
         return RoundReply(ReplyKind.COMPLETE, executed.value, call_id, round_no)
     if executed.unexpected is not None:
         log.error("%s %r failed", handler.role, handler.name, exc_info=executed.unexpected)
-    reply = _failed(handler, request, executed.error or "", call_id, round_no, executed.code)
+    reply = _failed(handler, request, executed, call_id, round_no)
     reply.exception = executed.unexpected
     return reply
 
 
 def _failed(
-    handler: Handler,
-    request: CallRequest,
-    text: str,
-    call_id: str,
-    round_no: int,
-    code: int | None = None,
+    handler: Handler, request: CallRequest, executed: Executed, call_id: str, round_no: int
 ) -> RoundReply:
-    """A tool's failure is an error result; a prompt's or resource's raises a protocol error
-    (``-32602`` unless ``code`` says otherwise)."""
+    """A tool's failure is an error result; a prompt's or resource's raises a protocol error."""
+    text = executed.error or ""
     if not fails_as_protocol_error(handler):
         return RoundReply(ReplyKind.ERROR, error=text, call_id=call_id, round_no=round_no)
     data = {"uri": request.target} if handler.role is Role.RESOURCE else {"name": request.target}
-    raise MCPError(INVALID_PARAMS if code is None else code, text, data)
+    raise MCPError(executed.code, text, data)
 
 
 __all__ = ["OversizedState", "Principal", "RoundRunner", "UnkeptState", "token_principal"]

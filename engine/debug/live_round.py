@@ -141,6 +141,7 @@ async def run_live_round(
         capabilities=CAPABILITIES,
         meta={},
     )
+    target = _uri_read(handler, raw_arguments)
     try:
         executed = await execute_round(
             handler,
@@ -152,8 +153,9 @@ async def run_live_round(
             answers,
             hooks=detached,
             overrides=app.dependency_overrides,
-            convert=converter(handler, _uri_read(handler, raw_arguments)),
+            convert=converter(handler, target),
             before_body=_made_a_task if recorded.kind == "task" else None,
+            target=target,
         )
     except MCPError as exc:
         return LiveRound("protocol error", {}, protocol_error=f"{exc.code}: {exc.message}")

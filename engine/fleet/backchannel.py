@@ -17,7 +17,7 @@ from typing import Any
 
 import anyio
 
-from engine.errors import TOO_MANY_PENDING_CALLS, MCPError, ToolError
+from engine.errors import INTERNAL_ERROR, TOO_MANY_PENDING_CALLS, MCPError, ToolError
 from engine.protocol.jsonrpc import dumps
 from engine.questions.kinds import BadAnswer, ElicitURL
 from engine.questions.rendering import Rendered
@@ -31,8 +31,14 @@ Forward = Callable[[str, dict[str, Any], str | None], Awaitable[None]]
 """Sends a response to the process named by the instance id (over the store's bus)."""
 
 
-class ClientRefused(ToolError):
-    """The client answered a server→client request with a JSON-RPC error."""
+class ClientRefused(MCPError):
+    """The client answered a server→client request with a JSON-RPC error: the request that
+    asked fails with that error, its code, message and data as the client gave them."""
+
+
+class UnusableAnswers(ValueError):
+    """The client kept answering a question with answers that do not fit it. The call fails
+    as a crash would: the client learns only that it failed, the server log says why."""
 
 
 @dataclass(slots=True)
@@ -130,8 +136,11 @@ class BackChannel:
         assert waiting.message is not None
         if "error" in waiting.message:
             error = waiting.message["error"]
-            text = error.get("message") if isinstance(error, dict) else str(error)
-            raise ClientRefused(f"the client refused {method}: {text}")
+            code = error.get("code") if isinstance(error, dict) else None
+            text = error.get("message") if isinstance(error, dict) else None
+            if type(code) is not int or not isinstance(text, str):
+                code, text = INTERNAL_ERROR, f"The client refused {method} with a malformed error"
+            raise ClientRefused(code, text, error.get("data") if isinstance(error, dict) else None)
         return waiting.message.get("result")
 
     async def deliver(self, message: dict[str, Any], session_id: str | None) -> bool:
@@ -215,12 +224,15 @@ class BackChannelAnswers:
         return dict(self.next_state.checkpoints)  # the call had none before this one round
 
     async def ask(self, key: str, question: Rendered, asker: str) -> Any:
-        error = question.question.capability_error(self.capabilities, asker)
-        if error is not None:
-            raise error
-        params = dict(question.params)
-        if isinstance(question.question, ElicitURL):
-            params["elicitationId"] = secrets.token_urlsafe(16)
+        if not question.from_body:
+            # A body's question goes to the client whatever it declared: a client that cannot
+            # answer says so, and its error ends the call.
+            error = question.question.capability_error(self.capabilities, asker)
+            if error is not None:
+                raise error
+        params = question.params
+        if isinstance(question.question, ElicitURL) and "elicitationId" not in params:
+            params = {**params, "elicitationId": secrets.token_urlsafe(16)}
         for _ in range(self.attempts):
             with self._waiting_slot():
                 answer = await self.channel.request(
@@ -239,7 +251,7 @@ class BackChannelAnswers:
             self.accepted[key] = question.question.kept(outcome)
             self.asked_in_place[key] = question.request()
             return outcome
-        raise ToolError(
+        raise UnusableAnswers(
             f"{asker} got {self.attempts} unusable answers to {question.question.method}; the "
             "client's answers do not match the question"
         )

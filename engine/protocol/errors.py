@@ -21,6 +21,7 @@ from engine.errors import (
     UNSUPPORTED_PROTOCOL_VERSION,
     MCPError,
     StoreOutage,
+    protocol_error_of,
 )
 from stores import StoreUnavailable
 
@@ -63,8 +64,9 @@ def legacy_status_of(error: MCPError) -> int:
 
 def error_of(exc: Exception, metrics: Metrics) -> MCPError:
     """The error a client gets for an exception that ended its request."""
-    if isinstance(exc, MCPError):
-        return exc
+    error = protocol_error_of(exc)
+    if error is not None:
+        return error
     if isinstance(exc, StoreUnavailable):
         return store_error(exc, metrics)
     log.error("a request failed unexpectedly", exc_info=exc)

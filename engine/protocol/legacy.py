@@ -301,7 +301,7 @@ async def _serve(
         )
     operation = OPERATIONS.get(message.method)
     if operation is None:
-        raise MCPError(METHOD_NOT_FOUND, f"Method not found: {message.method}")
+        raise MCPError(METHOD_NOT_FOUND, "Method not found", message.method)
     params = message.params if isinstance(message.params, dict) else {}
     scope = _scope(server, message, params, session, exchange)
     if trace is not None:

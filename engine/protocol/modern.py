@@ -235,7 +235,7 @@ async def _serve(
         check_version(version)
     operation = OPERATIONS.get(message.method)
     if operation is None:
-        raise MCPError(METHOD_NOT_FOUND, f"Method not found: {message.method}")
+        raise MCPError(METHOD_NOT_FOUND, "Method not found", message.method)
     scope = RequestScope(  # positional: keyword arguments are slower, on every request
         message.id, message.method, version, capabilities, exchange.headers, meta, exchange.notify
     )

@@ -12,7 +12,9 @@ _PRIMITIVES = {"string", "number", "integer", "boolean"}
 
 @lru_cache(maxsize=512)
 def elicitation_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """The restricted JSON schema of a form: a flat object of primitive properties.
+    """The restricted JSON schema of a form: a flat object of primitive properties, titled as
+    pydantic titles the model. An optional field (``int | None = None``) is shown as its type,
+    left out of ``required``, with no ``null`` default.
 
     Raises :class:`TypeError` naming the field when the model cannot be shown as a form.
     """
@@ -20,9 +22,12 @@ def elicitation_schema(model: type[BaseModel]) -> dict[str, Any]:
     properties: dict[str, Any] = {}
     for name, prop in schema.get("properties", {}).items():
         properties[name] = _flat_property(model, name, prop)
-    rendered: dict[str, Any] = {"type": "object", "properties": properties}
+    rendered: dict[str, Any] = {"properties": properties}
     if schema.get("required"):
         rendered["required"] = list(schema["required"])
+    if "title" in schema:
+        rendered["title"] = schema["title"]
+    rendered["type"] = "object"
     return rendered
 
 
@@ -37,6 +42,8 @@ def _flat_property(model: type[BaseModel], name: str, prop: dict[str, Any]) -> d
                 "be a single string, number, integer, boolean or enum"
             )
         prop = {**kept[0], **prop}
+    if "default" in prop and prop["default"] is None:
+        del prop["default"]
     kind = prop.get("type")
     if kind in _PRIMITIVES:
         return prop

@@ -110,6 +110,14 @@ class Question:
         )
 
 
+def missing_form_capability(capabilities: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """What a client lacks to be shown a form (an empty ``elicitation`` declares forms)."""
+    elicitation = capabilities.get("elicitation")
+    if isinstance(elicitation, dict) and (not elicitation or "form" in elicitation):
+        return None
+    return "form elicitation", {"elicitation": {"form": {}}}
+
+
 class _Elicitation(Question):
     """What both modes of ``elicitation/create`` share: how an answer is read, declined or
     cancelled; each mode says what an accepted answer gives."""
@@ -158,10 +166,7 @@ class Elicit(_Elicitation, Generic[ModelT]):
         }
 
     def missing_capability(self, capabilities: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
-        elicitation = capabilities.get("elicitation")
-        if isinstance(elicitation, dict) and (not elicitation or "form" in elicitation):
-            return None
-        return "form elicitation", {"elicitation": {"form": {}}}
+        return missing_form_capability(capabilities)
 
     def accepted(self, content: Any) -> Outcome:
         if not isinstance(content, dict):
@@ -177,6 +182,33 @@ class Elicit(_Elicitation, Generic[ModelT]):
         return {"action": "accept", "content": content}
 
 
+class ElicitForm(_Elicitation):
+    """Ask the user to fill a form given as a JSON schema (``ctx.session.elicit_form``): the
+    accepted content comes back as the client sent it, unvalidated."""
+
+    kind = "elicit"
+
+    def __init__(self, message: str, requested_schema: dict[str, Any]) -> None:
+        self.message = message
+        self.requested_schema = requested_schema
+
+    def render(self) -> dict[str, Any]:
+        return {"mode": "form", "message": self.message, "requestedSchema": self.requested_schema}
+
+    def missing_capability(self, capabilities: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+        return missing_form_capability(capabilities)
+
+    def accepted(self, content: Any) -> Outcome:
+        if content is not None and not isinstance(content, dict):
+            raise BadAnswer("the accepted content of a form must be an object")
+        return Accepted(data=content)
+
+    def kept_acceptance(self, outcome: AcceptedElicitation[Any]) -> dict[str, Any]:
+        if outcome.data is None:
+            return {"action": "accept"}
+        return {"action": "accept", "content": outcome.data}
+
+
 class ElicitURL(_Elicitation):
     """Send the user to a URL (sign-in, payment, anything that must not pass through the client).
 
@@ -187,12 +219,19 @@ class ElicitURL(_Elicitation):
 
     kind = "elicit_url"
 
-    def __init__(self, message: str, url: str) -> None:
+    def __init__(self, message: str, url: str, elicitation_id: str | None = None) -> None:
         self.message = message
         self.url = url
+        self.elicitation_id = elicitation_id
+        """What the client is told the elicitation is called, for the
+        ``notifications/elicitation/complete`` that ends it; without one, each asking gets a
+        random one."""
 
     def render(self) -> dict[str, Any]:
-        return {"mode": "url", "message": self.message, "url": self.url}
+        params = {"mode": "url", "message": self.message, "url": self.url}
+        if self.elicitation_id is not None:
+            params["elicitationId"] = self.elicitation_id
+        return params
 
     def missing_capability(self, capabilities: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
         elicitation = capabilities.get("elicitation")
@@ -328,6 +367,7 @@ __all__ = [
     "CancelledElicitation",
     "DeclinedElicitation",
     "Elicit",
+    "ElicitForm",
     "ElicitURL",
     "ElicitationResult",
     "ListRoots",

@@ -87,14 +87,15 @@ def cached_chars() -> int:
 def _fingerprint_key(question: Question) -> tuple[Any, ...] | None:
     """What fully decides a question's params, when that is cheap to say: an exact ``Elicit``
     renders from its message and form model alone (the form's schema is built once per model),
-    an exact ``ElicitURL`` from its message and URL. Subclasses may render more, so they are
-    fingerprinted every time, and so are questions whose texts exceed ``FINGERPRINT_TEXT_MAX``."""
+    an exact ``ElicitURL`` without an elicitation id from its message and URL. Subclasses may
+    render more, so they are fingerprinted every time, and so are questions whose texts exceed
+    ``FINGERPRINT_TEXT_MAX``."""
     if type(question) is Elicit:
         message = question.message
         if type(message) is str and len(message) <= FINGERPRINT_TEXT_MAX:
             return (Elicit, message, question.schema)
         return None
-    if type(question) is ElicitURL:
+    if type(question) is ElicitURL and question.elicitation_id is None:
         message, url = question.message, question.url
         if (
             type(message) is str

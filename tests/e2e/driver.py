@@ -436,9 +436,7 @@ def note_of(counts: Counter[str]) -> str:
 LEGACY_STOPPED = "stopped before it answered"
 """In the -32603 a legacy call ends with when the replica holding it died."""
 
-UNEXPECTED_ERROR = (
-    "Error executing tool checkout: an unexpected error occurred; the server log has the details"
-)
+UNEXPECTED_ERROR = "Error executing tool checkout"
 """The result of a ``checkout`` whose code raised something other than a tool error."""
 STREAM_START_RACE_LOG = (
     "RuntimeError: Expected ASGI message 'http.response.start', but got 'http.response.body'."
@@ -653,7 +651,7 @@ class LegacyFleetClient(FleetClient):
         (it first registers the stream in the store). Round 1 of ``checkout`` writes two
         questions at once (sampling and roots); the second one, written meanwhile, sends a body
         first and uvicorn raises ``RuntimeError``. That question fails, so the tool fails: the
-        call ends with the result "an unexpected error occurred" or, when the other writer was
+        call ends with the result "Error executing tool checkout" or, when the other writer was
         cancelled before it sent the response start, with uvicorn's own HTTP 500 (no JSON-RPC
         body, no ``x-engine-replica`` header). The replica logs :data:`STREAM_START_RACE_LOG`.
         """

@@ -53,7 +53,7 @@ STREAM_START_RACE = (
     "(sampling and roots): the second sees started and sends http.response.body first; uvicorn "
     "raises RuntimeError('Expected ASGI message http.response.start, but got "
     "http.response.body'), that question fails and so does the tool. The call ends with the "
-    "result 'Error executing tool checkout: an unexpected error occurred' or, when the other "
+    "result 'Error executing tool checkout' or, when the other "
     "writer was cancelled before it sent the start, with uvicorn's bare HTTP 500 (the SDK raises "
     "MCPError -32603 'Server returned an error response'). Seen on 3-50% of calls, at 40 "
     "concurrent sessions and one call at a time alike; it needs a store (its write is the "

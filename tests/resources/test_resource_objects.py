@@ -121,7 +121,7 @@ async def test_a_subclass_reads_what_it_likes_and_must_return_text_or_bytes() ->
             await client.read_resource("bad://answer")
     assert second.raw["contents"][0]["text"] == "read 2 times"
     assert failed.value.code == -32603
-    assert "an unexpected error occurred" in failed.value.message
+    assert failed.value.message == "Error reading resource bad://answer"
 
 
 def test_read_is_what_a_subclass_must_write() -> None:

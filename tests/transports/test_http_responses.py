@@ -164,7 +164,7 @@ async def test_a_notification_is_accepted_with_an_empty_202(client: httpx.AsyncC
 
 async def test_an_unknown_method_is_404_method_not_found(client: httpx.AsyncClient) -> None:
     error = assert_error(await post(client, request("tools/frobnicate")), 404, -32601)
-    assert "tools/frobnicate" in error["message"]
+    assert (error["message"], error["data"]) == ("Method not found", "tools/frobnicate")
 
 
 @pytest.mark.parametrize(
