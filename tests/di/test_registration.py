@@ -186,6 +186,7 @@ async def test_elicit_of_base_model_asks_a_form_made_at_run_time() -> None:
     assert result.text == "redeemed DUNE-10"
     assert asked[0]["requestedSchema"] == {
         "type": "object",
+        "title": "Voucher",
         "properties": {"code": {"type": "string", "title": "Code"}},
         "required": ["code"],
     }
