@@ -8,20 +8,22 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar, Unpack
 
 import anyio
 
+from engine import direct
+from engine import types as wire
 from engine._internal import logs
 from engine._internal.keywords import refuse_unknown
 from engine._internal.metrics import Metrics
 from engine._internal.tracing import Tracing
 from engine.auth.provider import AccessToken, TokenVerifier
 from engine.auth.settings import AuthSettings
-from engine.calls.reply import CallRequest, RoundReply
 from engine.calls.runner import Principal, token_principal
-from engine.context import RequestScope
+from engine.completions import Completer, no_completer
+from engine.context import Context, RequestScope, request_scope
 from engine.di.overrides import DependencyOverrides
 from engine.fleet.backchannel import BackChannel
 from engine.fleet.bus import Bus
@@ -33,7 +35,6 @@ from engine.handlers.resource import Resource, ResourceOptions
 from engine.handlers.results import ReadResourceContents
 from engine.handlers.tool import Tool, ToolOptions
 from engine.operations import Operations
-from engine.questions.answers import AnswerSource
 from engine.registry import Registry
 from engine.runtime import Runtime
 from engine.settings import SERVER_OPTIONS, ServerOptions, Settings
@@ -67,9 +68,9 @@ class MCPServer:
     :class:`~engine.settings.ServerOptions`, and defaulted by ``Settings.build``.
 
     A second function registered under a tool's or prompt's name, or a resource's URI, is
-    refused with ``ValueError``; ``warn_on_duplicate_tools``, ``warn_on_duplicate_prompts`` and
-    ``warn_on_duplicate_resources`` keep the first instead, with a warning (``True``) or
-    without (``False``), as the official server does.
+    dropped and the first kept, with a warning, as the official server does;
+    ``warn_on_duplicate_tools`` set to ``False`` (or ``warn_on_duplicate_prompts``,
+    ``warn_on_duplicate_resources``) drops it silently.
 
     Authorization (see docs/auth.md): ``auth``, an :class:`~engine.auth.settings.AuthSettings`
     naming the authorization server and this resource, and ``token_verifier``, which checks
@@ -294,6 +295,7 @@ class MCPServer:
         return self.registry.add_tool(Tool(fn, name, **options))
 
     def remove_tool(self, name: str) -> None:
+        """Unregister a tool; :class:`~engine.errors.ToolError` when there is none by ``name``."""
         self.registry.remove_tool(name)
 
     def prompt(
@@ -310,6 +312,10 @@ class MCPServer:
         self, fn: Callable[..., Any], name: str | None = None, **options: Unpack[HandlerOptions]
     ) -> Prompt:
         return self.registry.add_prompt(Prompt(fn, name, **options))
+
+    def remove_prompt(self, name: str) -> None:
+        """Unregister a prompt; ``ValueError`` when there is none by ``name``."""
+        self.registry.remove_prompt(name)
 
     def resource(
         self, uri: str, *, name: str | None = None, **options: Unpack[ResourceOptions]
@@ -372,45 +378,64 @@ class MCPServer:
         return self.registry.templates
 
     def capabilities(self) -> dict[str, Any]:
-        return {
+        capabilities: dict[str, Any] = {
             "tools": {"listChanged": True},
             "prompts": {"listChanged": True},
             "resources": {"listChanged": True, "subscribe": True},
-            "completions": {},
             "logging": {},
         }
+        if self.registry.completer is not None:
+            capabilities["completions"] = {}
+        return capabilities
 
     def principal_of(self, scope: RequestScope) -> str | None:
         return self.runtime.runner.principal(scope)
 
-    def list_tools(self) -> list[dict[str, Any]]:
-        return self.registry.list_tools()
+    # --- direct calls, from Python rather than from a client (see engine.direct) -------------
 
-    def list_prompts(self) -> list[dict[str, Any]]:
-        return self.registry.list_prompts()
+    async def list_tools(self) -> list[wire.Tool]:
+        """Every tool, as ``tools/list`` lists it."""
+        return [wire.Tool.model_validate(listed) for listed in self.registry.list_tools()]
 
-    def list_resources(self) -> list[dict[str, Any]]:
-        return self.registry.list_resources()
+    async def list_prompts(self) -> list[wire.Prompt]:
+        return [wire.Prompt.model_validate(listed) for listed in self.registry.list_prompts()]
 
-    def list_resource_templates(self) -> list[dict[str, Any]]:
-        return self.registry.list_resource_templates()
+    async def list_resources(self) -> list[wire.Resource]:
+        return [wire.Resource.model_validate(listed) for listed in self.registry.list_resources()]
 
-    # --- operations (one round of a call each; see engine.operations) -------------------
+    async def list_resource_templates(self) -> list[wire.ResourceTemplate]:
+        listed = self.registry.list_resource_templates()
+        return [wire.ResourceTemplate.model_validate(template) for template in listed]
 
-    def call_tool(
-        self, request: CallRequest, in_place: AnswerSource | None = None
-    ) -> Awaitable[RoundReply]:
-        return self.operations.call_tool(request, in_place)
+    async def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        context: Context[Any] | None = None,
+    ) -> wire.CallToolResult:
+        """Run a tool as a client's ``tools/call`` would, and return its result.
+
+        A failure raises :class:`~engine.errors.ToolError` (an unknown tool, arguments that do
+        not fit, or the tool's own error, chained to what it raised). ``context``: the request
+        to run it in, when a handler forwards its own; none by default.
+        """
+        return await direct.call_tool(self.operations, name, arguments, _scope(context))
 
     async def get_prompt(
-        self, request: CallRequest, in_place: AnswerSource | None = None
-    ) -> RoundReply:
-        return await self.operations.get_prompt(request, in_place)
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        context: Context[Any] | None = None,
+    ) -> wire.GetPromptResult:
+        """Render a prompt as ``prompts/get`` would; ``ValueError`` for an unknown one."""
+        return await direct.get_prompt(self.operations, name, arguments, _scope(context))
 
     async def read_resource(
-        self, request: CallRequest, in_place: AnswerSource | None = None
-    ) -> RoundReply:
-        return await self.operations.read_resource(request, in_place)
+        self, uri: Any, context: Context[Any] | None = None
+    ) -> list[ReadResourceContents]:
+        """Read a resource as ``resources/read`` would: its contents, text as ``str`` and blobs
+        as ``bytes``; :class:`~engine.errors.ResourceError` when there is none at ``uri``."""
+        return await direct.read_resource(self.operations, str(uri), _scope(context))
 
     def find_resource(self, uri: str) -> tuple[Resource, dict[str, str]] | None:
         return self.registry.find_resource(uri)
@@ -426,25 +451,27 @@ class MCPServer:
     def completion(self) -> Callable[[F], F]:
         """Register the function that suggests values for prompt and template arguments.
 
-        It receives ``(ref, argument, context)`` as dicts and returns a list of strings.
+        It is called as ``completer(ref, argument, context)`` and returns a
+        :class:`~engine.types.Completion` (or ``None``: no suggestions). Its parameters receive
+        what they are annotated with: models (``PromptReference`` or
+        ``ResourceTemplateReference``, ``CompletionArgument``, ``CompletionContext``; this
+        package's or the official ``mcp_types`` ones), or, annotated ``dict``, the request's
+        dicts, and then it may return a plain list of strings. See :mod:`engine.completions`.
         """
 
         def decorator(fn: F) -> F:
-            self.registry.completer = fn
+            self.registry.completer = Completer(fn)
             return fn
 
         return decorator
 
-    async def complete(
-        self, ref: dict[str, Any], argument: dict[str, Any], context: Any
-    ) -> list[str]:
+    async def complete(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``completion/complete``: the wire ``completion`` (``METHOD_NOT_FOUND`` without a
+        completer)."""
         completer = self.registry.completer
         if completer is None:
-            return []
-        values = completer(ref, argument, context)
-        if hasattr(values, "__await__"):
-            values = await values
-        return [str(v) for v in (values or [])]
+            raise no_completer()
+        return await completer.complete(params)
 
     # --- notifications (they reach every replica through the store's bus) -----------------
 
@@ -598,6 +625,11 @@ def _checked_auth(
             "engine.auth.provider.TokenVerifier"
         )
     return auth, verifier
+
+
+def _scope(context: Context[Any] | None) -> RequestScope:
+    """The request a direct call runs in: the given context's, or a request of its own."""
+    return direct.direct_scope() if context is None else request_scope(context)
 
 
 def _registering(register: Callable[[Any], object]) -> Callable[[F], F]:

@@ -431,6 +431,11 @@ class Context(Generic[LifespanT]):
         return value  # type: ignore[no-any-return]
 
 
+def request_scope(context: Context[Any]) -> RequestScope:
+    """The request a ``Context`` belongs to (for a handler that forwards it to a direct call)."""
+    return context._scope
+
+
 @functools.lru_cache(maxsize=256)
 def _return_adapter(fn: Callable[..., Any]) -> TypeAdapter[Any] | None:
     from engine._internal.introspect import type_hints

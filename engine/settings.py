@@ -141,9 +141,9 @@ class LegacySettings:
     """Calls of all sessions that may wait for an answer at once on this replica."""
 
 
-Duplicates = Literal["refuse", "warn", "keep"]
-"""What registering a second function under a taken name does: refuse it (``ValueError``), or
-keep the first with a warning or without one (the official server's two switch settings)."""
+Duplicates = Literal["warn", "keep"]
+"""What registering a second function under a taken name does: keep the first, with a warning
+(the default, as the official server does) or without one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +156,7 @@ class RegistrySettings:
 
 
 def _duplicates(flag: bool | None) -> Duplicates:
-    return "refuse" if flag is None else "warn" if flag else "keep"
+    return "keep" if flag is False else "warn"
 
 
 @dataclass(frozen=True, slots=True)

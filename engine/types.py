@@ -260,6 +260,87 @@ class GetPromptResult(WireModel):
     meta: dict[str, Any] | None = Field(default=None, alias="_meta")
 
 
+class PromptArgument(WireModel):
+    name: str
+    title: str | None = None
+    description: str | None = None
+    required: bool | None = None
+
+
+class Prompt(WireModel):
+    """A prompt as listed by ``prompts/list``."""
+
+    name: str
+    title: str | None = None
+    description: str | None = None
+    arguments: list[PromptArgument] | None = None
+    icons: list[Icon] | None = None
+    meta: dict[str, Any] | None = Field(default=None, alias="_meta")
+
+
+class Resource(WireModel):
+    """A resource at a fixed URI, as listed by ``resources/list``."""
+
+    uri: str
+    name: str
+    title: str | None = None
+    description: str | None = None
+    mime_type: str | None = None
+    size: int | None = None
+    icons: list[Icon] | None = None
+    annotations: Annotations | None = None
+    meta: dict[str, Any] | None = Field(default=None, alias="_meta")
+
+
+class ResourceTemplate(WireModel):
+    """A resource template, as listed by ``resources/templates/list``."""
+
+    uri_template: str
+    name: str
+    title: str | None = None
+    description: str | None = None
+    mime_type: str | None = None
+    icons: list[Icon] | None = None
+    annotations: Annotations | None = None
+    meta: dict[str, Any] | None = Field(default=None, alias="_meta")
+
+
+class PromptReference(WireModel):
+    """What a ``completion/complete`` request completes an argument of: a prompt..."""
+
+    type: Literal["ref/prompt"] = "ref/prompt"
+    name: str
+    title: str | None = None
+
+
+class ResourceTemplateReference(WireModel):
+    """... or a resource template."""
+
+    type: Literal["ref/resource"] = "ref/resource"
+    uri: str
+
+
+class CompletionArgument(WireModel):
+    """The argument being completed: its name and what has been typed so far."""
+
+    name: str
+    value: str
+
+
+class CompletionContext(WireModel):
+    """The arguments of the same prompt or template the client already knows."""
+
+    arguments: dict[str, str] | None = None
+
+
+class Completion(WireModel):
+    """Suggested values for an argument (at most 100 on the wire), and how many there are."""
+
+    values: list[str]
+    total: int | None = None
+    has_more: bool | None = None
+
+
 ToolResultContent.model_rebuild()
 
 __all__ = [
@@ -267,6 +348,9 @@ __all__ = [
     "AudioContent",
     "BlobResourceContents",
     "CallToolResult",
+    "Completion",
+    "CompletionArgument",
+    "CompletionContext",
     "ContentBlock",
     "CreateMessageResult",
     "CreateMessageResultWithTools",
@@ -278,8 +362,14 @@ __all__ = [
     "ListRootsResult",
     "ModelHint",
     "ModelPreferences",
+    "Prompt",
+    "PromptArgument",
     "PromptMessage",
+    "PromptReference",
+    "Resource",
     "ResourceLink",
+    "ResourceTemplate",
+    "ResourceTemplateReference",
     "Role",
     "Root",
     "SamplingMessage",

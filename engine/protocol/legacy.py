@@ -158,9 +158,9 @@ def _round(method: str, target_param: str) -> Operation:
     """``tools/call``, ``prompts/get`` or ``resources/read``: one round, questions asked in
     place on this request's stream."""
     run: Callable[[Served], RoundOperation] = {
-        "tools/call": lambda server: server.call_tool,
-        "prompts/get": lambda server: server.get_prompt,
-        "resources/read": lambda server: server.read_resource,
+        "tools/call": lambda server: server.operations.call_tool,
+        "prompts/get": lambda server: server.operations.get_prompt,
+        "resources/read": lambda server: server.operations.read_resource,
     }[method]
 
     async def operation(request: LegacyRequest) -> bytes:

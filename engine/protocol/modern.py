@@ -165,18 +165,22 @@ def _call_tool(
     arguments = params.get("arguments")
     if arguments is not None and type(arguments) is not dict:
         arguments = arguments_param(params)
-    return server.call_tool(_call_request("tools/call", name, params, scope, arguments))
+    return server.operations.call_tool(_call_request("tools/call", name, params, scope, arguments))
 
 
 async def _get_prompt(server: Served, params: dict[str, Any], scope: RequestScope) -> RoundReply:
     name = string_param(params, "name")
     arguments = arguments_param(params)
-    return await server.get_prompt(_call_request("prompts/get", name, params, scope, arguments))
+    return await server.operations.get_prompt(
+        _call_request("prompts/get", name, params, scope, arguments)
+    )
 
 
 async def _read_resource(server: Served, params: dict[str, Any], scope: RequestScope) -> RoundReply:
     uri = string_param(params, "uri")
-    reply = await server.read_resource(_call_request("resources/read", uri, params, scope, None))
+    reply = await server.operations.read_resource(
+        _call_request("resources/read", uri, params, scope, None)
+    )
     if reply.kind is ReplyKind.COMPLETE:
         cacheable(reply.value, server.list_ttl_ms)
     return reply
