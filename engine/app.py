@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from typing import Any, TypeVar, Unpack
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, Unpack
 
 import anyio
 
@@ -54,10 +54,17 @@ REPLAY_WARNING = (
 """Logged once as a server with tools starts running without a store (see docs/deployment.md)."""
 
 F = TypeVar("F", bound=Callable[..., Any])
-Lifespan = Callable[["MCPServer"], contextlib.AbstractAsyncContextManager[Any]]
+if TYPE_CHECKING:
+    from typing_extensions import TypeVar as DefaultedTypeVar
+
+    LifespanT = DefaultedTypeVar("LifespanT", default=Any)
+else:
+    LifespanT = TypeVar("LifespanT")
+"""What the lifespan yields (``MCPServer[AppState]``); a plain ``MCPServer`` leaves it open."""
+Lifespan = Callable[["MCPServer[Any]"], contextlib.AbstractAsyncContextManager[Any]]
 
 
-class MCPServer:
+class MCPServer(Generic[LifespanT]):
     """An MCP server whose tool calls run as resumable rounds that any replica can resume.
 
     ``name``, ``instructions`` and ``version`` are what clients are told about the server, with
@@ -145,8 +152,10 @@ class MCPServer:
     configured in the process, if any (``ENGINE_TRACING=off`` records nothing).
 
     And: ``lifespan(server)``, an async context manager whose value handlers read as
-    ``ctx.request_context.lifespan_context``; ``list_ttl_ms``, the caching hint of listings;
-    ``replica_id``, this process's name in results and logs (``ENGINE_REPLICA_ID``).
+    ``ctx.request_context.lifespan_context`` (``MCPServer[AppState]`` names its type);
+    ``list_ttl_ms``, the caching hint of listings; ``replica_id``, this process's name in
+    results and logs (``ENGINE_REPLICA_ID``); ``dependencies``, the packages the server needs,
+    kept as given (``mcp.dependencies``) for tools that install servers.
     """
 
     def __init__(
@@ -156,7 +165,10 @@ class MCPServer:
         *,
         version: str = "0.1.0",
         principal: Principal | None = None,
-        lifespan: Lifespan | None = None,
+        lifespan: (
+            Callable[[MCPServer[LifespanT]], contextlib.AbstractAsyncContextManager[LifespanT]]
+            | None
+        ) = None,
         token_verifier: TokenVerifier | None = None,
         auth: AuthSettings | None = None,
         auth_server_provider: Any = None,
@@ -172,7 +184,8 @@ class MCPServer:
         self.settings = Settings.build(name=name, **options)
         if self._auth is not None and self.settings.serve.trust_forwarded:
             self._auth = self._auth.model_copy(update={"trust_forwarded": True})
-        self.lifespan = lifespan
+        self.lifespan: Lifespan | None = lifespan
+        self.dependencies: list[str] = self.settings.dependencies
         self.lifespan_context: Any = {}
         self.dependency_overrides = DependencyOverrides()
         self.registry = Registry(self.settings.registry)
@@ -284,7 +297,7 @@ class MCPServer:
         other options are :class:`~engine.handlers.tool.ToolOptions`.
         """
         if callable(name):
-            raise TypeError("Use @mcp.tool() with parentheses")
+            raise TypeError(_misused("tool", "()"))
         refuse_unknown("MCPServer.tool", options, ToolOptions.__optional_keys__)
         return _registering(lambda fn: self.add_tool(fn, name, **options))
 
@@ -304,7 +317,7 @@ class MCPServer:
         """Register a function as a prompt; ``options`` are
         :class:`~engine.handlers.base.HandlerOptions`."""
         if callable(name):
-            raise TypeError("Use @mcp.prompt() with parentheses")
+            raise TypeError(_misused("prompt", "()"))
         refuse_unknown("MCPServer.prompt", options, HandlerOptions.__optional_keys__)
         return _registering(lambda fn: self.add_prompt(fn, name, **options))
 
@@ -322,6 +335,8 @@ class MCPServer:
     ) -> Callable[[F], F]:
         """Register a function as the resource at ``uri`` (a template when it has ``{name}``
         parts); ``options`` are :class:`~engine.handlers.resource.ResourceOptions`."""
+        if callable(uri):
+            raise TypeError(_misused("resource", "('scheme://...')"))
         refuse_unknown("MCPServer.resource", options, ResourceOptions.__optional_keys__)
         return _registering(lambda fn: self.add_resource(fn, uri, name=name, **options))
 
@@ -630,6 +645,14 @@ def _checked_auth(
 def _scope(context: Context[Any] | None) -> RequestScope:
     """The request a direct call runs in: the given context's, or a request of its own."""
     return direct.direct_scope() if context is None else request_scope(context)
+
+
+def _misused(decorator: str, call: str) -> str:
+    """The error of ``@mcp.tool`` written without its call (in words ported code looks for)."""
+    return (
+        f"The @{decorator} decorator was used incorrectly (without its call). "
+        f"Use @{decorator}{call} instead of @{decorator}"
+    )
 
 
 def _registering(register: Callable[[Any], object]) -> Callable[[F], F]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
 
 from engine._internal.tracing import TRACING_MODES, TracingMode
@@ -65,6 +65,7 @@ class ServerOptions(TypedDict, total=False):
     task_lease: float
     max_running_tasks: int
     tracer_provider: Any
+    dependencies: Iterable[str] | None
 
 
 SERVER_OPTIONS = ServerOptions.__optional_keys__
@@ -251,6 +252,8 @@ class Settings:
     info: InfoSettings
     registry: RegistrySettings
     tracing: TracingSettings
+    dependencies: list[str] = field(default_factory=list)
+    """The packages the server needs, as given; metadata for tools that install servers."""
 
     @classmethod
     def build(
@@ -355,6 +358,7 @@ class Settings:
                 resources=_duplicates(options.get("warn_on_duplicate_resources")),
             ),
             tracing=_tracing(options.get("tracer_provider"), env),
+            dependencies=list(options.get("dependencies") or ()),
         )
 
 
