@@ -10,6 +10,7 @@ from engine.context import Context, RequestScope
 from engine.di.redacted import Redacted
 from engine.di.resolve import Resolve
 from engine.errors import InvalidSignature, MCPError, ResourceError, ToolError
+from engine.extensions import require_client_extension
 from engine.handlers.results import ReadResourceContents
 from engine.questions.kinds import (
     AcceptedElicitation,
@@ -70,4 +71,5 @@ __all__ = [
     "Sample",
     "TokenVerifier",
     "ToolError",
+    "require_client_extension",
 ]

@@ -25,6 +25,7 @@ from engine.calls.runner import Principal, token_principal
 from engine.completions import Completer, no_completer
 from engine.context import Context, RequestScope, request_scope
 from engine.di.overrides import DependencyOverrides
+from engine.extensions import InterceptedOperations, advertised, apply_extensions, interceptors
 from engine.fleet.backchannel import BackChannel
 from engine.fleet.bus import Bus
 from engine.fleet.notifications import Listener, Notifications
@@ -35,6 +36,7 @@ from engine.handlers.resource import Resource, ResourceOptions
 from engine.handlers.results import ReadResourceContents
 from engine.handlers.tool import Tool, ToolOptions
 from engine.operations import Operations
+from engine.protocol.served import ExtensionMethod
 from engine.registry import Registry
 from engine.runtime import Runtime
 from engine.settings import SERVER_OPTIONS, ServerOptions, Settings
@@ -151,6 +153,10 @@ class MCPServer(Generic[LifespanT]):
     this server records its spans with (the ``otel`` extra); without one, the provider
     configured in the process, if any (``ENGINE_TRACING=off`` records nothing).
 
+    Extensions (SEP-2133): ``extensions``, objects such as the official SDK's ``Extension``
+    subclasses, each contributing tools, resources, request methods, settings advertised in the
+    capabilities, and a wrapper around ``tools/call`` (see :mod:`engine.extensions`).
+
     And: ``lifespan(server)``, an async context manager whose value handlers read as
     ``ctx.request_context.lifespan_context`` (``MCPServer[AppState]`` names its type);
     ``list_ttl_ms``, the caching hint of listings; ``replica_id``, this process's name in
@@ -172,6 +178,7 @@ class MCPServer(Generic[LifespanT]):
         token_verifier: TokenVerifier | None = None,
         auth: AuthSettings | None = None,
         auth_server_provider: Any = None,
+        extensions: Sequence[Any] | None = None,
         **options: Unpack[ServerOptions],
     ) -> None:
         refuse_unknown("MCPServer.__init__", options, SERVER_OPTIONS)
@@ -200,6 +207,12 @@ class MCPServer(Generic[LifespanT]):
         self.operations = Operations(
             self.registry, self.runtime.runner, self.runtime.metrics, self.runtime.tasks
         )
+        self.extension_methods: dict[str, ExtensionMethod] = {}
+        """The request methods extensions add, by name."""
+        self.extensions = apply_extensions(self, extensions or ())
+        wrapping = interceptors(self.extensions)
+        if wrapping:
+            self.operations = InterceptedOperations(self, self.operations, wrapping)
         # Read on every request: attributes rather than properties.
         self.metrics: Metrics = self.runtime.metrics
         self.tracing: Tracing = self.runtime.tracing
@@ -401,6 +414,8 @@ class MCPServer(Generic[LifespanT]):
         }
         if self.registry.completer is not None:
             capabilities["completions"] = {}
+        if self.extensions:
+            capabilities["extensions"] = advertised(self.extensions)
         return capabilities
 
     def principal_of(self, scope: RequestScope) -> str | None:

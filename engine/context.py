@@ -123,6 +123,8 @@ class RequestContext(Generic[LifespanT]):
     meta: dict[str, Any]
     lifespan_context: LifespanT
     session: Session
+    client_capabilities: dict[str, Any] = field(default_factory=dict)
+    """What the client declared it supports, as sent."""
 
 
 class CallScope:
@@ -235,6 +237,7 @@ class Context(Generic[LifespanT]):
             meta=scope.meta,
             lifespan_context=self._server.lifespan_context,
             session=scope.session,
+            client_capabilities=scope.capabilities,
         )
 
     @property

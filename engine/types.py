@@ -341,6 +341,17 @@ class Completion(WireModel):
     has_more: bool | None = None
 
 
+class ClientCapabilities(WireModel):
+    """What a client declared it supports; each part a dict as sent (``None``: not declared)."""
+
+    experimental: dict[str, Any] | None = None
+    roots: dict[str, Any] | None = None
+    sampling: dict[str, Any] | None = None
+    elicitation: dict[str, Any] | None = None
+    tasks: dict[str, Any] | None = None
+    extensions: dict[str, dict[str, Any]] | None = None
+
+
 ToolResultContent.model_rebuild()
 
 __all__ = [
@@ -348,6 +359,7 @@ __all__ = [
     "AudioContent",
     "BlobResourceContents",
     "CallToolResult",
+    "ClientCapabilities",
     "Completion",
     "CompletionArgument",
     "CompletionContext",

@@ -3,6 +3,7 @@ a resource; failures as exceptions, not as error results."""
 
 from __future__ import annotations
 
+import mcp_types
 import pytest
 from pydantic import BaseModel
 
@@ -139,3 +140,15 @@ async def test_a_prompt_renders_and_a_resource_reads() -> None:
     assert blob.content == b"6"
     with pytest.raises(ResourceError, match="Unknown resource"):
         await mcp.read_resource("shelf://nowhere")
+
+
+async def test_a_tool_returning_the_official_call_tool_result_answers_with_it() -> None:
+    shop = MCPServer("Bookshop", keys=[KEY])
+
+    @shop.tool()
+    def receipt() -> mcp_types.CallToolResult:
+        return mcp_types.CallToolResult(content=[mcp_types.TextContent(text="paid")])
+
+    [listed] = await shop.list_tools()
+    assert listed.output_schema is None
+    assert await shop.call_tool("receipt") == CallToolResult(content=[TextContent(text="paid")])

@@ -49,8 +49,8 @@ def output_shape(fn_name: str, annotation: Any) -> OutputShape:
     if annotation is inspect.Signature.empty or annotation is None or annotation is Any:
         return OutputShape(None, False, None)
     origin = get_origin(annotation) or annotation
-    if origin is CallToolResult or (
-        isinstance(origin, type) and issubclass(origin, CONTENT_BLOCKS)
+    if isinstance(origin, type) and (
+        issubclass(origin, CONTENT_BLOCKS) or is_call_tool_result_type(origin)
     ):
         return OutputShape(None, False, None)
     try:
@@ -72,6 +72,26 @@ def output_shape(fn_name: str, annotation: Any) -> OutputShape:
         return OutputShape(wrapper.model_json_schema(), True, TypeAdapter(annotation), scalar)
     except Exception:
         return OutputShape(None, False, None)
+
+
+_RESULT_FIELDS = frozenset({"content", "structured_content", "is_error"})
+
+
+def is_call_tool_result_type(kind: type) -> bool:
+    """Whether ``kind`` is a ``CallToolResult``: this package's, or a pydantic model of its
+    shape (the official ``mcp_types`` one)."""
+    if issubclass(kind, CallToolResult):
+        return True
+    return issubclass(kind, BaseModel) and kind.model_fields.keys() >= _RESULT_FIELDS
+
+
+def call_tool_result_wire(value: BaseModel) -> dict[str, Any]:
+    """The wire ``CallToolResult`` a tool returned as a model (ours, or one of its shape)."""
+    if isinstance(value, CallToolResult):
+        return value.to_wire()
+    wire = value.model_dump(mode="json", by_alias=True, exclude_none=True)
+    wire.pop("resultType", None)  # the protocol layer stamps its own
+    return wire
 
 
 def content_blocks(value: Any) -> list[dict[str, Any]]:

@@ -6,18 +6,20 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Unpack
 
-from engine._internal.typecache import instance_test
+from engine._internal.typecache import REMEMBERED_TYPES
 from engine.handlers.base import Handler, HandlerOptions, description_of
 from engine.handlers.results import (
     OutputShape,
+    call_tool_result_wire,
     content_blocks,
+    is_call_tool_result_type,
     is_content,
     is_model,
     output_shape,
 )
 from engine.role import Role
 from engine.tasks.policy import TaskOption, TaskPolicy
-from engine.types import CallToolResult, Icon, ToolAnnotations
+from engine.types import Icon, ToolAnnotations
 
 
 class ToolOptions(HandlerOptions, total=False):
@@ -37,7 +39,19 @@ class ToolOptions(HandlerOptions, total=False):
 
 
 _OPTIONS = ToolOptions.__optional_keys__
-_is_call_tool_result = instance_test(CallToolResult)
+_RESULT_TYPES: dict[type, bool] = {}
+"""Whether each type a tool returned is a ``CallToolResult`` (ours or of its shape), by type."""
+
+
+def _is_call_tool_result(value: Any) -> bool:
+    kind = type(value)
+    known = _RESULT_TYPES.get(kind)
+    if known is None:
+        known = is_call_tool_result_type(kind)
+        if len(_RESULT_TYPES) >= REMEMBERED_TYPES:
+            _RESULT_TYPES.clear()
+        _RESULT_TYPES[kind] = known
+    return known
 
 
 class Tool(Handler):
@@ -81,7 +95,7 @@ class Tool(Handler):
             content: list[dict[str, Any]] = [{"type": "text", "text": value}]
             value_is_content = False
         elif _is_call_tool_result(value):
-            return value.to_wire()  # type: ignore[no-any-return]
+            return call_tool_result_wire(value)
         else:
             content = content_blocks(value)
             value_is_content = is_content(value)

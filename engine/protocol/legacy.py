@@ -87,7 +87,8 @@ async def _initialize(server: Served, message: Message, exchange: LegacyExchange
     exchange.new_session = session
     result: dict[str, Any] = {
         "protocolVersion": version,
-        "capabilities": server.capabilities(),
+        # 2025-11-25 capabilities have no ``extensions`` (SEP-2133 came later).
+        "capabilities": {k: v for k, v in server.capabilities().items() if k != "extensions"},
         "serverInfo": server.server_info,
     }
     if server.instructions:
@@ -178,6 +179,14 @@ def _round(method: str, target_param: str) -> Operation:
     return operation
 
 
+def _extension_operation(server: Served, method: str) -> Operation:
+    """The operation of a method an extension serves; ``METHOD_NOT_FOUND`` when none does."""
+    serve = server.extension_methods.get(method)
+    if serve is None:
+        raise MCPError(METHOD_NOT_FOUND, f"Method not found: {method}")
+    return lambda request: serve(request.params, request.scope)
+
+
 async def _set_level(request: LegacyRequest) -> dict[str, Any]:
     level = request.params.get("level")
     if level not in LEVELS:
@@ -257,9 +266,7 @@ async def _serve(
             "Bad Request: no session; send initialize first and "
             "then the MCP-Session-Id it returned",
         )
-    operation = OPERATIONS.get(message.method)
-    if operation is None:
-        raise MCPError(METHOD_NOT_FOUND, f"Method not found: {message.method}")
+    operation = OPERATIONS.get(message.method) or _extension_operation(server, message.method)
     params = message.params if isinstance(message.params, dict) else {}
     scope = _scope(server, message, params, session, exchange)
     if trace is not None:

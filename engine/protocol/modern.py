@@ -152,7 +152,7 @@ def round_result(reply: RoundReply) -> dict[str, Any]:
             result["requestState"] = reply.request_state
         return result
     result = error_result(reply.error or "error") if reply.kind is ReplyKind.ERROR else reply.value
-    result["resultType"] = "complete"
+    result.setdefault("resultType", "complete")  # an extension's interceptor may answer another
     return result
 
 
@@ -203,6 +203,20 @@ OPERATIONS: dict[str, Operation] = {
 }
 
 
+def _extension_operation(server: Served, method: str) -> Operation:
+    """The operation of a method an extension serves; ``METHOD_NOT_FOUND`` when none does."""
+    serve = server.extension_methods.get(method)
+    if serve is None:
+        raise MCPError(METHOD_NOT_FOUND, f"Method not found: {method}")
+
+    def operation(
+        server: Served, params: dict[str, Any], scope: RequestScope
+    ) -> Awaitable[dict[str, Any]]:
+        return serve(params, scope)
+
+    return operation
+
+
 def handle(server: Served, message: Message, exchange: Exchange) -> Awaitable[bytes]:
     """Serve one modern request; the serialised ``result`` object (errors raise MCPError).
 
@@ -231,7 +245,7 @@ async def _serve(
         check_version(version)
     operation = OPERATIONS.get(message.method)
     if operation is None:
-        raise MCPError(METHOD_NOT_FOUND, f"Method not found: {message.method}")
+        operation = _extension_operation(server, message.method)
     scope = RequestScope(  # positional: keyword arguments are slower, on every request
         message.id, message.method, version, capabilities, exchange.headers, meta, exchange.notify
     )

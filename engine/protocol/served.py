@@ -3,7 +3,7 @@ services both eras use (``MCPServer`` provides it)."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 from engine._internal.metrics import Metrics
@@ -15,6 +15,9 @@ from engine.fleet.notifications import Listener
 from engine.fleet.sessions import SessionRegistry
 from engine.questions.answers import AnswerSource
 from engine.tasks.service import Tasks
+
+ExtensionMethod = Callable[[dict[str, Any], RequestScope], Awaitable[dict[str, Any]]]
+"""A request method an extension serves: its params and request in, its result out."""
 
 
 class Rounds(Protocol):
@@ -104,6 +107,11 @@ class Served(Protocol):
     @property
     def registry(self) -> Listings: ...
 
+    @property
+    def extension_methods(self) -> Mapping[str, ExtensionMethod]:
+        """The request methods the server's extensions add, by name."""
+        ...
+
     async def complete(self, params: dict[str, Any]) -> dict[str, Any]:
         """The wire ``completion`` for one argument; ``METHOD_NOT_FOUND`` without a completer."""
         ...
@@ -117,4 +125,4 @@ class Served(Protocol):
     def remove_listener(self, listener: Listener) -> None: ...
 
 
-__all__ = ["Listings", "Rounds", "Served"]
+__all__ = ["ExtensionMethod", "Listings", "Rounds", "Served"]
