@@ -69,7 +69,8 @@ Lifespan = Callable[["MCPServer[Any]"], contextlib.AbstractAsyncContextManager[A
 class MCPServer(Generic[LifespanT]):
     """An MCP server whose tool calls run as resumable rounds that any replica can resume.
 
-    ``name``, ``instructions`` and ``version`` are what clients are told about the server, with
+    ``name``, ``instructions`` and ``version`` (``""`` unless given, as the official server
+    has it) are what clients are told about the server, with
     ``title``, ``description``, ``website_url`` and ``icons`` (a list of
     :class:`~engine.types.Icon` or dicts) when given: they are its ``serverInfo``. Unlike the
     official ``MCPServer``, only ``name`` and ``instructions`` may be given by position. The
@@ -169,7 +170,7 @@ class MCPServer(Generic[LifespanT]):
         name: str = "mcp-server",
         instructions: str | None = None,
         *,
-        version: str = "0.1.0",
+        version: str = "",
         principal: Principal | None = None,
         lifespan: (
             Callable[[MCPServer[LifespanT]], contextlib.AbstractAsyncContextManager[LifespanT]]

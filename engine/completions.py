@@ -19,7 +19,13 @@ from typing import Any, Union, get_args, get_origin
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from engine._internal.introspect import type_hints
-from engine.errors import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, MCPError
+from engine.errors import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    METHOD_NOT_FOUND,
+    MCPError,
+    protocol_error_of,
+)
 from engine.types import (
     Completion,
     CompletionArgument,
@@ -88,6 +94,9 @@ class Completer:
         except MCPError:
             raise
         except Exception as exc:
+            foreign = protocol_error_of(exc)
+            if foreign is not None:
+                raise foreign from exc
             log.error(
                 "Completion for argument %r raised an unexpected exception", name, exc_info=exc
             )

@@ -51,6 +51,15 @@ class MCPError(Exception):
         return error
 
 
+def protocol_error_of(exc: BaseException) -> MCPError | None:
+    """``exc`` as a JSON-RPC error when it is one of another library's shape (the official
+    SDK's ``MCPError``: an ``error`` with an int ``code``, a str ``message`` and ``data``)."""
+    code, message = getattr(exc, "code", None), getattr(exc, "message", None)
+    if type(code) is not int or not isinstance(message, str) or not hasattr(exc, "error"):
+        return None
+    return MCPError(code, message, getattr(exc, "data", None))
+
+
 class InvalidRequestState(MCPError):
     """The one frozen error for every requestState that cannot be used.
 

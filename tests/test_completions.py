@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from mcp.shared.exceptions import MCPError as OfficialMCPError
 from mcp_types import CompletionArgument as OfficialArgument
 from mcp_types import PromptReference as OfficialPromptReference
 
@@ -122,6 +123,8 @@ async def test_a_failing_completer_is_an_internal_error_naming_the_argument() ->
     ) -> Completion:
         if argument.name == "refused":
             raise MCPError(INVALID_PARAMS, "nothing to complete for 'refused'")
+        if argument.name == "ported":
+            raise OfficialMCPError(INVALID_PARAMS, "the official error passes too")
         if argument.name == "listed":
             wrong: Any = ["a list is not a Completion in this form"]
             return wrong  # type: ignore[no-any-return]
@@ -132,6 +135,7 @@ async def test_a_failing_completer_is_an_internal_error_naming_the_argument() ->
             ("crash", INTERNAL_ERROR, "Error completing argument crash"),
             ("listed", INTERNAL_ERROR, "Error completing argument listed"),
             ("refused", INVALID_PARAMS, "nothing to complete for 'refused'"),
+            ("ported", INVALID_PARAMS, "the official error passes too"),
         ]:
             with pytest.raises(ProtocolError) as refused:
                 await client.send("completion/complete", complete_request(PROMPT, name, ""))

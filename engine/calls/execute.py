@@ -18,7 +18,7 @@ from engine.calls.arguments import InvalidArguments, validate_arguments
 from engine.calls.walk import DEFERRED, SUSPENDED, BeforeBody, Round
 from engine.context import CallScope, RequestScope, ServerHooks
 from engine.di.overrides import DependencyOverrides
-from engine.errors import MCPError, ToolError
+from engine.errors import MCPError, ToolError, protocol_error_of
 from engine.handlers.base import Handler
 from engine.questions.answers import AnswerSource
 from engine.role import Role
@@ -50,6 +50,8 @@ class Executed:
     error: str | None = None
     unexpected: BaseException | None = None
     """The exception behind an "unexpected error", for the log (live) or the report (replay)."""
+    invalid_arguments: bool = False
+    """The failure is the caller's: arguments that do not fit the handler's signature."""
 
 
 VERBS = {
@@ -89,7 +91,7 @@ async def execute_round(
     try:
         arguments = validate_arguments(signature, raw_arguments)
     except InvalidArguments as exc:
-        return Executed(Outcome.FAILED, error=str(exc))
+        return Executed(Outcome.FAILED, error=str(exc), invalid_arguments=True)
     call = CallScope(handler.name, answers, state, answers.next_state, round_no)
     call.call_id = call_id
     try:
@@ -105,6 +107,9 @@ async def execute_round(
     except ToolError as exc:
         return Executed(Outcome.FAILED, error=f"{VERBS[handler.role]} {handler.name}: {exc}")
     except Exception as exc:
+        foreign = protocol_error_of(exc)
+        if foreign is not None:
+            raise foreign from exc
         text = (
             f"{VERBS[handler.role]} {handler.name}: an unexpected error occurred; the server log "
             "has the details"

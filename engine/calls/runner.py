@@ -299,7 +299,7 @@ class RoundRunner:
                 trace_in if trace is None else trace.carried(),
             )
         except (OversizedState, UnkeptState) as exc:
-            return _failed(handler, request, str(exc), call_hex, round_no)
+            return _failed(handler, request, str(exc), call_hex, round_no, False)
         return RoundReply(ReplyKind.INPUT_REQUIRED, None, call_hex, round_no, requests, sealed)
 
     async def seal(
@@ -409,19 +409,27 @@ def _ended(
         return RoundReply(ReplyKind.COMPLETE, executed.value, call_id, round_no)
     if executed.unexpected is not None:
         log.error("%s %r failed", handler.role, handler.name, exc_info=executed.unexpected)
-    reply = _failed(handler, request, executed.error or "", call_id, round_no)
+    reply = _failed(
+        handler, request, executed.error or "", call_id, round_no, executed.invalid_arguments
+    )
     reply.exception = executed.unexpected
     return reply
 
 
 def _failed(
-    handler: Handler, request: CallRequest, text: str, call_id: str, round_no: int
+    handler: Handler,
+    request: CallRequest,
+    text: str,
+    call_id: str,
+    round_no: int,
+    invalid_arguments: bool,
 ) -> RoundReply:
-    """A tool's failure is an error result; a prompt's or resource's raises a protocol error."""
+    """A tool's failure is an error result; a prompt's or resource's raises a protocol error:
+    the caller's (invalid params) for arguments that do not fit, else the server's."""
     if not fails_as_protocol_error(handler):
         return RoundReply(ReplyKind.ERROR, error=text, call_id=call_id, round_no=round_no)
     data = {"uri": request.target} if handler.role is Role.RESOURCE else {"name": request.target}
-    raise MCPError(INVALID_PARAMS, text, data)
+    raise MCPError(INVALID_PARAMS if invalid_arguments else INTERNAL_ERROR, text, data)
 
 
 __all__ = ["OversizedState", "Principal", "RoundRunner", "UnkeptState", "token_principal"]
