@@ -893,7 +893,7 @@ def micro_rows(micro: dict[str, Any]) -> list[list[str]]:
             f"(mean of all batches {micro['dispatch']['mean_us_per_round']:.1f})",
         ],
         [
-            "server.call_tool(CallRequest(...)), order_book",
+            "server.operations.call_tool(CallRequest(...)), order_book",
             f"{micro['call_tool']['us_per_round']:.1f} µs/round "
             f"(mean of all batches {micro['call_tool']['mean_us_per_round']:.1f})",
         ],

@@ -18,6 +18,7 @@ from engine.errors import (
     ToolError,
     UnexpectedResourceError,
 )
+from engine.extensions import require_client_extension
 from engine.handlers.results import ReadResourceContents
 from engine.media import Audio, Image
 from engine.prompt_messages import AssistantMessage, Message, UserMessage
@@ -140,5 +141,6 @@ __all__ = [
     "UnexpectedResourceError",
     "UserMessage",
     "authenticated_principal",
+    "require_client_extension",
     "safe_join",
 ]

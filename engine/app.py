@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, Unpack
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar, Unpack
 
 import anyio
 
+from engine import direct
+from engine import types as wire
 from engine._internal import logs
 from engine._internal.keywords import refuse_unknown
 from engine._internal.metrics import Metrics
@@ -20,10 +22,11 @@ from engine._internal.tracing import Tracing
 from engine.auth.provider import AccessToken, TokenVerifier
 from engine.auth.settings import AuthSettings
 from engine.caching import CACHEABLE_METHODS
-from engine.calls.reply import CallRequest, RoundReply
 from engine.calls.runner import Principal, token_principal
-from engine.context import RequestScope
+from engine.completions import Completer, no_completer
+from engine.context import Context, RequestScope, request_scope
 from engine.di.overrides import DependencyOverrides
+from engine.extensions import InterceptedOperations, advertised, apply_extensions, interceptors
 from engine.fleet.backchannel import BackChannel
 from engine.fleet.bus import Bus
 from engine.fleet.notifications import Listener, Notifications
@@ -34,7 +37,7 @@ from engine.handlers.resource import ReadableResource, Resource, ResourceOptions
 from engine.handlers.results import ReadResourceContents
 from engine.handlers.tool import Tool, ToolOptions
 from engine.operations import Operations
-from engine.questions.answers import AnswerSource
+from engine.protocol.served import ExtensionMethod
 from engine.registry import Registry
 from engine.request_state import RequestStateSecurity
 from engine.resources.security import DEFAULT_RESOURCE_SECURITY, ResourceSecurity
@@ -75,13 +78,21 @@ SSE_NOT_SERVED = (
 )
 
 F = TypeVar("F", bound=Callable[..., Any])
-Lifespan = Callable[["MCPServer"], contextlib.AbstractAsyncContextManager[Any]]
+if TYPE_CHECKING:
+    from typing_extensions import TypeVar as DefaultedTypeVar
+
+    LifespanT = DefaultedTypeVar("LifespanT", default=Any)
+else:
+    LifespanT = TypeVar("LifespanT")
+"""What the lifespan yields (``MCPServer[AppState]``); a plain ``MCPServer`` leaves it open."""
+Lifespan = Callable[["MCPServer[Any]"], contextlib.AbstractAsyncContextManager[Any]]
 
 
-class MCPServer:
+class MCPServer(Generic[LifespanT]):
     """An MCP server whose tool calls run as resumable rounds that any replica can resume.
 
-    ``name``, ``instructions`` and ``version`` are what clients are told about the server, with
+    ``name``, ``instructions`` and ``version`` (``""`` unless given, as the official server
+    has it) are what clients are told about the server, with
     ``title``, ``description``, ``website_url`` and ``icons`` (a list of
     :class:`~engine.types.Icon` or dicts) when given: they are its ``serverInfo``. Unlike the
     official ``MCPServer``, only ``name`` and ``instructions`` may be given by position. The
@@ -89,9 +100,9 @@ class MCPServer:
     :class:`~engine.settings.ServerOptions`, and defaulted by ``Settings.build``.
 
     A second function registered under a tool's or prompt's name, or a resource's URI, is
-    refused with ``ValueError``; ``warn_on_duplicate_tools``, ``warn_on_duplicate_prompts`` and
-    ``warn_on_duplicate_resources`` keep the first instead, with a warning (``True``) or
-    without (``False``), as the official server does.
+    dropped and the first kept, with a warning, as the official server does;
+    ``warn_on_duplicate_tools`` set to ``False`` (or ``warn_on_duplicate_prompts``,
+    ``warn_on_duplicate_resources``) drops it silently.
 
     Authorization (see docs/auth.md): ``auth``, an :class:`~engine.auth.settings.AuthSettings`
     naming the authorization server and this resource, and ``token_verifier``, which checks
@@ -173,9 +184,15 @@ class MCPServer:
     :class:`~engine.resources.security.ResourceSecurity` of every template registered without
     its own (all checks on when not given).
 
+    Extensions (SEP-2133): ``extensions``, objects such as the official SDK's ``Extension``
+    subclasses, each contributing tools, resources, request methods, settings advertised in the
+    capabilities, and a wrapper around ``tools/call`` (see :mod:`engine.extensions`).
+
     And: ``lifespan(server)``, an async context manager whose value handlers read as
-    ``ctx.request_context.lifespan_context``; ``list_ttl_ms``, the caching hint of listings;
-    ``replica_id``, this process's name in results and logs (``ENGINE_REPLICA_ID``).
+    ``ctx.request_context.lifespan_context`` (``MCPServer[AppState]`` names its type);
+    ``list_ttl_ms``, the caching hint of listings; ``replica_id``, this process's name in
+    results and logs (``ENGINE_REPLICA_ID``); ``dependencies``, the packages the server needs,
+    kept as given (``mcp.dependencies``) for tools that install servers.
 
     As the official server takes them: ``cache_hints``, ``{method: CacheHint(ttl_ms, scope)}``
     for the cacheable methods (the others keep ``list_ttl_ms``, public); ``subscriptions``:
@@ -189,15 +206,19 @@ class MCPServer:
         name: str = "mcp-server",
         instructions: str | None = None,
         *,
-        version: str = "0.1.0",
+        version: str = "",
         principal: Principal | None = None,
-        lifespan: Lifespan | None = None,
+        lifespan: (
+            Callable[[MCPServer[LifespanT]], contextlib.AbstractAsyncContextManager[LifespanT]]
+            | None
+        ) = None,
         token_verifier: TokenVerifier | None = None,
         auth: AuthSettings | None = None,
         auth_server_provider: Any = None,
         request_state_security: RequestStateSecurity | None = None,
         resources: Iterable[ReadableResource] | None = None,
         resource_security: ResourceSecurity | None = None,
+        extensions: Sequence[Any] | None = None,
         **options: Unpack[ServerOptions],
     ) -> None:
         if "middleware" in options:
@@ -216,7 +237,8 @@ class MCPServer:
         self.settings = Settings.build(name=name, **options)
         if self._auth is not None and self.settings.serve.trust_forwarded:
             self._auth = self._auth.model_copy(update={"trust_forwarded": True})
-        self.lifespan = lifespan
+        self.lifespan: Lifespan | None = lifespan
+        self.dependencies: list[str] = self.settings.dependencies
         self.lifespan_context: Any = {}
         self.dependency_overrides = DependencyOverrides()
         self.registry = Registry(self.settings.registry)
@@ -234,6 +256,12 @@ class MCPServer:
         self.operations = Operations(
             self.registry, self.runtime.runner, self.runtime.metrics, self.runtime.tasks
         )
+        self.extension_methods: dict[str, ExtensionMethod] = {}
+        """The request methods extensions add, by name."""
+        self.extensions = apply_extensions(self, extensions or ())
+        wrapping = interceptors(self.extensions)
+        if wrapping:
+            self.operations = InterceptedOperations(self, self.operations, wrapping)
         # Read on every request: attributes rather than properties.
         self.metrics: Metrics = self.runtime.metrics
         self.tracing: Tracing = self.runtime.tracing
@@ -349,7 +377,7 @@ class MCPServer:
         other options are :class:`~engine.handlers.tool.ToolOptions`.
         """
         if callable(name):
-            raise TypeError("Use @mcp.tool() with parentheses")
+            raise TypeError(_misused("tool", "()"))
         refuse_unknown("MCPServer.tool", options, ToolOptions.__optional_keys__)
         return _registering(lambda fn: self.add_tool(fn, name, **options))
 
@@ -360,6 +388,7 @@ class MCPServer:
         return self.registry.add_tool(Tool(fn, name, **options))
 
     def remove_tool(self, name: str) -> None:
+        """Unregister a tool; :class:`~engine.errors.ToolError` when there is none by ``name``."""
         self.registry.remove_tool(name)
 
     def prompt(
@@ -368,7 +397,7 @@ class MCPServer:
         """Register a function as a prompt; ``options`` are
         :class:`~engine.handlers.base.HandlerOptions`."""
         if callable(name):
-            raise TypeError("Use @mcp.prompt() with parentheses")
+            raise TypeError(_misused("prompt", "()"))
         refuse_unknown("MCPServer.prompt", options, HandlerOptions.__optional_keys__)
         return _registering(lambda fn: self.add_prompt(fn, name, **options))
 
@@ -389,6 +418,10 @@ class MCPServer:
             return self.registry.add_prompt(fn)
         return self.registry.add_prompt(Prompt(fn, name, **options))
 
+    def remove_prompt(self, name: str) -> None:
+        """Unregister a prompt; ``ValueError`` when there is none by ``name``."""
+        self.registry.remove_prompt(name)
+
     def resource(
         self, uri: str, *, name: str | None = None, **options: Unpack[ResourceOptions]
     ) -> Callable[[F], F]:
@@ -397,10 +430,7 @@ class MCPServer:
         :class:`~engine.handlers.resource.ResourceOptions`. A malformed template raises
         :class:`~engine.resources.uri_template.InvalidUriTemplate` here."""
         if callable(uri):
-            raise TypeError(
-                "The @resource decorator was used incorrectly: give it the resource's URI, as "
-                'in @mcp.resource("books://{isbn}")'
-            )
+            raise TypeError(_misused("resource", "('scheme://...')"))
         refuse_unknown("MCPServer.resource", options, ResourceOptions.__optional_keys__)
         UriTemplate.parse(uri)
         return _registering(lambda fn: self.add_resource(fn, uri, name=name, **options))
@@ -472,45 +502,66 @@ class MCPServer:
         return self.registry.templates
 
     def capabilities(self) -> dict[str, Any]:
-        return {
+        capabilities: dict[str, Any] = {
             "tools": {"listChanged": True},
             "prompts": {"listChanged": True},
             "resources": {"listChanged": True, "subscribe": True},
-            "completions": {},
             "logging": {},
         }
+        if self.registry.completer is not None:
+            capabilities["completions"] = {}
+        if self.extensions:
+            capabilities["extensions"] = advertised(self.extensions)
+        return capabilities
 
     def principal_of(self, scope: RequestScope) -> str | None:
         return self.runtime.runner.principal(scope)
 
-    def list_tools(self) -> list[dict[str, Any]]:
-        return self.registry.list_tools()
+    # --- direct calls, from Python rather than from a client (see engine.direct) -------------
 
-    def list_prompts(self) -> list[dict[str, Any]]:
-        return self.registry.list_prompts()
+    async def list_tools(self) -> list[wire.Tool]:
+        """Every tool, as ``tools/list`` lists it."""
+        return [wire.Tool.model_validate(listed) for listed in self.registry.list_tools()]
 
-    def list_resources(self) -> list[dict[str, Any]]:
-        return self.registry.list_resources()
+    async def list_prompts(self) -> list[wire.Prompt]:
+        return [wire.Prompt.model_validate(listed) for listed in self.registry.list_prompts()]
 
-    def list_resource_templates(self) -> list[dict[str, Any]]:
-        return self.registry.list_resource_templates()
+    async def list_resources(self) -> list[wire.Resource]:
+        return [wire.Resource.model_validate(listed) for listed in self.registry.list_resources()]
 
-    # --- operations (one round of a call each; see engine.operations) -------------------
+    async def list_resource_templates(self) -> list[wire.ResourceTemplate]:
+        listed = self.registry.list_resource_templates()
+        return [wire.ResourceTemplate.model_validate(template) for template in listed]
 
-    def call_tool(
-        self, request: CallRequest, in_place: AnswerSource | None = None
-    ) -> Awaitable[RoundReply]:
-        return self.operations.call_tool(request, in_place)
+    async def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        context: Context[Any] | None = None,
+    ) -> wire.CallToolResult:
+        """Run a tool as a client's ``tools/call`` would, and return its result.
+
+        A failure raises :class:`~engine.errors.ToolError` (an unknown tool, arguments that do
+        not fit, or the tool's own error, chained to what it raised). ``context``: the request
+        to run it in, when a handler forwards its own; none by default.
+        """
+        return await direct.call_tool(self.operations, name, arguments, _scope(context))
 
     async def get_prompt(
-        self, request: CallRequest, in_place: AnswerSource | None = None
-    ) -> RoundReply:
-        return await self.operations.get_prompt(request, in_place)
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        context: Context[Any] | None = None,
+    ) -> wire.GetPromptResult:
+        """Render a prompt as ``prompts/get`` would; ``ValueError`` for an unknown one."""
+        return await direct.get_prompt(self.operations, name, arguments, _scope(context))
 
     async def read_resource(
-        self, request: CallRequest, in_place: AnswerSource | None = None
-    ) -> RoundReply:
-        return await self.operations.read_resource(request, in_place)
+        self, uri: Any, context: Context[Any] | None = None
+    ) -> list[ReadResourceContents]:
+        """Read a resource as ``resources/read`` would: its contents, text as ``str`` and blobs
+        as ``bytes``; :class:`~engine.errors.ResourceError` when there is none at ``uri``."""
+        return await direct.read_resource(self.operations, str(uri), _scope(context))
 
     def find_resource(self, uri: str) -> tuple[Resource, dict[str, str | list[str]]] | None:
         return self.registry.find_resource(uri)
@@ -526,25 +577,27 @@ class MCPServer:
     def completion(self) -> Callable[[F], F]:
         """Register the function that suggests values for prompt and template arguments.
 
-        It receives ``(ref, argument, context)`` as dicts and returns a list of strings.
+        It is called as ``completer(ref, argument, context)`` and returns a
+        :class:`~engine.types.Completion` (or ``None``: no suggestions). Its parameters receive
+        what they are annotated with: models (``PromptReference`` or
+        ``ResourceTemplateReference``, ``CompletionArgument``, ``CompletionContext``; this
+        package's or the official ``mcp_types`` ones), or, annotated ``dict``, the request's
+        dicts, and then it may return a plain list of strings. See :mod:`engine.completions`.
         """
 
         def decorator(fn: F) -> F:
-            self.registry.completer = fn
+            self.registry.completer = Completer(fn)
             return fn
 
         return decorator
 
-    async def complete(
-        self, ref: dict[str, Any], argument: dict[str, Any], context: Any
-    ) -> list[str]:
+    async def complete(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``completion/complete``: the wire ``completion`` (``METHOD_NOT_FOUND`` without a
+        completer)."""
         completer = self.registry.completer
         if completer is None:
-            return []
-        values = completer(ref, argument, context)
-        if hasattr(values, "__await__"):
-            values = await values
-        return [str(v) for v in (values or [])]
+            raise no_completer()
+        return await completer.complete(params)
 
     # --- notifications (they reach every replica through the store's bus) -----------------
 
@@ -716,6 +769,19 @@ def _checked_auth(
             "engine.auth.provider.TokenVerifier"
         )
     return auth, verifier
+
+
+def _scope(context: Context[Any] | None) -> RequestScope:
+    """The request a direct call runs in: the given context's, or a request of its own."""
+    return direct.direct_scope() if context is None else request_scope(context)
+
+
+def _misused(decorator: str, call: str) -> str:
+    """The error of ``@mcp.tool`` written without its call (in words ported code looks for)."""
+    return (
+        f"The @{decorator} decorator was used incorrectly (without its call). "
+        f"Use @{decorator}{call} instead of @{decorator}"
+    )
 
 
 def _registering(register: Callable[[Any], object]) -> Callable[[F], F]:

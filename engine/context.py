@@ -164,6 +164,8 @@ class RequestContext(Generic[LifespanT]):
     meta: dict[str, Any]
     lifespan_context: LifespanT
     session: RequestSession
+    client_capabilities: dict[str, Any] = field(default_factory=dict)
+    """What the client declared it supports, as sent."""
 
 
 class CallScope:
@@ -295,6 +297,7 @@ class Context(Generic[LifespanT]):
             meta=scope.meta,
             lifespan_context=self._server.lifespan_context,
             session=self.session,
+            client_capabilities=scope.capabilities,
         )
 
     @property
@@ -493,6 +496,11 @@ class Context(Generic[LifespanT]):
         if kept is not None:
             await kept(key)
         return value  # type: ignore[no-any-return]
+
+
+def request_scope(context: Context[Any]) -> RequestScope:
+    """The request a ``Context`` belongs to (for a handler that forwards it to a direct call)."""
+    return context._scope
 
 
 @functools.lru_cache(maxsize=256)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import Any, TypeVar
 
-from engine._internal.introspect import callable_name
+from engine.completions import Completer
+from engine.errors import ToolError
 from engine.handlers.base import Handler
 from engine.handlers.prompt import Prompt
 from engine.handlers.resource import Resource
@@ -16,15 +16,12 @@ from engine.settings import Duplicates, RegistrySettings
 
 log = logging.getLogger("engine.registry")
 
-Completer = Callable[..., Any]
-"""``completer(ref, argument, context)`` -> suggested values (or an awaitable of them)."""
-
 
 class Registry:
     """The handlers registered on one server; analysed when added, looked up per request."""
 
     def __init__(self, duplicates: RegistrySettings | None = None) -> None:
-        self.duplicates = duplicates or RegistrySettings("refuse", "refuse", "refuse")
+        self.duplicates = duplicates or RegistrySettings("warn", "warn", "warn")
         self.tools: dict[str, Tool] = {}
         self.prompts: dict[str, Prompt] = {}
         self.resources: dict[str, Resource] = {}
@@ -34,37 +31,30 @@ class Registry:
         self.completer: Completer | None = None
 
     def add_tool(self, tool: Tool) -> Tool:
-        """Register ``tool``; the same function again is a no-op, another one under a name
-        already taken is refused (it would replace the first without a word)."""
-        known = _known(
-            self.tools, tool.name, tool, "a tool", "@mcp.tool(name=...)", self.duplicates.tools
-        )
+        """Register ``tool``; under a name already taken the first one stays (see
+        :func:`_known`)."""
+        known = _known(self.tools, tool.name, tool, "Tool", self.duplicates.tools)
         if known is None:
             self.tools[tool.name] = known = tool
         return known
 
     def remove_tool(self, name: str) -> None:
         if self.tools.pop(name, None) is None:
-            raise KeyError(f"Unknown tool: {name}")
+            raise ToolError(f"Unknown tool: {name}")
 
     def add_prompt(self, prompt: Prompt) -> Prompt:
-        known = _known(
-            self.prompts,
-            prompt.name,
-            prompt,
-            "a prompt",
-            "@mcp.prompt(name=...)",
-            self.duplicates.prompts,
-        )
+        known = _known(self.prompts, prompt.name, prompt, "Prompt", self.duplicates.prompts)
         if known is None:
             self.prompts[prompt.name] = known = prompt
         return known
 
+    def remove_prompt(self, name: str) -> None:
+        if self.prompts.pop(name, None) is None:
+            raise ValueError(f"Unknown prompt: {name}")
+
     def add_resource(self, resource: Resource) -> Resource:
         table = self.templates if resource.is_template else self.resources
-        known = _known(
-            table, resource.uri, resource, "a resource", "another URI", self.duplicates.resources
-        )
+        known = _known(table, resource.uri, resource, "Resource", self.duplicates.resources)
         if known is None:
             table[resource.uri] = known = resource
         return known
@@ -131,24 +121,21 @@ H = TypeVar("H", bound=Handler)
 
 
 def _known(
-    table: dict[str, H], key: str, handler: H, kind: str, rename: str, duplicates: Duplicates
+    table: dict[str, H], key: str, handler: H, kind: str, duplicates: Duplicates
 ) -> H | None:
-    """The handler already registered under ``key``, or ``None`` when the key is free. Another
-    function under a taken key is refused (``ValueError``), or, as the official server's
-    ``warn_on_duplicate_*`` switches do, the first is kept, with a warning or without."""
+    """The handler already registered under ``key``, or ``None`` when the key is free.
+
+    Another function under a taken key leaves the first in place, as the official server does:
+    with a warning (its wording, which ported tests look for) or, with the
+    ``warn_on_duplicate_*`` switch off, silently. The same function again changes nothing and
+    says nothing: a tool that registers another each time it runs is not a mistake.
+    """
     existing = table.get(key)
     if existing is None:
         return None
-    if existing.fn == handler.fn or duplicates == "keep":
-        return existing
-    taken = f"{kind.capitalize()} {key!r} is already registered (by {callable_name(existing.fn)})"
-    if duplicates == "warn":
-        log.warning("%s; %s is not registered", taken, callable_name(handler.fn))
-        return existing
-    raise ValueError(
-        f"{taken}; register {callable_name(handler.fn)} as {kind} with {rename}, or remove the "
-        "first one"
-    )
+    if existing.fn != handler.fn and duplicates == "warn":
+        log.warning("%s already exists: %s", kind, key)
+    return existing
 
 
-__all__ = ["Completer", "Registry"]
+__all__ = ["Registry"]

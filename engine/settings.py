@@ -70,6 +70,7 @@ class ServerOptions(TypedDict, total=False):
     debug: bool
     cache_hints: Mapping[str, Any] | None
     subscriptions: Any
+    dependencies: Iterable[str] | None
 
 
 SERVER_OPTIONS = ServerOptions.__optional_keys__
@@ -146,9 +147,9 @@ class LegacySettings:
     """Calls of all sessions that may wait for an answer at once on this replica."""
 
 
-Duplicates = Literal["refuse", "warn", "keep"]
-"""What registering a second function under a taken name does: refuse it (``ValueError``), or
-keep the first with a warning or without one (the official server's two switch settings)."""
+Duplicates = Literal["warn", "keep"]
+"""What registering a second function under a taken name does: keep the first, with a warning
+(the default, as the official server does) or without one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,7 +162,7 @@ class RegistrySettings:
 
 
 def _duplicates(flag: bool | None) -> Duplicates:
-    return "refuse" if flag is None else "warn" if flag else "keep"
+    return "keep" if flag is False else "warn"
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,6 +265,8 @@ class Settings:
     """Caching hints of the cacheable methods that were given one (``cache_hints=``)."""
     subscriptions: bool = True
     """Whether ``subscriptions/listen`` is served (``subscriptions=False``: it is not)."""
+    dependencies: list[str] = field(default_factory=list)
+    """The packages the server needs, as given; metadata for tools that install servers."""
 
     @classmethod
     def build(
@@ -372,6 +375,7 @@ class Settings:
             debug=bool(options.get("debug", False)),
             cache_hints=cache_hints_of(options.get("cache_hints")),
             subscriptions=_subscriptions(options.get("subscriptions")),
+            dependencies=list(options.get("dependencies") or ()),
         )
 
 

@@ -260,6 +260,98 @@ class GetPromptResult(WireModel):
     meta: dict[str, Any] | None = Field(default=None, alias="_meta")
 
 
+class PromptArgument(WireModel):
+    name: str
+    title: str | None = None
+    description: str | None = None
+    required: bool | None = None
+
+
+class Prompt(WireModel):
+    """A prompt as listed by ``prompts/list``."""
+
+    name: str
+    title: str | None = None
+    description: str | None = None
+    arguments: list[PromptArgument] | None = None
+    icons: list[Icon] | None = None
+    meta: dict[str, Any] | None = Field(default=None, alias="_meta")
+
+
+class Resource(WireModel):
+    """A resource at a fixed URI, as listed by ``resources/list``."""
+
+    uri: str
+    name: str
+    title: str | None = None
+    description: str | None = None
+    mime_type: str | None = None
+    size: int | None = None
+    icons: list[Icon] | None = None
+    annotations: Annotations | None = None
+    meta: dict[str, Any] | None = Field(default=None, alias="_meta")
+
+
+class ResourceTemplate(WireModel):
+    """A resource template, as listed by ``resources/templates/list``."""
+
+    uri_template: str
+    name: str
+    title: str | None = None
+    description: str | None = None
+    mime_type: str | None = None
+    icons: list[Icon] | None = None
+    annotations: Annotations | None = None
+    meta: dict[str, Any] | None = Field(default=None, alias="_meta")
+
+
+class PromptReference(WireModel):
+    """What a ``completion/complete`` request completes an argument of: a prompt..."""
+
+    type: Literal["ref/prompt"] = "ref/prompt"
+    name: str
+    title: str | None = None
+
+
+class ResourceTemplateReference(WireModel):
+    """... or a resource template."""
+
+    type: Literal["ref/resource"] = "ref/resource"
+    uri: str
+
+
+class CompletionArgument(WireModel):
+    """The argument being completed: its name and what has been typed so far."""
+
+    name: str
+    value: str
+
+
+class CompletionContext(WireModel):
+    """The arguments of the same prompt or template the client already knows."""
+
+    arguments: dict[str, str] | None = None
+
+
+class Completion(WireModel):
+    """Suggested values for an argument (at most 100 on the wire), and how many there are."""
+
+    values: list[str]
+    total: int | None = None
+    has_more: bool | None = None
+
+
+class ClientCapabilities(WireModel):
+    """What a client declared it supports; each part a dict as sent (``None``: not declared)."""
+
+    experimental: dict[str, Any] | None = None
+    roots: dict[str, Any] | None = None
+    sampling: dict[str, Any] | None = None
+    elicitation: dict[str, Any] | None = None
+    tasks: dict[str, Any] | None = None
+    extensions: dict[str, dict[str, Any]] | None = None
+
+
 ToolResultContent.model_rebuild()
 
 __all__ = [
@@ -267,6 +359,10 @@ __all__ = [
     "AudioContent",
     "BlobResourceContents",
     "CallToolResult",
+    "ClientCapabilities",
+    "Completion",
+    "CompletionArgument",
+    "CompletionContext",
     "ContentBlock",
     "CreateMessageResult",
     "CreateMessageResultWithTools",
@@ -278,8 +374,14 @@ __all__ = [
     "ListRootsResult",
     "ModelHint",
     "ModelPreferences",
+    "Prompt",
+    "PromptArgument",
     "PromptMessage",
+    "PromptReference",
+    "Resource",
     "ResourceLink",
+    "ResourceTemplate",
+    "ResourceTemplateReference",
     "Role",
     "Root",
     "SamplingMessage",

@@ -236,7 +236,8 @@ async def test_list_tools_shows_the_seed_schema() -> None:
     assert tool.name == "reserve_book"
     assert tool.description == "Reserve a copy of a book."
     assert tool.input_schema == RESERVE_BOOK_SCHEMA
-    assert tool.input_schema == reserve_book.mcp.list_tools()[0]["inputSchema"]
+    [listed] = await reserve_book.mcp.list_tools()
+    assert tool.input_schema == listed.input_schema
 
 
 async def test_reserve_book_completes_in_one_round() -> None:

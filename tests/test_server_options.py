@@ -3,12 +3,15 @@ once (a ``TypedDict``), documented, defaulted, and a misspelled one is refused b
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
 import pytest
 
-from engine import MCPServer
+from engine import Context, MCPServer
 from engine.settings import SERVER_OPTIONS, Settings
 from engine.testing import Client
 from tests.conftest import KEY
@@ -31,6 +34,41 @@ def test_a_misspelled_registration_option_is_refused_by_name() -> None:
         mcp.prompt(titel="x")  # type: ignore[call-arg]
     with pytest.raises(TypeError, match=re.escape(message.format("MCPServer.resource"))):
         mcp.resource("x://y", titel="x")  # type: ignore[call-arg]
+
+
+def test_a_decorator_written_without_its_call_says_how_to_write_it() -> None:
+    mcp = MCPServer("Bookshop", keys=[KEY])
+    for decorator, call in [(mcp.tool, "tool()"), (mcp.prompt, "prompt()")]:
+        with pytest.raises(TypeError, match=re.escape(f"Use @{call} instead of @")):
+            decorator(lambda: "x")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="The @resource decorator was used incorrectly"):
+        mcp.resource(lambda: "x")  # type: ignore[arg-type]
+
+
+@dataclass
+class Shelf:
+    books: list[str]
+
+
+async def test_a_server_is_generic_in_what_its_lifespan_yields() -> None:
+    @contextlib.asynccontextmanager
+    async def lifespan(server: MCPServer[Shelf]) -> AsyncIterator[Shelf]:
+        yield Shelf(["Dune"])
+
+    mcp: MCPServer[Shelf] = MCPServer("Bookshop", keys=[KEY], lifespan=lifespan)
+
+    @mcp.tool()
+    def first_book(ctx: Context[Shelf]) -> str:
+        return ctx.request_context.lifespan_context.books[0]
+
+    async with Client(mcp) as client:
+        assert (await client.call_tool("first_book")).text == "Dune"
+
+
+def test_dependencies_are_kept_as_given() -> None:
+    mcp = MCPServer("Bookshop", keys=[KEY], dependencies=["pandas", "numpy"])
+    assert mcp.dependencies == mcp.settings.dependencies == ["pandas", "numpy"]
+    assert MCPServer("Bookshop", keys=[KEY]).dependencies == []
 
 
 def test_every_server_option_is_documented_on_mcp_server() -> None:

@@ -12,11 +12,11 @@ from engine.protocol.served import Served
 Listing = Callable[[Served], dict[str, Any]]
 
 LISTINGS: dict[str, Listing] = {
-    "tools/list": lambda server: {"tools": server.list_tools()},
-    "prompts/list": lambda server: {"prompts": server.list_prompts()},
-    "resources/list": lambda server: {"resources": server.list_resources()},
+    "tools/list": lambda server: {"tools": server.registry.list_tools()},
+    "prompts/list": lambda server: {"prompts": server.registry.list_prompts()},
+    "resources/list": lambda server: {"resources": server.registry.list_resources()},
     "resources/templates/list": lambda server: {
-        "resourceTemplates": server.list_resource_templates()
+        "resourceTemplates": server.registry.list_resource_templates()
     },
 }
 """Each listing method's result: every item, under its key (one page in both eras)."""
@@ -39,13 +39,5 @@ def arguments_param(params: dict[str, Any]) -> dict[str, Any] | None:
 
 
 async def complete(server: Served, params: dict[str, Any]) -> dict[str, Any]:
-    """``completion/complete``: the completer's values for ``ref`` and ``argument``, at most
-    100 of them listed."""
-    ref = params.get("ref")
-    argument = params.get("argument")
-    if not isinstance(ref, dict) or not isinstance(argument, dict):
-        raise MCPError(INVALID_PARAMS, "Invalid params: 'ref' and 'argument' are required")
-    values = await server.complete(ref, argument, params.get("context"))
-    return {
-        "completion": {"values": values[:100], "total": len(values), "hasMore": len(values) > 100}
-    }
+    """``completion/complete``: the server's completer's suggestions for one argument."""
+    return {"completion": await server.complete(params)}

@@ -94,7 +94,8 @@ async def _initialize(server: Served, message: Message, exchange: LegacyExchange
         exchange.new_session = session
     result: dict[str, Any] = {
         "protocolVersion": version,
-        "capabilities": server.capabilities(),
+        # 2025-11-25 capabilities have no ``extensions`` (SEP-2133 came later).
+        "capabilities": {k: v for k, v in server.capabilities().items() if k != "extensions"},
         "serverInfo": server.server_info,
     }
     if server.instructions:
@@ -190,9 +191,9 @@ def _round(method: str, target_param: str) -> Operation:
     """``tools/call``, ``prompts/get`` or ``resources/read``: one round, questions asked in
     place on this request's stream."""
     run: Callable[[Served], RoundOperation] = {
-        "tools/call": lambda server: server.call_tool,
-        "prompts/get": lambda server: server.get_prompt,
-        "resources/read": lambda server: server.read_resource,
+        "tools/call": lambda server: server.operations.call_tool,
+        "prompts/get": lambda server: server.operations.get_prompt,
+        "resources/read": lambda server: server.operations.read_resource,
     }[method]
 
     async def operation(request: LegacyRequest) -> bytes:
@@ -208,6 +209,14 @@ def _round(method: str, target_param: str) -> Operation:
         return body
 
     return operation
+
+
+def _extension_operation(server: Served, method: str) -> Operation:
+    """The operation of a method an extension serves; ``METHOD_NOT_FOUND`` when none does."""
+    serve = server.extension_methods.get(method)
+    if serve is None:
+        raise MCPError(METHOD_NOT_FOUND, "Method not found", method)
+    return lambda request: serve(request.params, request.scope)
 
 
 async def _set_level(request: LegacyRequest) -> dict[str, Any]:
@@ -299,9 +308,7 @@ async def _serve(
             "Bad Request: no session; send initialize first and "
             "then the MCP-Session-Id it returned",
         )
-    operation = OPERATIONS.get(message.method)
-    if operation is None:
-        raise MCPError(METHOD_NOT_FOUND, "Method not found", message.method)
+    operation = OPERATIONS.get(message.method) or _extension_operation(server, message.method)
     params = message.params if isinstance(message.params, dict) else {}
     scope = _scope(server, message, params, session, exchange)
     if trace is not None:

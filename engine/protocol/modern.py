@@ -160,7 +160,7 @@ def round_result(reply: RoundReply) -> dict[str, Any]:
             result["requestState"] = reply.request_state
         return result
     result = error_result(reply.error or "error") if reply.kind is ReplyKind.ERROR else reply.value
-    result["resultType"] = "complete"
+    result.setdefault("resultType", "complete")  # an extension's interceptor may answer another
     return result
 
 
@@ -173,18 +173,22 @@ def _call_tool(
     arguments = params.get("arguments")
     if arguments is not None and type(arguments) is not dict:
         arguments = arguments_param(params)
-    return server.call_tool(_call_request("tools/call", name, params, scope, arguments))
+    return server.operations.call_tool(_call_request("tools/call", name, params, scope, arguments))
 
 
 async def _get_prompt(server: Served, params: dict[str, Any], scope: RequestScope) -> RoundReply:
     name = string_param(params, "name")
     arguments = arguments_param(params)
-    return await server.get_prompt(_call_request("prompts/get", name, params, scope, arguments))
+    return await server.operations.get_prompt(
+        _call_request("prompts/get", name, params, scope, arguments)
+    )
 
 
 async def _read_resource(server: Served, params: dict[str, Any], scope: RequestScope) -> RoundReply:
     uri = string_param(params, "uri")
-    reply = await server.read_resource(_call_request("resources/read", uri, params, scope, None))
+    reply = await server.operations.read_resource(
+        _call_request("resources/read", uri, params, scope, None)
+    )
     if reply.kind is ReplyKind.COMPLETE:
         cacheable(reply.value, server.result_hints["resources/read"])
     return reply
@@ -205,6 +209,20 @@ OPERATIONS: dict[str, Operation] = {
     "completion/complete": _complete,
     **TASK_OPERATIONS,
 }
+
+
+def _extension_operation(server: Served, method: str) -> Operation:
+    """The operation of a method an extension serves; ``METHOD_NOT_FOUND`` when none does."""
+    serve = server.extension_methods.get(method)
+    if serve is None:
+        raise MCPError(METHOD_NOT_FOUND, "Method not found", method)
+
+    def operation(
+        server: Served, params: dict[str, Any], scope: RequestScope
+    ) -> Awaitable[dict[str, Any]]:
+        return serve(params, scope)
+
+    return operation
 
 
 def handle(server: Served, message: Message, exchange: Exchange) -> Awaitable[bytes]:
@@ -235,7 +253,7 @@ async def _serve(
         check_version(version)
     operation = OPERATIONS.get(message.method)
     if operation is None:
-        raise MCPError(METHOD_NOT_FOUND, "Method not found", message.method)
+        operation = _extension_operation(server, message.method)
     scope = RequestScope(  # positional: keyword arguments are slower, on every request
         message.id, message.method, version, capabilities, exchange.headers, meta, exchange.notify
     )

@@ -3,7 +3,7 @@ services both eras use (``MCPServer`` provides it)."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 from engine._internal.metrics import Metrics
@@ -15,6 +15,39 @@ from engine.fleet.notifications import Listener
 from engine.fleet.sessions import SessionRegistry
 from engine.questions.answers import AnswerSource
 from engine.tasks.service import Tasks
+
+ExtensionMethod = Callable[[dict[str, Any], RequestScope], Awaitable[dict[str, Any]]]
+"""A request method an extension serves: its params and request in, its result out."""
+
+
+class Rounds(Protocol):
+    """The round operations behind ``tools/call``, ``prompts/get`` and ``resources/read``
+    (:class:`engine.operations.Operations`)."""
+
+    def call_tool(
+        self, request: CallRequest, in_place: AnswerSource | None = None
+    ) -> Awaitable[RoundReply]: ...
+
+    async def get_prompt(
+        self, request: CallRequest, in_place: AnswerSource | None = None
+    ) -> RoundReply: ...
+
+    async def read_resource(
+        self, request: CallRequest, in_place: AnswerSource | None = None
+    ) -> RoundReply: ...
+
+
+class Listings(Protocol):
+    """Every registered tool, prompt, resource and template in its wire form
+    (:class:`engine.registry.Registry`)."""
+
+    def list_tools(self) -> list[dict[str, Any]]: ...
+
+    def list_prompts(self) -> list[dict[str, Any]]: ...
+
+    def list_resources(self) -> list[dict[str, Any]]: ...
+
+    def list_resource_templates(self) -> list[dict[str, Any]]: ...
 
 
 class Served(Protocol):
@@ -78,29 +111,20 @@ class Served(Protocol):
         particular, or no callback); a failing callback raises."""
         ...
 
-    def list_tools(self) -> list[dict[str, Any]]: ...
+    @property
+    def operations(self) -> Rounds: ...
 
-    def list_prompts(self) -> list[dict[str, Any]]: ...
+    @property
+    def registry(self) -> Listings: ...
 
-    def list_resources(self) -> list[dict[str, Any]]: ...
+    @property
+    def extension_methods(self) -> Mapping[str, ExtensionMethod]:
+        """The request methods the server's extensions add, by name."""
+        ...
 
-    def list_resource_templates(self) -> list[dict[str, Any]]: ...
-
-    def call_tool(
-        self, request: CallRequest, in_place: AnswerSource | None = None
-    ) -> Awaitable[RoundReply]: ...
-
-    async def get_prompt(
-        self, request: CallRequest, in_place: AnswerSource | None = None
-    ) -> RoundReply: ...
-
-    async def read_resource(
-        self, request: CallRequest, in_place: AnswerSource | None = None
-    ) -> RoundReply: ...
-
-    async def complete(
-        self, ref: dict[str, Any], argument: dict[str, Any], context: Any
-    ) -> list[str]: ...
+    async def complete(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The wire ``completion`` for one argument; ``METHOD_NOT_FOUND`` without a completer."""
+        ...
 
     async def notify_session(
         self, session_id: str, method: str, params: dict[str, Any]
@@ -111,4 +135,4 @@ class Served(Protocol):
     def remove_listener(self, listener: Listener) -> None: ...
 
 
-__all__ = ["Served"]
+__all__ = ["ExtensionMethod", "Listings", "Rounds", "Served"]

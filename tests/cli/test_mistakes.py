@@ -49,21 +49,6 @@ import os
 
 raise RuntimeError("DATABASE_URL is not set")
 """
-TWICE = """\
-from engine import MCPServer
-
-mcp = MCPServer("Twice")
-
-
-@mcp.tool()
-def ping() -> str:
-    return "pong"
-
-
-@mcp.tool(name="ping")
-def pong() -> str:
-    return "pong"
-"""
 VARARGS = """\
 from engine import MCPServer
 
@@ -127,7 +112,6 @@ FILES = {
     "fastapi_style.py": RESOLVE_DEFAULT,
     "form.py": FORM_NOT_A_MODEL,
     "broken.py": BROKEN,
-    "twice.py": TWICE,
     "varargs.py": VARARGS,
     "empty.keys": "\n   \n , \n",
 }
@@ -197,7 +181,6 @@ CASES: dict[str, list[str]] = {
     "no-file": ["serve", "sever.py"],
     "official-sdk": ["serve", "official.py"],
     "import-raises": ["serve", "broken.py"],
-    "duplicate-tool": ["serve", "twice.py"],
     "bad-signature": ["serve", "varargs.py"],
     "resolve-default": ["serve", "fastapi_style.py"],
     "form-not-a-model": ["serve", "form.py"],

@@ -64,7 +64,7 @@ async def test_returned_from_a_tool_they_are_content_without_structured_output(
         {"type": "image", "data": "cG5n", "mimeType": "image/png"},
     ]
     assert (sound.structured_content, picture.structured_content) == (None, None)
-    assert [tool.get("outputSchema") for tool in mcp.list_tools()] == [None, None]
+    assert [tool.output_schema for tool in await mcp.list_tools()] == [None, None]
 
 
 async def test_a_missing_file_fails_the_call() -> None:

@@ -130,11 +130,11 @@ async def test_the_output_schema_and_result_are_the_official_ones(name: str) -> 
 
     ours = MCPServer("ours", keys=[KEY])
     ours.add_tool(tool_returning(*CASES[name](engine)), name=name, **options)
-    [listed] = ours.list_tools()
+    [listed] = await ours.list_tools()
     async with Client(ours) as client:
         got = (await client.call_tool(name)).rounds[-1]
 
-    assert listed.get("outputSchema") == official_tool.output_schema
+    assert listed.output_schema == official_tool.output_schema
     assert wire(got) == wire(expected)
 
 
@@ -161,7 +161,7 @@ async def test_structured_output_true_refuses_a_type_without_a_schema() -> None:
         mcp.add_tool(station, structured_output=True)
     with pytest.raises(InvalidSignature, match="needs a return annotation"):
         mcp.add_tool(lambda: 1, name="bare", structured_output=True)
-    assert mcp.list_tools() == []
+    assert await mcp.list_tools() == []
 
 
 def test_a_call_tool_result_cannot_be_one_arm_of_a_union() -> None:

@@ -46,6 +46,7 @@ def test_string_integer_and_boolean_parameters_may_be_headers() -> None:
     assert tool.param_headers == {"region": "Region", "shard": "Shard", "dry_run": "Dry-Run"}
 
 
+@pytest.mark.anyio
 @pytest.mark.parametrize(
     ("fn", "reason"),
     [
@@ -55,14 +56,14 @@ def test_string_integer_and_boolean_parameters_may_be_headers() -> None:
         (twice, "is the header of property 'a' too"),
     ],
 )
-def test_a_tool_whose_headers_break_the_rules_is_refused(fn: object, reason: str) -> None:
+async def test_a_tool_whose_headers_break_the_rules_is_refused(fn: object, reason: str) -> None:
     mcp = MCPServer("Shards", keys=[KEY])
     with pytest.raises(InvalidSignature) as refused:
         mcp.add_tool(fn)  # type: ignore[arg-type]
     message = str(refused.value)
     assert message.startswith(f"Tool {fn.__name__!r} has an invalid x-mcp-header annotation: ")  # type: ignore[attr-defined]
     assert reason in message
-    assert mcp.list_tools() == []
+    assert await mcp.list_tools() == []
 
 
 def test_a_header_off_the_properties_path_is_refused() -> None:

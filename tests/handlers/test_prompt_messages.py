@@ -112,7 +112,8 @@ async def test_a_prompt_return_annotation_needs_no_schema() -> None:
     def deck(topic: str) -> list[Deck]:
         raise NotImplementedError
 
-    assert mcp.list_prompts()[0]["arguments"] == [{"name": "topic", "required": True}]
+    [listed] = await mcp.list_prompts()
+    assert listed.to_wire()["arguments"] == [{"name": "topic", "required": True}]
 
 
 def review(
@@ -127,7 +128,7 @@ async def test_from_function_makes_the_prompt_the_decorator_would() -> None:
     prompt = Prompt.from_function(review, name="review_code", title="Code review")
 
     assert mcp.add_prompt(prompt) is prompt
-    assert mcp.list_prompts() == [
+    assert [listed.to_wire() for listed in await mcp.list_prompts()] == [
         {
             "name": "review_code",
             "title": "Code review",

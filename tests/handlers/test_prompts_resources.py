@@ -3,6 +3,7 @@
 from typing import Annotated
 
 import pytest
+from mcp.shared.exceptions import MCPError as OfficialMCPError
 from pydantic import BaseModel
 
 from engine import Elicit, MCPServer, Resolve
@@ -99,3 +100,43 @@ async def test_a_prompt_value_that_cannot_be_sent_fails_clearly_and_frees_its_ro
             failures.append(caught.value)
     assert [f.code for f in failures] == [-32603, -32603]
     assert failures[0].message == failures[1].message == "Error getting prompt summary"
+
+
+async def test_an_mcp_error_a_handler_raises_reaches_the_client_as_it_is() -> None:
+    """The official SDK's ``MCPError`` too, raised by code ported from it."""
+    mcp = MCPServer("Docs", keys=[KEY])
+
+    @mcp.prompt()
+    def briefing() -> str:
+        raise OfficialMCPError(-32021, "needs elicitation", {"requiredCapabilities": ["x"]})
+
+    @mcp.resource("notes://broken")
+    def broken() -> str:
+        raise RuntimeError("disk on fire")
+
+    async with Client(mcp) as client:
+        with pytest.raises(ProtocolError) as refused:
+            await client.get_prompt("briefing")
+        with pytest.raises(ProtocolError) as failed:
+            await client.read_resource("notes://broken")
+    error = refused.value
+    assert (error.code, error.message, error.data) == (
+        -32021,
+        "needs elicitation",
+        {"requiredCapabilities": ["x"]},
+    )
+    assert (failed.value.code, failed.value.data) == (-32603, {"uri": "notes://broken"})
+
+
+async def test_a_prompt_given_arguments_that_do_not_fit_is_the_callers_error() -> None:
+    mcp = MCPServer("Docs", keys=[KEY])
+
+    @mcp.prompt()
+    def summary(topic: str) -> str:
+        return f"Summarise {topic}."
+
+    async with Client(mcp) as client:
+        with pytest.raises(ProtocolError) as refused:
+            await client.get_prompt("summary", {})
+    assert (refused.value.code, refused.value.data) == (-32602, {"name": "summary"})
+    assert refused.value.message.startswith("Invalid arguments for prompt summary")

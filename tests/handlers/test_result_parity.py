@@ -78,11 +78,11 @@ async def test_a_return_value_goes_on_the_wire_as_the_official_server_sends_it(
 
     ours = MCPServer("ours", keys=[KEY])
     ours.add_tool(tool_returning(annotation, value), name=name)
-    [listed] = ours.list_tools()
+    [listed] = await ours.list_tools()
     async with Client(ours) as client:
         got = (await client.call_tool(name)).rounds[-1]
 
     assert wire(got) == wire(expected)
-    schema = listed.get("outputSchema")
+    schema = listed.output_schema
     if schema is not None and schema.get("required") == ["result"]:
         assert "result" in got["structuredContent"]

@@ -1,0 +1,286 @@
+"""Extensions (SEP-2133), given as ``MCPServer(extensions=[...])``.
+
+An extension is an object with an ``identifier`` (``vendor.prefix/name``) that may contribute
+tools (``tools()``: bindings with ``fn``, ``meta`` and ``kwargs``), resources (``resources()``:
+bindings whose ``resource`` has a ``uri`` and an async ``read()``), request methods of its own
+(``methods()``: bindings with ``method``, ``params_type``, ``handler(ctx, params)`` and
+``protocol_versions``), settings advertised under ``capabilities.extensions[identifier]``
+(``settings()``), and a wrapper around every ``tools/call`` (``intercept_tool_call(params, ctx,
+call_next)``). The official SDK's ``mcp.server.extension.Extension`` subclasses are such objects;
+they are taken by shape, so this package does not depend on that one.
+
+The handlers of an extension's methods and interceptors get an :class:`ExtensionContext`, shaped
+like the official request context they are written for.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Protocol, Unpack
+
+from pydantic import BaseModel, ValidationError
+
+from engine.calls.reply import CallRequest, ReplyKind, RoundReply
+from engine.context import RequestScope
+from engine.errors import INVALID_PARAMS, METHOD_NOT_FOUND, MISSING_CLIENT_CAPABILITY, MCPError
+from engine.handlers.resource import Resource, ResourceOptions
+from engine.handlers.tool import Tool, ToolOptions
+from engine.operations import Operations
+from engine.protocol.served import ExtensionMethod
+from engine.questions.answers import AnswerSource
+from engine.types import CallToolResult, ClientCapabilities, TextContent, wire_of
+
+_LABEL = r"[A-Za-z](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
+IDENTIFIER = re.compile(rf"{_LABEL}(?:\.{_LABEL})*/[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
+"""An extension's identifier: dot-separated labels, a slash, a name (the ``_meta`` key grammar
+with its prefix required)."""
+
+CallNext = Callable[["ExtensionContext"], Awaitable[Any]]
+
+
+class Host(Protocol):
+    """What an extension is applied to (an ``MCPServer``)."""
+
+    extension_methods: dict[str, ExtensionMethod]
+
+    @property
+    def lifespan_context(self) -> Any: ...
+
+    def add_tool(
+        self, fn: Callable[..., Any], name: str | None = None, **options: Unpack[ToolOptions]
+    ) -> Tool: ...
+
+    def add_resource(
+        self,
+        fn: Callable[..., Any],
+        uri: str,
+        *,
+        name: str | None = None,
+        **options: Unpack[ResourceOptions],
+    ) -> Resource: ...
+
+
+@dataclasses.dataclass(slots=True)
+class ClientSession:
+    """The client, as an extension's handler sees it: what it declared."""
+
+    client_capabilities: ClientCapabilities
+
+
+@dataclasses.dataclass(slots=True)
+class ExtensionContext:
+    """The request an extension's method handler or interceptor serves."""
+
+    session: ClientSession
+    lifespan_context: Any
+    protocol_version: str | None
+    method: str
+    params: Mapping[str, Any] | None = None
+    request_id: str | int | None = None
+    meta: Mapping[str, Any] | None = None
+    request: Any = None
+
+
+@dataclasses.dataclass(slots=True)
+class ToolCallParams:
+    """The ``tools/call`` an interceptor is given."""
+
+    name: str
+    arguments: dict[str, Any] | None = None
+
+
+def require_client_extension(context: Any, identifier: str) -> None:
+    """Refuse the request (``-32021``, naming the extension in ``requiredCapabilities``) unless
+    its client declared the extension ``identifier``.
+
+    ``context``: a handler's ``Context``, its ``ctx.request_context``, or the context an
+    extension's handler is given.
+    """
+    if identifier not in _declared_extensions(context):
+        raise MCPError(
+            MISSING_CLIENT_CAPABILITY,
+            f"This needs the client extension {identifier!r}, which the client did not declare "
+            "in its capabilities",
+            {"requiredCapabilities": {"extensions": {identifier: {}}}},
+        )
+
+
+def apply_extensions(server: Host, extensions: Sequence[Any]) -> list[Any]:
+    """Register what each extension contributes on ``server``; the extensions, checked."""
+    applied: list[Any] = []
+    for extension in extensions:
+        identifier = getattr(extension, "identifier", None)
+        owner = type(extension).__name__
+        if not isinstance(identifier, str) or not IDENTIFIER.fullmatch(identifier):
+            raise TypeError(
+                f"{owner}.identifier must be 'vendor.prefix/name' (a reverse-DNS prefix, a "
+                f"slash, a name), got {identifier!r}"
+            )
+        if any(known.identifier == identifier for known in applied):
+            raise ValueError(f"Two extensions have the identifier {identifier!r}; give one")
+        applied.append(extension)
+        for tool in extension.tools():
+            server.add_tool(tool.fn, meta=tool.meta, **tool.kwargs)
+        for binding in extension.resources():
+            _add_resource_object(server, binding.resource)
+        for method in extension.methods():
+            if method.method in server.extension_methods:
+                raise ValueError(  # the official wording, which ported tests pin
+                    f"Extension {identifier!r} binds method {method.method!r}, which is already "
+                    "registered; extension methods are additive and cannot replace another handler"
+                )
+            server.extension_methods[method.method] = _method(server, method)
+    return applied
+
+
+def advertised(extensions: Sequence[Any]) -> dict[str, Any]:
+    """``capabilities.extensions``: each extension's settings, by identifier."""
+    return {extension.identifier: dict(extension.settings()) for extension in extensions}
+
+
+def interceptors(extensions: Sequence[Any]) -> list[Any]:
+    """The extensions whose class overrides ``intercept_tool_call`` (the base one passes the
+    call through, so only an override is worth wrapping ``tools/call`` in)."""
+    return [e for e in extensions if _overrides(type(e), "intercept_tool_call")]
+
+
+class InterceptedOperations(Operations):
+    """The round operations, with every ``tools/call`` passed through the extensions'
+    interceptors, the first given outermost."""
+
+    def __init__(self, server: Host, operations: Operations, wrapping: list[Any]):
+        super().__init__(operations.registry, operations.runner, operations.metrics)
+        self.tasks = operations.tasks
+        self.server = server
+        self.wrapping = wrapping
+
+    def call_tool(
+        self, request: CallRequest, in_place: AnswerSource | None = None
+    ) -> Awaitable[RoundReply]:
+        return self._intercepted(request, in_place)
+
+    async def _intercepted(self, request: CallRequest, in_place: AnswerSource | None) -> RoundReply:
+        params = ToolCallParams(request.target, request.arguments)
+        replies: list[RoundReply] = []
+        results: list[Any] = []
+        run = super().call_tool
+
+        async def innermost(context: ExtensionContext) -> Any:
+            reply = await run(request, in_place)
+            replies.append(reply)
+            result = _result_of(reply)
+            results.append(result)
+            return result
+
+        chain: CallNext = innermost
+        for extension in reversed(self.wrapping):
+            chain = _interceptor(extension, params, chain)
+        outcome = await chain(_context(self.server, request.scope))
+        if isinstance(outcome, RoundReply):
+            return outcome
+        if results and outcome is results[-1]:
+            return replies[-1]
+        reply = replies[-1] if replies else RoundReply(ReplyKind.COMPLETE)
+        reply.kind, reply.value, reply.error = ReplyKind.COMPLETE, wire_of(outcome), None
+        return reply
+
+
+def _interceptor(extension: Any, params: ToolCallParams, call_next: CallNext) -> CallNext:
+    async def call(context: ExtensionContext) -> Any:
+        return await extension.intercept_tool_call(params, context, call_next)
+
+    return call
+
+
+def _result_of(reply: RoundReply) -> Any:
+    """What an interceptor sees of a round: its ``CallToolResult``, or the reply itself (a
+    question, a task, a response already sent) to hand back untouched."""
+    if reply.kind is ReplyKind.COMPLETE:
+        return CallToolResult.model_validate(reply.value)
+    if reply.kind is ReplyKind.ERROR:
+        return CallToolResult(content=[TextContent(text=reply.error or "")], is_error=True)
+    return reply
+
+
+def _method(server: Host, binding: Any) -> ExtensionMethod:
+    """An extension's request method, as the protocol layer serves it."""
+    name: str = binding.method
+    params_type: type[BaseModel] = binding.params_type
+    handler = binding.handler
+    versions = binding.protocol_versions
+
+    async def serve(params: dict[str, Any], scope: RequestScope) -> dict[str, Any]:
+        if versions is not None and scope.protocol_version not in versions:
+            raise MCPError(METHOD_NOT_FOUND, "Method not found", name)
+        try:
+            parsed = params_type.model_validate(params)
+        except ValidationError as exc:
+            raise MCPError(INVALID_PARAMS, f"Invalid params for {name}: {exc}") from None
+        result = await handler(_context(server, scope, params), parsed)
+        answer = wire_of(result)
+        if not isinstance(answer, dict):
+            raise TypeError(f"The handler of {name} returned {type(result).__name__}, not a result")
+        return answer
+
+    return serve
+
+
+def _context(
+    server: Host, scope: RequestScope, params: Mapping[str, Any] | None = None
+) -> ExtensionContext:
+    return ExtensionContext(
+        session=ClientSession(ClientCapabilities.model_validate(scope.capabilities)),
+        lifespan_context=server.lifespan_context,
+        protocol_version=scope.protocol_version,
+        method=scope.method,
+        params=params,
+        request_id=scope.request_id,
+        meta=scope.meta,
+    )
+
+
+def _add_resource_object(server: Host, resource: Any) -> None:
+    """Register a resource object (a ``uri``, an async ``read()``) as a resource function."""
+
+    async def read() -> str | bytes:
+        content: str | bytes = await resource.read()
+        return content
+
+    server.add_resource(
+        read,
+        str(resource.uri),
+        name=getattr(resource, "name", None),
+        title=getattr(resource, "title", None),
+        description=getattr(resource, "description", None),
+        mime_type=getattr(resource, "mime_type", None),
+    )
+
+
+def _declared_extensions(context: Any) -> Mapping[str, Any]:
+    capabilities = getattr(context, "client_capabilities", None)
+    if capabilities is None:
+        capabilities = getattr(getattr(context, "session", None), "client_capabilities", None)
+    if isinstance(capabilities, Mapping):
+        declared = capabilities.get("extensions")
+    else:
+        declared = getattr(capabilities, "extensions", None)
+    return declared if isinstance(declared, Mapping) else {}
+
+
+def _overrides(cls: type, name: str) -> bool:
+    """Whether more than one class of ``cls``'s hierarchy defines ``name``."""
+    return sum(name in klass.__dict__ for klass in cls.__mro__) > 1
+
+
+__all__ = [
+    "ClientSession",
+    "ExtensionContext",
+    "InterceptedOperations",
+    "ToolCallParams",
+    "advertised",
+    "apply_extensions",
+    "interceptors",
+    "require_client_extension",
+]
