@@ -3,6 +3,7 @@
 from typing import TYPE_CHECKING
 
 from engine.app import MCPServer
+from engine.auth.current import get_access_token
 from engine.auth.provider import AccessToken, TokenVerifier
 from engine.auth.settings import AuthSettings
 from engine.calls.runner import Principal
@@ -141,6 +142,7 @@ __all__ = [
     "UnexpectedResourceError",
     "UserMessage",
     "authenticated_principal",
+    "get_access_token",
     "require_client_extension",
     "safe_join",
 ]

@@ -1,9 +1,10 @@
 """Rewrite the imports of official ``mcp`` code so that it runs against this project's server.
 
 The rule is the one docs/porting.md gives a user: whatever comes from ``mcp.server.mcpserver``
-(the package or any module under it), and ``MCPServer`` from ``mcp.server``, comes from
-``engine``. Everything else stays official: the client, ``mcp_types``, the low-level server.
-Only import statements change; the rest of each file is kept byte for byte.
+(the package or any module under it), ``MCPServer`` from ``mcp.server`` and ``get_access_token``
+from ``mcp.server.auth.middleware.auth_context``, comes from ``engine``. Everything else stays
+official: the client, ``mcp_types``, the low-level server. Only import statements change; the
+rest of each file is kept byte for byte.
 
 A name ``engine`` does not export (an official internal, such as ``ToolManager`` or a private
 helper of the official resolver) is bound to a placeholder that fails when a test uses it, so
@@ -18,8 +19,12 @@ import sys
 from pathlib import Path
 
 OFFICIAL_PACKAGE = "mcp.server.mcpserver"
-MOVED_FROM_SERVER = frozenset({"MCPServer"})
-"""Names ``mcp.server`` re-exports from ``mcp.server.mcpserver``."""
+MOVED_ONE_BY_ONE = {
+    "mcp.server": frozenset({"MCPServer"}),
+    "mcp.server.auth.middleware.auth_context": frozenset({"get_access_token"}),
+}
+"""Names outside ``mcp.server.mcpserver`` that come from ``engine`` too: ``MCPServer``, which
+``mcp.server`` re-exports, and ``get_access_token``, which reads the request being served."""
 
 
 def _is_official_server_module(module: str) -> bool:
@@ -49,14 +54,15 @@ def _rewritten(node: ast.stmt) -> str | None:
     if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module is not None:
         if _is_official_server_module(node.module):
             return _from_engine(node.module, node.names)
-        if node.module == "mcp.server":
-            moved = [a for a in node.names if a.name in MOVED_FROM_SERVER]
+        names = MOVED_ONE_BY_ONE.get(node.module)
+        if names is not None:
+            moved = [a for a in node.names if a.name in names]
             if not moved:
                 return None
-            kept = [a for a in node.names if a.name not in MOVED_FROM_SERVER]
+            kept = [a for a in node.names if a.name not in names]
             lines = [f"from engine import {_names(moved)}"]
             if kept:
-                lines.append(f"from mcp.server import {_names(kept)}")
+                lines.append(f"from {node.module} import {_names(kept)}")
             return "; ".join(lines)
     return None
 
