@@ -7,6 +7,7 @@ from engine.auth.provider import AccessToken, TokenVerifier
 from engine.auth.settings import AuthSettings
 from engine.calls.runner import Principal
 from engine.context import Context, RequestScope
+from engine.di.input_required import returns_input_required
 from engine.di.redacted import Redacted
 from engine.di.resolve import Resolve
 from engine.errors import (
@@ -85,4 +86,5 @@ __all__ = [
     "TokenVerifier",
     "ToolError",
     "authenticated_principal",
+    "returns_input_required",
 ]
