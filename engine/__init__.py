@@ -8,6 +8,7 @@ from engine.auth.provider import AccessToken, TokenVerifier
 from engine.auth.settings import AuthSettings
 from engine.calls.runner import Principal
 from engine.context import Context, RequestScope
+from engine.di.input_required import returns_input_required
 from engine.di.redacted import Redacted
 from engine.di.resolve import Resolve
 from engine.errors import (
@@ -144,5 +145,6 @@ __all__ = [
     "authenticated_principal",
     "get_access_token",
     "require_client_extension",
+    "returns_input_required",
     "safe_join",
 ]

@@ -174,8 +174,10 @@ class CallScope:
     __slots__ = (
         "asker",
         "call_id",
+        "input_responses",
         "next_state",
         "prefix",
+        "request_state",
         "round_no",
         "state",
         "steps",
@@ -199,6 +201,10 @@ class CallScope:
         self.prefix = prefix
         self.steps = 0
         self.call_id = ""
+        self.input_responses: dict[str, Any] | None = None
+        """The client's answers to the input requests the handler returned last round."""
+        self.request_state: str | None = None
+        """The ``request_state`` string the handler returned last round."""
 
     def child(self, resolver_key: str) -> CallScope:
         """A scope whose steps are counted apart: a resolver's own questions and checkpoints
@@ -310,6 +316,23 @@ class Context(Generic[LifespanT]):
         """1 on the first round of a call, then 2, 3, ..."""
         return self._call.round_no if self._call is not None else 1
 
+    @property
+    def input_responses(self) -> dict[str, Any] | None:
+        """The client's answers to the input requests this handler returned last round (an
+        ``InputRequiredResult``), by the keys it gave them; ``None`` on a call's first round,
+        and when the client sent no answers. Only answers to requests it made are here, each as
+        the model of what it asked: ``ElicitResult``, ``CreateMessageResult`` or
+        ``ListRootsResult`` (another library's, when the return annotation names that
+        library's ``InputRequiredResult``)."""
+        return self._call.input_responses if self._call is not None else None
+
+    @property
+    def request_state(self) -> str | None:
+        """The ``request_state`` string this handler put in the ``InputRequiredResult`` it
+        returned last round, given back as it was (the server sealed it into its own
+        ``requestState``, so a client can neither read nor change it); ``None`` otherwise."""
+        return self._call.request_state if self._call is not None else None
+
     async def read_resource(self, uri: str) -> list[Any]:
         """Read one of this server's resources through the same registry as ``resources/read``."""
         return await self._server.read_resource_contents(uri, self._scope)
@@ -388,6 +411,18 @@ class Context(Generic[LifespanT]):
             )
         return self._call
 
+    def _asking_call(self, what: str) -> CallScope:
+        """The call, for a question from the body: refused in a call whose handler asks the
+        client itself (its answers would not be carried to the rounds after)."""
+        call = self._require_call(what)
+        if call.state.handler is not None:
+            raise RuntimeError(
+                f"ctx.{what}() in a call whose handler returned its own input requests: a call "
+                "asks the client through one channel; ask with another InputRequiredResult, or "
+                "only through ctx"
+            )
+        return call
+
     async def ask(self, question: Question, *, key: str | None = None) -> Any:
         """Ask any question from a body; returns its outcome.
 
@@ -396,7 +431,7 @@ class Context(Generic[LifespanT]):
         arguments and earlier answers. If a replay asks a different n-th question than the
         recorded one, the recorded answer is discarded and the question asked again.
         """
-        call = self._require_call("ask")
+        call = self._asking_call("ask")
         call.steps += 1
         wire_key = key or f"{call.prefix}{question.kind}#{call.steps}"
         rendered = Rendered.of(question, from_body=True)
@@ -412,7 +447,7 @@ class Context(Generic[LifespanT]):
         of them, on 2026-07-28 and in a task), so they are answered together rather than a
         round each. Each takes its place in the body's questions, as :meth:`ask` would.
         """
-        call = self._require_call("ask_all")
+        call = self._asking_call("ask_all")
         outcomes: list[Any] = []
         for question in questions:
             call.steps += 1

@@ -352,6 +352,71 @@ class ClientCapabilities(WireModel):
     extensions: dict[str, dict[str, Any]] | None = None
 
 
+class ElicitRequestFormParams(WireModel):
+    mode: Literal["form"] = "form"
+    message: str
+    requested_schema: dict[str, Any]
+    meta: dict[str, Any] | None = Field(default=None, alias="_meta")
+
+
+class ElicitRequestURLParams(WireModel):
+    mode: Literal["url"] = "url"
+    message: str
+    url: str
+    elicitation_id: str | None = None
+    meta: dict[str, Any] | None = Field(default=None, alias="_meta")
+
+
+class ElicitRequest(WireModel):
+    """A question for the user, as a handler puts it in an :class:`InputRequiredResult`."""
+
+    method: Literal["elicitation/create"] = "elicitation/create"
+    params: ElicitRequestFormParams | ElicitRequestURLParams
+
+
+class CreateMessageRequestParams(WireModel):
+    messages: list[SamplingMessage]
+    max_tokens: int
+    system_prompt: str | None = None
+    include_context: Literal["none", "thisServer", "allServers"] | None = None
+    temperature: float | None = None
+    stop_sequences: list[str] | None = None
+    metadata: dict[str, Any] | None = None
+    model_preferences: ModelPreferences | None = None
+    tools: list[Tool] | None = None
+    tool_choice: ToolChoice | None = None
+    meta: dict[str, Any] | None = Field(default=None, alias="_meta")
+
+
+class CreateMessageRequest(WireModel):
+    """A request for the client's model, as a handler puts it in an :class:`InputRequiredResult`."""
+
+    method: Literal["sampling/createMessage"] = "sampling/createMessage"
+    params: CreateMessageRequestParams
+
+
+class ListRootsRequest(WireModel):
+    """A request for the client's roots, as a handler puts it in an :class:`InputRequiredResult`."""
+
+    method: Literal["roots/list"] = "roots/list"
+    params: dict[str, Any] | None = None
+
+
+InputRequest = Annotated[
+    ElicitRequest | CreateMessageRequest | ListRootsRequest, Field(discriminator="method")
+]
+
+
+class InputRequiredResult(WireModel):
+    """What a handler returns to ask the client for input itself (2026-07-28): its requests by
+    key, and a string of its own that comes back as ``ctx.request_state`` on the retry. The
+    server seals that string into its own ``requestState``; it never goes out as it is."""
+
+    input_requests: dict[str, InputRequest] | None = None
+    request_state: str | None = None
+    meta: dict[str, Any] | None = Field(default=None, alias="_meta")
+
+
 ToolResultContent.model_rebuild()
 
 __all__ = [
@@ -364,13 +429,21 @@ __all__ = [
     "CompletionArgument",
     "CompletionContext",
     "ContentBlock",
+    "CreateMessageRequest",
+    "CreateMessageRequestParams",
     "CreateMessageResult",
     "CreateMessageResultWithTools",
+    "ElicitRequest",
+    "ElicitRequestFormParams",
+    "ElicitRequestURLParams",
     "ElicitResult",
     "EmbeddedResource",
     "GetPromptResult",
     "Icon",
     "ImageContent",
+    "InputRequest",
+    "InputRequiredResult",
+    "ListRootsRequest",
     "ListRootsResult",
     "ModelHint",
     "ModelPreferences",

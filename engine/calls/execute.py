@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.calls.arguments import InvalidArguments, validate_arguments
+from engine.calls.handler_requests import handed_answers, input_required_of, keep_requests
 from engine.calls.walk import DEFERRED, SUSPENDED, BeforeBody, Round
 from engine.context import CallScope, RequestScope, ServerHooks
 from engine.di.overrides import DependencyOverrides
@@ -46,6 +47,9 @@ class Outcome(enum.Enum):
     """``error`` says why, in the words the client gets."""
     DEFERRED = "deferred"
     """The resolvers are answered and the body is left to run later, as a task."""
+    HANDLER_ASKED = "handler_asked"
+    """The body returned input requests of its own: ``value`` is their wire form, and the
+    answer source's next state records them."""
 
 
 @dataclass(slots=True)
@@ -106,6 +110,7 @@ async def execute_round(
     convert: Convert | None,
     before_body: BeforeBody | None = None,
     target: str | None = None,
+    input_responses: Any = None,
 ) -> Executed:
     """Run one round. Protocol errors propagate as :class:`MCPError` (another SDK's error of
     that shape becomes one, with its code, message and data); every other failure is an
@@ -115,6 +120,8 @@ async def execute_round(
     like the body did. ``before_body``, once the resolvers are answered, may leave the body for
     later (:attr:`Outcome.DEFERRED`). ``target`` is what the request named (a resource's URI);
     the handler's name by default.
+    ``input_responses`` are the client's answers as sent: a handler that asked for input
+    itself last round reads its own from them (``ctx.input_responses``).
     """
     signature = handler.planned(overrides, overrides.version)
     try:
@@ -123,12 +130,22 @@ async def execute_round(
         return Executed(Outcome.FAILED, error=str(exc), code=INVALID_PARAMS)
     call = CallScope(handler.name, answers, state, answers.next_state, round_no)
     call.call_id = call_id
+    handler_asked = state.handler
+    if handler_asked is not None:
+        call.request_state = handler_asked.state
+        call.input_responses = handed_answers(
+            handler_asked, input_responses, signature.answer_models, answers.accepted
+        )
     try:
         value = await Round(signature, hooks, scope, call, answers, before_body).run(arguments)
         if value is SUSPENDED:
             return Executed(Outcome.SUSPENDED)
         if value is DEFERRED:
             return Executed(Outcome.DEFERRED)
+        asked = input_required_of(value)
+        if asked is not None:
+            requests = keep_requests(asked, signature, answers.next_state)
+            return Executed(Outcome.HANDLER_ASKED, requests)
         if convert is not None:
             value = convert(value)
     except MCPError:

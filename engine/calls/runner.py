@@ -235,13 +235,17 @@ class RoundRunner:
                     convert=convert,
                     before_body=None if task is None else task.wanted,
                     target=request.target,
+                    input_responses=responses,
                 )
-                if executed.outcome is Outcome.SUSPENDED:
+                outcome = executed.outcome
+                if outcome is Outcome.HANDLER_ASKED and in_place is not None:
+                    raise cannot_ask_in_place(handler)
+                if outcome is Outcome.SUSPENDED or outcome is Outcome.HANDLER_ASKED:
                     reply = await self._suspended(
                         answers, handler, request, call_id, round_no, binding, principal,
-                        None if claims is None else claims.trace,
+                        None if claims is None else claims.trace, executed.value,
                     )  # fmt: skip
-                elif executed.outcome is Outcome.DEFERRED:
+                elif outcome is Outcome.DEFERRED:
                     assert task is not None
                     reply = await task.start(
                         request, call_id, round_no, answers.next_state, principal
@@ -282,12 +286,19 @@ class RoundRunner:
         binding: Binding | None,
         principal: str | None,
         trace_in: bytes | None,
+        handler_requests: dict[str, Any] | None = None,
     ) -> RoundReply:
         """The ``input_required`` reply of a round waiting for answers: the next token. It
         carries this round's trace context, or, from a replica that does not trace, the one
-        its own token carried (``trace_in``), so the call stays one trace across it."""
-        assert isinstance(answers, StatelessAnswers), "questions asked in place never suspend"
-        requests = {key: rendered.request() for key, rendered in answers.pending.items()}
+        its own token carried (``trace_in``), so the call stays one trace across it.
+
+        The requests are the questions pending in the answer source, or, when the handler
+        returned its own, ``handler_requests``."""
+        if handler_requests is not None:
+            requests = handler_requests
+        else:
+            assert isinstance(answers, StatelessAnswers), "questions asked in place never suspend"
+            requests = {key: rendered.request() for key, rendered in answers.pending.items()}
         call_hex = call_id.hex()
         trace = request.scope.trace
         try:
@@ -401,6 +412,27 @@ class RoundRunner:
                 launch()
 
         return finish
+
+
+def cannot_ask_in_place(handler: Handler) -> MCPError:
+    """The error of a handler that returned its own input requests to a 2025-11-25 client,
+    whose protocol has no ``input_required`` result to carry them."""
+    log.error(
+        "%s %r returned an InputRequiredResult to a 2025-11-25 client, which cannot receive "
+        "one; ask with ctx.elicit() / ctx.sample() / ctx.list_roots() or a Resolve(...) "
+        "dependency to reach clients of both protocol versions",
+        handler.role,
+        handler.name,
+    )
+    return MCPError(
+        INTERNAL_ERROR,
+        "Handler returned an invalid result",
+        {
+            "reason": f"{handler.role} {handler.name!r} asked for input by returning an "
+            "InputRequiredResult, which protocol 2025-11-25 has no result for; a client must "
+            "use protocol 2026-07-28 to call it"
+        },
+    )
 
 
 def _ended(

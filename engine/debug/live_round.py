@@ -156,6 +156,7 @@ async def run_live_round(
             convert=converter(handler, target),
             before_body=_made_a_task if recorded.kind == "task" else None,
             target=target,
+            input_responses=recorded.answers,
         )
     except MCPError as exc:
         return LiveRound("protocol error", {}, protocol_error=f"{exc.code}: {exc.message}")
@@ -170,6 +171,8 @@ async def run_live_round(
         if executed.unexpected is not None:
             live.traceback = _user_traceback(executed.unexpected)
         return live
+    if executed.outcome is Outcome.HANDLER_ASKED:  # the handler's own input requests
+        return LiveRound("input_required", executed.value, None, answers.next_state)
     asked = answers.asked_live if isinstance(answers, InPlaceRecordedAnswers) else answers.pending
     questions = {key: rendered.request() for key, rendered in asked.items()}
     if executed.outcome is Outcome.SUSPENDED:

@@ -214,7 +214,10 @@ async def replay_call(
             for earlier in rounds[: recorded.round]:
                 checkpoints.update(earlier.checkpoints)
             state = CallState(
-                answers=dict(previous.answers), asked=dict(previous.asked), checkpoints=checkpoints
+                answers=dict(previous.answers),
+                asked=dict(previous.asked),
+                checkpoints=checkpoints,
+                handler=previous.handler,
             )
             if recorded.kind == "cancelled":
                 report.warnings.append(

@@ -66,7 +66,7 @@ def describe_state(data: bytes) -> dict[str, Any]:
         state = CallState.decode(data)
     except InvalidRequestState as exc:
         return {"undecodable": exc.reason}
-    return {
+    described: dict[str, Any] = {
         "answers": {
             key: {"question_fingerprint": fp.hex(), "answer": jsonable(answer)}
             for key, (fp, answer) in state.answers.items()
@@ -74,6 +74,11 @@ def describe_state(data: bytes) -> dict[str, Any]:
         "asked": {key: fp.hex() for key, fp in state.asked.items()},
         "checkpoints": jsonable(state.checkpoints),
     }
+    handler = state.handler
+    if handler is not None:
+        described["handler_asked"] = dict(handler.methods)
+        described["handler_request_state"] = handler.state
+    return described
 
 
 def key_id(token: str) -> str | None:

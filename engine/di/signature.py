@@ -22,6 +22,14 @@ from engine.di.annotations import (
     named_parameters,
     resolve_marker,
 )
+from engine.di.input_required import (
+    ANSWER_MODELS,
+    NO_RETURN,
+    AnswerModels,
+    answer_models,
+    input_required_model,
+    without_input_required,
+)
 from engine.di.plain_arguments import plain_arguments
 from engine.di.plan import Plan
 from engine.di.planner import Planner
@@ -42,6 +50,8 @@ class Signature:
     is_async: bool
     plan: Plan
     return_type: Any
+    """The return annotation of the handler's values, without an ``InputRequiredResult`` arm
+    (that is not data: no output schema describes it)."""
     plain_arguments: tuple[tuple[str, type, Any], ...] | None = None
     """``(name, type, default)`` of every argument when all are plain ``str``, ``int``,
     ``float`` or ``bool`` fields without constraints or aliases (``None`` otherwise): a value of
@@ -49,6 +59,10 @@ class Signature:
     :func:`engine.calls.arguments.validate_arguments`)."""
     redacted: frozenset[str] = frozenset()
     """Arguments marked ``Redacted()``: never journaled."""
+    answer_models: AnswerModels = field(default_factory=lambda: ANSWER_MODELS)
+    """What the client's answers to the handler's own input requests are handed over as
+    (``ctx.input_responses``): another library's models when its return annotation names that
+    library's ``InputRequiredResult``."""
 
     validator: SchemaValidator = field(init=False, repr=False)
     """The arguments model's validator, called directly on every round."""
@@ -96,6 +110,16 @@ def analyze(
     is_async, generator = flavour(fn)
     if generator is not None:
         raise InvalidSignature(f"{label} is a generator; only resolvers may use yield")
+    plan = planner.plan(sources)
+    returned = hints.get("return", NO_RETURN)
+    asking = input_required_model(returned)
+    if asking is not None and plan.nodes:
+        raise InvalidSignature(
+            f"{label} combines Resolve(...) parameters with an InputRequiredResult return. A "
+            "call asks the client through one channel: let the resolvers ask (Elicit, Sample, "
+            "ListRoots), or return the handler's own input requests and read the answers from "
+            "ctx.input_responses, not both"
+        )
     return Signature(
         fn=fn,
         owner=owner,
@@ -104,8 +128,9 @@ def analyze(
         argument_names=argument_names,
         context_names=[s.name for s in sources if s.kind == "context"],
         is_async=is_async,
-        plan=planner.plan(sources),
-        return_type=hints.get("return", inspect.Signature.empty),
+        plan=plan,
+        return_type=returned if asking is None else without_input_required(returned),
         plain_arguments=plain_arguments(arguments),
         redacted=frozenset(redacted),
+        answer_models=answer_models(asking),
     )

@@ -110,6 +110,23 @@ async def run_body(lease: Lease, context: RunContext) -> None:
         outcome, kind = _failed(protocol_error), "failed"
     elif executed.outcome is Outcome.SUSPENDED:
         outcome, kind = _asking(record, answers), ReplyKind.INPUT_REQUIRED.value
+    elif executed.outcome is Outcome.HANDLER_ASKED:
+        log.error(
+            "tool %r returned an InputRequiredResult from a task's body, which a task cannot "
+            "carry; in a task, ask with ctx.elicit() / ctx.sample() / ctx.list_roots() (the task "
+            "waits for the answer) or a Resolve(...) dependency",
+            tool.name,
+        )
+        answers.next_state.handler = None
+        text = (
+            f"Error executing tool {tool.name}: it asked for input by returning an "
+            "InputRequiredResult, which a task cannot carry"
+        )
+        outcome = {
+            "status": Status.COMPLETED,
+            "result": {**error_result(text), "resultType": "complete"},
+        }
+        kind = ReplyKind.ERROR.value
     else:
         if executed.unexpected is not None:
             log.error("tool %r failed", tool.name, exc_info=executed.unexpected)

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 import engine.state.call
 from engine.errors import InvalidRequestState
-from engine.state.call import STATE_VERSION, CallState
+from engine.state.call import STATE_VERSION, CallState, HandlerRequests
 from engine.state.claims import CLAIMS_VERSION, TRACED_CLAIMS_VERSION, Claims, StateRef
 
 examples = settings(max_examples=200, deadline=None)
@@ -42,6 +42,12 @@ call_states = st.builds(
     answers=st.dictionaries(st.text(), st.tuples(fingerprints, json_values), max_size=5),
     asked=st.dictionaries(st.text(), fingerprints, max_size=5),
     checkpoints=st.dictionaries(st.text(), json_values, max_size=5),
+    handler=st.none()
+    | st.builds(
+        HandlerRequests,
+        methods=st.dictionaries(st.text(), st.text(), max_size=3),
+        state=st.none() | st.text(),
+    ),
 )
 claims = st.builds(
     Claims,
@@ -100,6 +106,24 @@ def test_a_call_state_round_trips(state: CallState) -> None:
 
 def test_an_empty_call_state_round_trips() -> None:
     assert CallState.decode(CallState().encode()) == CallState()
+
+
+def test_a_state_whose_handler_asked_nothing_keeps_its_four_fields() -> None:
+    plain = CallState(checkpoints={"once#1": 3})
+    assert msgpack.unpackb(plain.encode()) == [STATE_VERSION, {}, {}, {"once#1": 3}]
+    asking = CallState(handler=HandlerRequests({"who": "elicitation/create"}, "r1"))
+    assert msgpack.unpackb(asking.encode())[4] == [{"who": "elicitation/create"}, "r1"]
+    assert CallState.decode(asking.encode()) == asking
+
+
+@pytest.mark.parametrize(
+    "handler",
+    [["r1"], [{"who": 1}, None], [{"who": "elicitation/create"}, 5], "r1"],
+    ids=["one field", "a method not a string", "a state not a string", "not a list"],
+)
+def test_a_malformed_handler_record_is_rejected(handler: Any) -> None:
+    with pytest.raises(InvalidRequestState):
+        CallState.decode(pack([STATE_VERSION, {}, {}, {}, handler]))
 
 
 @examples
