@@ -20,6 +20,7 @@ from engine.errors import (
 )
 from engine.handlers.results import ReadResourceContents
 from engine.media import Audio, Image
+from engine.middleware import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from engine.prompt_messages import AssistantMessage, Message, UserMessage
 from engine.prompts import Prompt
 from engine.questions.kinds import (
@@ -98,6 +99,7 @@ __all__ = [
     "Audio",
     "AuthSettings",
     "BinaryResource",
+    "CallNext",
     "CancelledElicitation",
     "Context",
     "DeclinedElicitation",
@@ -107,6 +109,7 @@ __all__ = [
     "ElicitationResult",
     "FileResource",
     "FunctionResource",
+    "HandlerResult",
     "HttpResource",
     "Image",
     "IntrospectionVerifier",
@@ -134,6 +137,8 @@ __all__ = [
     "ResourceSecurityError",
     "ResourceTemplate",
     "Sample",
+    "ServerMiddleware",
+    "ServerRequestContext",
     "TextResource",
     "TokenVerifier",
     "ToolError",
