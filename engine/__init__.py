@@ -23,6 +23,7 @@ from engine.errors import (
 from engine.extensions import require_client_extension
 from engine.handlers.results import ReadResourceContents
 from engine.media import Audio, Image
+from engine.middleware import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from engine.prompt_messages import AssistantMessage, Message, UserMessage
 from engine.prompts import Prompt
 from engine.questions.kinds import (
@@ -101,6 +102,7 @@ __all__ = [
     "Audio",
     "AuthSettings",
     "BinaryResource",
+    "CallNext",
     "CancelledElicitation",
     "Context",
     "DeclinedElicitation",
@@ -110,6 +112,7 @@ __all__ = [
     "ElicitationResult",
     "FileResource",
     "FunctionResource",
+    "HandlerResult",
     "HttpResource",
     "Image",
     "IntrospectionVerifier",
@@ -137,6 +140,8 @@ __all__ = [
     "ResourceSecurityError",
     "ResourceTemplate",
     "Sample",
+    "ServerMiddleware",
+    "ServerRequestContext",
     "TextResource",
     "TokenVerifier",
     "ToolError",

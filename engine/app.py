@@ -36,6 +36,7 @@ from engine.handlers.prompt import Prompt
 from engine.handlers.resource import ReadableResource, Resource, ResourceOptions, resource_of
 from engine.handlers.results import ReadResourceContents
 from engine.handlers.tool import Tool, ToolOptions
+from engine.middleware import ServerMiddleware, checked_middleware
 from engine.operations import Operations
 from engine.protocol.served import ExtensionMethod
 from engine.registry import Registry
@@ -63,12 +64,6 @@ REPLAY_WARNING = (
     "rounds"
 )
 """Logged once as a server with tools starts running without a store (see docs/deployment.md)."""
-
-MIDDLEWARE_NOT_TAKEN = (
-    "MCPServer(middleware=...): middleware around each JSON-RPC message is not supported. "
-    "Wrap the HTTP app in ASGI middleware instead, mcp.streamable_http_app(middleware=[...]) "
-    "(see docs/running.md), or check a request in a resolver of the handler"
-)
 
 SSE_NOT_SERVED = (
     "the HTTP+SSE transport of protocol 2024-11-05 (GET /sse, POST /messages/) is not served: "
@@ -198,7 +193,9 @@ class MCPServer(Generic[LifespanT]):
     for the cacheable methods (the others keep ``list_ttl_ms``, public); ``subscriptions``:
     ``False`` serves no ``subscriptions/listen``; ``log_level`` configures Python logging (and
     uvicorn's level under ``run``) unless the program did; ``debug``, Starlette's debug pages
-    on the HTTP app's other routes.
+    on the HTTP app's other routes; ``middleware``, functions ``async (ctx, call_next)`` around
+    every JSON-RPC message a client sends, the first outermost, also ``mcp.middleware`` (a list
+    to append to; see docs/middleware.md). ASGI middleware goes to ``streamable_http_app``.
     """
 
     def __init__(
@@ -219,10 +216,11 @@ class MCPServer(Generic[LifespanT]):
         resources: Iterable[ReadableResource] | None = None,
         resource_security: ResourceSecurity | None = None,
         extensions: Sequence[Any] | None = None,
+        middleware: Iterable[ServerMiddleware[Any]] | None = None,
         **options: Unpack[ServerOptions],
     ) -> None:
-        if "middleware" in options:
-            raise TypeError(MIDDLEWARE_NOT_TAKEN)
+        self.middleware: list[ServerMiddleware[Any]] = checked_middleware(middleware)
+        """Around every inbound message, the first outermost (docs/middleware.md)."""
         refuse_unknown("MCPServer.__init__", options, SERVER_OPTIONS)
         self._auth, self._token_verifier = _checked_auth(auth, token_verifier, auth_server_provider)
         if request_state_security is not None:

@@ -34,6 +34,8 @@ async def dispatch(server: Served, raw: Any, exchange: Exchange) -> Response:
     try:
         message = parse(raw)
         if not message.is_request:
+            if server.middleware:
+                await modern.observe(server, message, exchange)
             return Response(202, None)
         body = await modern.handle(server, message, exchange)
         return Response(200, result_bytes(message.id, body))

@@ -17,7 +17,7 @@ from engine._internal.notify import Notify
 from engine._internal.tracing import RequestTrace
 from engine.auth.provider import AccessToken
 from engine.calls.reply import CallRequest, ReplyKind, RoundReply
-from engine.context import RequestScope, Session
+from engine.context import NO_SESSION, RequestScope, Session
 from engine.errors import (
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -29,6 +29,7 @@ from engine.fleet.sessions import LegacySession, bounded_capabilities, bounded_c
 from engine.handlers.results import error_result
 from engine.protocol.common import LISTINGS, Listing, arguments_param, complete, string_param
 from engine.protocol.jsonrpc import Message, dumps
+from engine.protocol.middleware import message_context, observe_notification, through_middleware
 from engine.protocol.served import Served
 from engine.protocol.traced import request_trace, traced
 from engine.questions.answers import StatelessAnswers
@@ -285,13 +286,64 @@ OPERATIONS: dict[str, Operation] = {
 
 def handle(server: Served, message: Message, exchange: LegacyExchange) -> Awaitable[bytes]:
     """Serve one legacy request; the serialised ``result`` (errors raise MCPError)."""
+    serve = _serve if not server.middleware else _through_middleware
     spans = server.tracing.spans()
     if spans is None:
-        return _serve(server, message, exchange, None)
+        return serve(server, message, exchange, None)
     session = exchange.session
     version = session.protocol_version if session is not None else None
     trace = request_trace(spans, message, exchange.headers, version)
-    return traced(trace, _serve(server, message, exchange, trace))
+    return traced(trace, serve(server, message, exchange, trace))
+
+
+def _protocol_version(message: Message, exchange: LegacyExchange) -> str:
+    """The version a request is served in: its session's, the one an ``initialize`` will
+    agree, or (without sessions) the one its header names."""
+    if message.method == "initialize":
+        params = message.params
+        requested = params.get("protocolVersion") if isinstance(params, dict) else None
+        return requested if isinstance(requested, str) and requested in LEGACY_VERSIONS else LATEST
+    if exchange.session is not None:
+        return exchange.session.protocol_version
+    return _standalone_session(exchange).protocol_version
+
+
+async def observe(
+    server: Served,
+    message: Message,
+    session: LegacySession | None,
+    headers: Mapping[str, str] | None = None,
+    access_token: AccessToken | None = None,
+) -> None:
+    """A notification of this era through the server's middleware (which it has)."""
+    await observe_notification(
+        server,
+        message,
+        session.protocol_version if session is not None else LATEST,
+        headers,
+        Session(session_notifier(server, session)) if session is not None else NO_SESSION,
+        access_token,
+    )
+
+
+def _through_middleware(
+    server: Served, message: Message, exchange: LegacyExchange, trace: RequestTrace | None
+) -> Awaitable[bytes]:
+    """The request through the server's middleware, then served as any other."""
+    session = exchange.session
+    ctx = message_context(
+        server,
+        message,
+        _protocol_version(message, exchange),
+        exchange.headers,
+        Session(session_notifier(server, session)) if session is not None else NO_SESSION,
+        exchange.access_token,
+    )
+
+    def serve(rewritten: Message) -> Awaitable[bytes]:
+        return _serve(server, rewritten, exchange, trace)
+
+    return through_middleware(server, message, ctx, serve, modern=False)
 
 
 async def _serve(

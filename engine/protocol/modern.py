@@ -26,6 +26,7 @@ from engine.errors import (
 from engine.handlers.results import error_result
 from engine.protocol.common import LISTINGS, Listing, arguments_param, complete, string_param
 from engine.protocol.jsonrpc import Message, dumps
+from engine.protocol.middleware import message_context, observe_notification, through_middleware
 from engine.protocol.served import Served
 from engine.protocol.tasks import TASK_OPERATIONS, with_extension
 from engine.protocol.traced import request_trace, traced
@@ -230,16 +231,46 @@ def handle(server: Served, message: Message, exchange: Exchange) -> Awaitable[by
 
     A plain function returning the awaitable, so that a server that does not trace serves a
     request one coroutine less deep."""
+    serve = _serve if not server.middleware else _through_middleware
     spans = server.tracing.spans()
     if spans is None:
-        return _serve(server, message, exchange, None)
+        return serve(server, message, exchange, None)
+    trace = request_trace(spans, message, exchange.headers, claimed_version(message))
+    return traced(trace, serve(server, message, exchange, trace))
+
+
+def claimed_version(message: Message) -> str | None:
+    """The version a request's ``_meta`` names, unchecked (``None`` when it names none)."""
     params = message.params
     meta = params.get("_meta") if isinstance(params, dict) else None
     version = meta.get(META_VERSION) if isinstance(meta, dict) else None
-    trace = request_trace(
-        spans, message, exchange.headers, version if isinstance(version, str) else None
+    return version if isinstance(version, str) else None
+
+
+async def observe(server: Served, message: Message, exchange: Exchange) -> None:
+    """A notification of this era through the server's middleware (which it has)."""
+    version = claimed_version(message) or MODERN
+    await observe_notification(
+        server, message, version, exchange.headers, access_token=exchange.access_token
     )
-    return traced(trace, _serve(server, message, exchange, trace))
+
+
+def _through_middleware(
+    server: Served, message: Message, exchange: Exchange, trace: RequestTrace | None
+) -> Awaitable[bytes]:
+    """The request through the server's middleware, then served as any other."""
+    ctx = message_context(
+        server,
+        message,
+        claimed_version(message) or MODERN,
+        exchange.headers,
+        access_token=exchange.access_token,
+    )
+
+    def serve(rewritten: Message) -> Awaitable[bytes]:
+        return _serve(server, rewritten, exchange, trace)
+
+    return through_middleware(server, message, ctx, serve, modern=True)
 
 
 async def _serve(

@@ -3,7 +3,7 @@ services both eras use (``MCPServer`` provides it)."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from engine._internal.metrics import Metrics
@@ -13,6 +13,7 @@ from engine.context import RequestScope
 from engine.fleet.backchannel import BackChannel
 from engine.fleet.notifications import Listener
 from engine.fleet.sessions import SessionRegistry
+from engine.middleware import ServerMiddleware
 from engine.questions.answers import AnswerSource
 from engine.tasks.service import Tasks
 
@@ -84,6 +85,16 @@ class Served(Protocol):
 
     @property
     def metrics(self) -> Metrics: ...
+
+    @property
+    def middleware(self) -> Sequence[ServerMiddleware[Any]]:
+        """Around every inbound message, the first outermost; empty: none, and no cost."""
+        ...
+
+    @property
+    def lifespan_context(self) -> Any:
+        """What the lifespan yielded, for the context a middleware receives."""
+        ...
 
     @property
     def tracing(self) -> Tracing:

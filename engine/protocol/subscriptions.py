@@ -19,8 +19,15 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 from engine.context import RequestScope
 from engine.errors import INVALID_PARAMS, METHOD_NOT_FOUND, MCPError
-from engine.protocol.jsonrpc import notification_bytes, parse
-from engine.protocol.modern import Exchange, check_version, read_meta
+from engine.protocol.jsonrpc import Message, notification_bytes, parse
+from engine.protocol.middleware import message_context, through_middleware
+from engine.protocol.modern import (
+    MODERN,
+    Exchange,
+    check_version,
+    claimed_version,
+    read_meta,
+)
 from engine.protocol.served import Served
 from engine.tasks.policy import declares_tasks, missing_extension
 from engine.tasks.service import STATUS_NOTIFICATION, Tasks
@@ -130,11 +137,47 @@ class Subscription:
         return changed
 
 
+Stream = Callable[[Subscription], Awaitable[None]]
+"""The transport's part of a listen: runs the subscription on the request's stream until the
+client goes away."""
+
+
+async def listen(server: Served, raw: Any, exchange: Exchange, stream: Stream) -> bytes | None:
+    """Serve a listen request: its subscription opened and handed to ``stream``.
+
+    Raises :class:`MCPError` when the request is refused (before anything was streamed). With
+    middleware, a middleware may answer in the server's place: its serialised result is
+    returned, for the transport to send as the response; ``None`` when the stream ran.
+    """
+    if not server.middleware:
+        await stream(open_subscription(server, raw, exchange))
+        return None
+    message = parse(raw)
+    streamed = False
+
+    async def serve(rewritten: Message) -> bytes:
+        nonlocal streamed
+        subscription = _open(server, rewritten, exchange)
+        streamed = True
+        await stream(subscription)
+        return b"{}"
+
+    version = claimed_version(message) or MODERN
+    ctx = message_context(
+        server, message, version, exchange.headers, access_token=exchange.access_token
+    )
+    answered = await through_middleware(server, message, ctx, serve, modern=True)
+    return None if streamed else answered
+
+
 def open_subscription(server: Served, raw: Any, exchange: Exchange) -> Subscription:
     """Validate a listen request; the subscription to run, or :class:`MCPError`."""
+    return _open(server, parse(raw), exchange)
+
+
+def _open(server: Served, message: Message, exchange: Exchange) -> Subscription:
     if not server.serves_subscriptions:
         raise MCPError(METHOD_NOT_FOUND, "Method not found: subscriptions/listen is not served")
-    message = parse(raw)
     params = message.params
     version, _, _ = read_meta(params)
     if exchange.validate is not None and exchange.headers is not None:

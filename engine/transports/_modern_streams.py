@@ -13,9 +13,9 @@ from typing import Any
 
 import anyio
 
-from engine.errors import MCPError
 from engine.protocol.dispatch import dispatch, error_response
-from engine.protocol.jsonrpc import notification_bytes
+from engine.protocol.errors import error_of
+from engine.protocol.jsonrpc import notification_bytes, result_bytes
 from engine.protocol.modern import Exchange
 from engine.transports._asgi import (
     Header,
@@ -91,17 +91,28 @@ async def listen(
 ) -> None:
     """``subscriptions/listen``: an acknowledgement, then matching notifications (and a
     keep-alive comment after ``keepalive`` quiet seconds) until the client closes the stream."""
-    from engine.protocol.subscriptions import open_subscription
+    from engine.protocol.subscriptions import Subscription
+    from engine.protocol.subscriptions import listen as serve_listen
+
+    streaming = False
+
+    async def stream(subscription: Subscription) -> None:
+        nonlocal streaming
+        streaming = True
+        await start_event_stream(send, replica)
+        sender, events = anyio.create_memory_object_stream[bytes](256)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(cancel_on_disconnect, receive, tg.cancel_scope)
+            tg.start_soon(subscription.run, sender)
+            await relay(events, send, keepalive)
 
     try:
-        subscription = open_subscription(server, raw, exchange)
-    except MCPError as exc:
-        response = error_response(raw.get("id"), exc)
-        await send_json(send, response.status, response.body or b"", replica)
+        answered = await serve_listen(server, raw, exchange, stream)
+    except Exception as exc:
+        error = error_of(exc, server.metrics)
+        if not streaming:  # once the stream has begun, there is no response left to send
+            response = error_response(raw.get("id"), error)
+            await send_json(send, response.status, response.body or b"", replica)
         return
-    await start_event_stream(send, replica)
-    sender, events = anyio.create_memory_object_stream[bytes](256)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(cancel_on_disconnect, receive, tg.cancel_scope)
-        tg.start_soon(subscription.run, sender)
-        await relay(events, send, keepalive)
+    if answered is not None:  # a middleware answered in the server's place
+        await send_json(send, 200, result_bytes(raw.get("id"), answered), replica)

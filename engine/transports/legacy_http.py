@@ -168,6 +168,8 @@ async def post(
             params = raw.get("params")
             target = params.get("requestId") if isinstance(params, dict) else None
             await server.bus.publish("cancel", session_id, target)
+        if server.middleware:
+            await _observe(server, raw, session, headers, access_token)
         await send_json(send, 202, b"", replica)
         return
     stream = ResponseStream(server, send, replica, request_id, session_id)
@@ -212,6 +214,21 @@ async def post(
     if exchange.new_session is not None:
         extra.append((b"mcp-session-id", exchange.new_session.id.encode()))
     await stream.finish(status, body, extra)
+
+
+async def _observe(
+    server: Hosted,
+    raw: Any,
+    session: LegacySession | None,
+    headers: Mapping[str, str],
+    access_token: AccessToken | None,
+) -> None:
+    """A notification, through the server's middleware."""
+    try:
+        message = parse(raw)
+    except MCPError:
+        return  # not a notification at all: nothing to observe
+    await legacy.observe(server, message, session, headers, access_token)
 
 
 async def get(

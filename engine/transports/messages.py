@@ -17,7 +17,7 @@ from anyio.abc import TaskGroup
 from engine.errors import MCPError
 from engine.fleet.sessions import LegacySession
 from engine.protocol import legacy
-from engine.protocol.dispatch import dispatch, error_response
+from engine.protocol.dispatch import dispatch
 from engine.protocol.era import is_legacy
 from engine.protocol.errors import error_of
 from engine.protocol.jsonrpc import (
@@ -68,7 +68,8 @@ class MessageSession:
             scope = self.inflight.get(target)
             if scope is not None:
                 scope.cancel()
-            return
+            if not self.server.middleware:
+                return  # with middleware, it is served (observed) as any other notification
         tg.start_soon(self.serve, raw)
 
     async def serve(self, raw: Any) -> None:
@@ -94,7 +95,10 @@ class MessageSession:
     async def serve_legacy(self, raw: Any) -> None:
         request_id = request_id_of(raw)
         if not (isinstance(raw, dict) and "id" in raw):
-            return  # notifications/initialized and other notifications need no answer
+            # notifications/initialized and other notifications need no answer
+            if self.server.middleware:
+                await self.observe_legacy(raw)
+            return
         exchange = legacy.LegacyExchange(self.session, outbox=self.write, notify=self.notify)
         try:
             message = parse(raw)
@@ -107,6 +111,14 @@ class MessageSession:
             self.server.add_listener(self.session_notification)
         await self.write(body)
 
+    async def observe_legacy(self, raw: Any) -> None:
+        """A 2025-11-25 notification, through the server's middleware."""
+        try:
+            message = parse(raw)
+        except MCPError:
+            return  # not a notification at all: nothing to observe, nobody to tell
+        await legacy.observe(self.server, message, self.session)
+
     async def session_notification(self, method: str, params: dict[str, Any]) -> None:
         """List changes, and updates of resources this session subscribed to."""
         if self.session is None:
@@ -118,21 +130,31 @@ class MessageSession:
         await self.notify(method, params)
 
     async def listen(self, raw: dict[str, Any]) -> None:
-        from engine.protocol.subscriptions import open_subscription
+        from engine.protocol.subscriptions import Subscription
+        from engine.protocol.subscriptions import listen as serve_listen
 
+        streaming = False
+
+        async def stream(subscription: Subscription) -> None:
+            nonlocal streaming
+            streaming = True
+            sender, events = anyio.create_memory_object_stream[bytes](256)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(subscription.run, sender)
+                async with events:
+                    async for event in events:
+                        await self.write(event)
+
+        request_id = raw.get("id")
         try:
-            subscription = open_subscription(self.server, raw, Exchange())
-        except MCPError as exc:
-            body = error_response(raw.get("id"), exc).body
-            if body is not None:
-                await self.write(body)
+            answered = await serve_listen(self.server, raw, Exchange(), stream)
+        except Exception as exc:  # whatever a request ends in, the process serves on
+            error = error_of(exc, self.server.metrics)
+            if not streaming:  # once the stream has begun, there is no response left to send
+                await self.write(error_bytes(request_id, error))
             return
-        sender, events = anyio.create_memory_object_stream[bytes](256)
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(subscription.run, sender)
-            async with events:
-                async for event in events:
-                    await self.write(event)
+        if answered is not None:  # a middleware answered in the server's place
+            await self.write(result_bytes(request_id, answered))
 
 
 async def serve_messages(server: Hosted, messages: AsyncIterable[bytes], write: Write) -> None:

@@ -177,14 +177,3 @@ def test_the_official_auth_settings_are_read_by_their_fields() -> None:
         MCPServer("Notes", keys=[KEY], token_verifier=Verifier(), auth=grants)
     with pytest.raises(TypeError, match="AuthSettings"):
         MCPServer("Notes", keys=[KEY], token_verifier=Verifier(), auth=object())  # type: ignore[arg-type]
-
-
-# --- middleware ----------------------------------------------------------------------------------
-
-
-def test_json_rpc_middleware_is_refused_with_the_asgi_alternative() -> None:
-    async def spy(ctx: Any, call_next: Any) -> Any:
-        return await call_next(ctx)
-
-    with pytest.raises(TypeError, match=r"streamable_http_app\(middleware="):
-        MCPServer("Notes", middleware=[spy])
