@@ -517,6 +517,7 @@ class Fleet:
             ENGINE_KEYS=self.keys,
             ENGINE_STORE=self.store_url,
             ENGINE_REPLICA_ID=name,
+            ENGINE_STAMP_RESULTS="1",
             FLEET_EFFECTS_DIR=str(self.effects_dir),
             PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p),
             PYTHONUNBUFFERED="1",

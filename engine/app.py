@@ -185,8 +185,11 @@ class MCPServer(Generic[LifespanT]):
 
     And: ``lifespan(server)``, an async context manager whose value handlers read as
     ``ctx.request_context.lifespan_context`` (``MCPServer[AppState]`` names its type);
-    ``list_ttl_ms``, the caching hint of listings; ``replica_id``, this process's name in
-    results and logs (``ENGINE_REPLICA_ID``); ``dependencies``, the packages the server needs,
+    ``list_ttl_ms``, the caching hint of listings; ``replica_id``, this process's name in the
+    ``x-engine-replica`` header and logs (``ENGINE_REPLICA_ID``); ``stamp_results``, also name
+    the replica and the call id in each 2026-07-28 result's ``_meta`` (``engine/replica``,
+    ``engine/call``; ``ENGINE_STAMP_RESULTS=1``), off by default so results carry what the
+    official server's do; ``dependencies``, the packages the server needs,
     kept as given (``mcp.dependencies``) for tools that install servers.
 
     As the official server takes them: ``cache_hints``, ``{method: CacheHint(ttl_ms, scope)}``
@@ -264,6 +267,7 @@ class MCPServer(Generic[LifespanT]):
         self.metrics: Metrics = self.runtime.metrics
         self.tracing: Tracing = self.runtime.tracing
         self.replica_id: str = self.settings.replica_id
+        self.stamp_results: bool = self.settings.stamp_results
         logs.set_replica(self.replica_id)
         self.serves_subscriptions: bool = self.settings.subscriptions
         default_hint = (self.settings.list_ttl_ms, "public")

@@ -49,6 +49,7 @@ class ServerOptions(TypedDict, total=False):
     max_pending_calls: int
     list_ttl_ms: int
     replica_id: str | None
+    stamp_results: bool | None
     title: str | None
     description: str | None
     website_url: str | None
@@ -267,6 +268,8 @@ class Settings:
     """Whether ``subscriptions/listen`` is served (``subscriptions=False``: it is not)."""
     dependencies: list[str] = field(default_factory=list)
     """The packages the server needs, as given; metadata for tools that install servers."""
+    stamp_results: bool = False
+    """Whether each 2026-07-28 result names the replica and the call in its ``_meta``."""
 
     @classmethod
     def build(
@@ -275,8 +278,8 @@ class Settings:
         """The settings of a server named ``name`` (see ``MCPServer`` for each option).
 
         An option not given takes its default, here. Those with an ``ENGINE_*`` variable
-        (``keys``, ``store``, ``replica_id``, ``journal_arguments``, ``journal_sample``,
-        ``journal_max_event_bytes``) read it
+        (``keys``, ``store``, ``replica_id``, ``stamp_results``, ``journal_arguments``,
+        ``journal_sample``, ``journal_max_event_bytes``) read it
         from ``environ`` (default: ``os.environ``) when not given or ``None``.
         """
         env = os.environ if environ is None else environ
@@ -376,6 +379,11 @@ class Settings:
             cache_hints=cache_hints_of(options.get("cache_hints")),
             subscriptions=_subscriptions(options.get("subscriptions")),
             dependencies=list(options.get("dependencies") or ()),
+            stamp_results=(
+                env_flag(env, "ENGINE_STAMP_RESULTS", default=False)
+                if options.get("stamp_results") is None
+                else bool(options.get("stamp_results"))
+            ),
         )
 
 

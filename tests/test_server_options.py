@@ -196,3 +196,21 @@ def test_log_level_sets_up_logging_unless_the_program_did() -> None:
         root.handlers, root.level = handlers, level
     with pytest.raises(ValueError, match="log_level must be one of DEBUG, INFO"):
         MCPServer("Bookshop", keys=[KEY], log_level="LOUD")
+
+
+async def test_results_name_the_replica_and_the_call_only_when_asked() -> None:
+    plain = MCPServer("Bookshop", keys=[KEY], replica_id="r1")
+    stamped = MCPServer("Bookshop", keys=[KEY], replica_id="r1", stamp_results=True)
+    for mcp in (plain, stamped):
+
+        @mcp.tool()
+        def ping() -> str:
+            return "pong"
+
+    async with Client(plain) as client:
+        quiet = (await client.call_tool("ping")).raw["_meta"]
+    async with Client(stamped) as client:
+        named = (await client.call_tool("ping")).raw["_meta"]
+    assert set(quiet) == {"io.modelcontextprotocol/serverInfo"}
+    assert named["engine/replica"] == "r1"
+    assert len(named["engine/call"]) > 16

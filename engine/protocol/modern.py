@@ -305,7 +305,7 @@ async def _serve(
             return outcome.cached
         result = round_result(outcome)
         _decorate(server, result)
-        if outcome.call_id is not None:
+        if outcome.call_id is not None and server.stamp_results:
             result["_meta"][META_CALL] = outcome.call_id
         body = dumps(result)
         pending = outcome.finish(body)
@@ -320,9 +320,11 @@ async def _serve(
 
 
 def _decorate(server: Served, result: dict[str, Any]) -> None:
-    """Name the server and the replica that answered in the result's ``_meta``."""
+    """Name the server in the result's ``_meta``, and the replica that answered when asked to
+    (``stamp_results``)."""
     meta = result.get("_meta")
     if type(meta) is not dict:
         meta = result["_meta"] = {}
     meta[META_SERVER_INFO] = server.server_info
-    meta[META_REPLICA] = server.replica_id
+    if server.stamp_results:
+        meta[META_REPLICA] = server.replica_id

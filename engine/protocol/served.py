@@ -71,6 +71,11 @@ class Served(Protocol):
     def replica_id(self) -> str: ...
 
     @property
+    def stamp_results(self) -> bool:
+        """Whether a result names the replica and the call in its ``_meta``."""
+        ...
+
+    @property
     def list_ttl_ms(self) -> int: ...
 
     @property

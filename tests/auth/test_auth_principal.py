@@ -135,7 +135,8 @@ async def test_another_users_token_cannot_resume_a_call(shop: Shop) -> None:
 async def test_recorded_calls_name_their_principal() -> None:
     runs: list[str] = []
     users, store = Users(), MemoryStore()
-    async with serve_asgi(greeter(runs, users, store).streamable_http_app()) as base:
+    app = greeter(runs, users, store, stamp_results=True).streamable_http_app()
+    async with serve_asgi(app) as base:
         shop = Shop(base, store, users, runs)
         ada = users.token_for("ada")
         first = assert_result(await shop.post(ada, call("greet", {}, capabilities=ELICIT)))
