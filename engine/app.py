@@ -44,7 +44,7 @@ from engine.request_state import RequestStateSecurity
 from engine.resources.security import DEFAULT_RESOURCE_SECURITY, ResourceSecurity
 from engine.resources.uri_template import UriTemplate
 from engine.runtime import Runtime
-from engine.settings import SERVER_OPTIONS, ServerOptions, Settings
+from engine.settings import SERVER_OPTIONS, InfoSettings, ServerOptions, Settings
 from engine.state.seal import KeyRing
 from engine.tasks.service import Tasks
 from engine.transports._routes import Routes
@@ -86,13 +86,14 @@ Lifespan = Callable[["MCPServer[Any]"], contextlib.AbstractAsyncContextManager[A
 class MCPServer(Generic[LifespanT]):
     """An MCP server whose tool calls run as resumable rounds that any replica can resume.
 
-    ``name``, ``instructions`` and ``version`` (``""`` unless given, as the official server
-    has it) are what clients are told about the server, with
-    ``title``, ``description``, ``website_url`` and ``icons`` (a list of
-    :class:`~engine.types.Icon` or dicts) when given: they are its ``serverInfo``. Unlike the
-    official ``MCPServer``, only ``name`` and ``instructions`` may be given by position. The
-    other options are keywords; all but ``principal`` and ``lifespan`` are declared once, in
-    :class:`~engine.settings.ServerOptions`, and defaulted by ``Settings.build``.
+    ``name`` (``"mcp-server"`` unless given), ``instructions`` and ``version`` (``""`` unless
+    given) are what clients are told about the server, with ``title``, ``description``,
+    ``website_url`` and ``icons`` (a list of :class:`~engine.types.Icon`, dicts, or models of
+    that shape) when given: they are its ``serverInfo``. These, ``auth_server_provider`` and
+    ``token_verifier`` may be given by position, in the official constructor's order. The other
+    options are keywords; all but ``principal``, ``lifespan`` and the objects after them are
+    declared once, in :class:`~engine.settings.ServerOptions`, and defaulted by
+    ``Settings.build``.
 
     A second function registered under a tool's or prompt's name, or a resource's URI, is
     dropped and the first kept, with a warning, as the official server does;
@@ -203,18 +204,22 @@ class MCPServer(Generic[LifespanT]):
 
     def __init__(
         self,
-        name: str = "mcp-server",
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
         instructions: str | None = None,
-        *,
+        website_url: str | None = None,
+        icons: Iterable[Icon | Mapping[str, Any]] | None = None,
         version: str = "",
+        auth_server_provider: Any = None,
+        token_verifier: TokenVerifier | None = None,
+        *,
         principal: Principal | None = None,
         lifespan: (
             Callable[[MCPServer[LifespanT]], contextlib.AbstractAsyncContextManager[LifespanT]]
             | None
         ) = None,
-        token_verifier: TokenVerifier | None = None,
         auth: AuthSettings | None = None,
-        auth_server_provider: Any = None,
         request_state_security: RequestStateSecurity | None = None,
         resources: Iterable[ReadableResource] | None = None,
         resource_security: ResourceSecurity | None = None,
@@ -232,10 +237,12 @@ class MCPServer(Generic[LifespanT]):
             )
         elif principal is None and self._token_verifier is not None:
             principal = token_principal
+        name = "mcp-server" if name is None else name
         self.name = name
         self.instructions = instructions
         self.version = version
-        self.settings = Settings.build(name=name, **options)
+        info = InfoSettings.of(title, description, website_url, icons)
+        self.settings = Settings.build(name=name, info=info, **options)
         if self._auth is not None and self.settings.serve.trust_forwarded:
             self._auth = self._auth.model_copy(update={"trust_forwarded": True})
         self.lifespan: Lifespan | None = lifespan

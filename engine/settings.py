@@ -50,10 +50,6 @@ class ServerOptions(TypedDict, total=False):
     list_ttl_ms: int
     replica_id: str | None
     stamp_results: bool | None
-    title: str | None
-    description: str | None
-    website_url: str | None
-    icons: Iterable[Icon | Mapping[str, Any]] | None
     warn_on_duplicate_tools: bool
     warn_on_duplicate_prompts: bool
     warn_on_duplicate_resources: bool
@@ -175,6 +171,18 @@ class InfoSettings:
     website_url: str | None
     icons: tuple[Icon, ...]
 
+    @classmethod
+    def of(
+        cls,
+        title: str | None,
+        description: str | None,
+        website_url: str | None,
+        icons: Iterable[Icon | Mapping[str, Any]] | None,
+    ) -> InfoSettings:
+        """Icons as given: ``engine.types.Icon``, a dict (``src``, ``mimeType``, ``sizes``,
+        ``theme``), or another pydantic model of those fields (the official ``mcp_types.Icon``)."""
+        return cls(title, description, website_url, tuple(Icon.of(icon) for icon in icons or ()))
+
     def server_info(self, name: str, version: str) -> dict[str, Any]:
         """The wire ``serverInfo`` (an ``Implementation``): only the fields that were given."""
         info: dict[str, Any] = {"name": name, "version": version}
@@ -273,7 +281,12 @@ class Settings:
 
     @classmethod
     def build(
-        cls, *, name: str, environ: Environ | None = None, **options: Unpack[ServerOptions]
+        cls,
+        *,
+        name: str,
+        environ: Environ | None = None,
+        info: InfoSettings | None = None,
+        **options: Unpack[ServerOptions],
     ) -> Settings:
         """The settings of a server named ``name`` (see ``MCPServer`` for each option).
 
@@ -362,12 +375,7 @@ class Settings:
                 connections=_connection_limits(options, env),
                 trust_forwarded=env_flag(env, "ENGINE_TRUST_FORWARDED", default=False),
             ),
-            info=InfoSettings(
-                title=options.get("title"),
-                description=options.get("description"),
-                website_url=options.get("website_url"),
-                icons=_icons(options.get("icons")),
-            ),
+            info=InfoSettings(None, None, None, ()) if info is None else info,
             registry=RegistrySettings(
                 tools=_duplicates(options.get("warn_on_duplicate_tools")),
                 prompts=_duplicates(options.get("warn_on_duplicate_prompts")),
@@ -489,12 +497,6 @@ def _at_least_one(option: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{option} must be a whole number, at least 1, got {value!r}")
     return value
-
-
-def _icons(icons: Iterable[Any] | None) -> tuple[Icon, ...]:
-    """Icons as given: ``engine.types.Icon``, a dict (``src``, ``mimeType``, ``sizes``,
-    ``theme``), or another pydantic model of those fields (the official ``mcp_types.Icon``)."""
-    return tuple(Icon.of(icon) for icon in icons or ())
 
 
 def _key_ring(keys: Iterable[KeySpec] | KeyRing | None, env: Environ) -> KeyRing | None:

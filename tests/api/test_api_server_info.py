@@ -90,3 +90,26 @@ def test_the_official_icon_type_is_taken_too() -> None:
 def test_an_icon_without_src_is_refused() -> None:
     with pytest.raises(ValueError, match="src"):
         MCPServer("Broken", icons=[{"mimeType": "image/png"}], keys=[KEY])
+
+
+def test_the_constructor_takes_its_arguments_in_the_official_order() -> None:
+    mcp = MCPServer(
+        "Bookshop",
+        "The Bookshop",
+        "Find and order books",
+        "Ask about a title before ordering it.",
+        "https://books.example.com",
+        [{"src": "https://books.example.com/icon.png"}],
+        "2.1.0",
+        keys=[KEY],
+    )
+    assert mcp.instructions == "Ask about a title before ordering it."
+    assert mcp.server_info == {
+        "name": "Bookshop",
+        "version": "2.1.0",
+        "title": "The Bookshop",
+        "description": "Find and order books",
+        "websiteUrl": "https://books.example.com",
+        "icons": [{"src": "https://books.example.com/icon.png"}],
+    }
+    assert MCPServer(keys=[KEY]).server_info == {"name": "mcp-server", "version": ""}
