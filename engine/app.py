@@ -769,8 +769,9 @@ def _checked_auth(
         )
     if verifier is not None and auth is None:
         raise ValueError(
-            "token_verifier needs auth=AuthSettings(issuer_url=..., resource_server_url=...): "
-            "clients learn from it where to get a token"
+            "Cannot specify auth_server_provider or token_verifier without auth settings: "
+            "token_verifier needs auth=AuthSettings(issuer_url=..., resource_server_url=...), "
+            "from which clients learn where to get a token"
         )
     if verifier is not None and not callable(getattr(verifier, "verify_token", None)):
         raise TypeError(

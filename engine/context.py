@@ -290,7 +290,7 @@ class Context(Generic[LifespanT]):
         """The session API of this request: notifications to a 2025-11-25 session, questions
         asked as :meth:`ask` asks them (engine/questions/session.py)."""
         scope = self._scope
-        return RequestSession(self, scope.session, scope.capabilities)
+        return RequestSession(self, scope.session, scope.capabilities, scope.notify)
 
     @property
     def request_context(self) -> RequestContext[LifespanT]:

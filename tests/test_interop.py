@@ -461,4 +461,5 @@ async def test_replicas_with_different_keys_refuse_each_others_state(
     assert (first.status, retry.status) == (200, 400)
     assert_served_as_recorded(proxy, fleet)
     refuser = fleet[retry.replica or ""]
-    assert "requestState rejected: unknown key" in wait_for_log(refuser, "requestState rejected")
+    logged = wait_for_log(refuser, "requestState rejected")
+    assert "requestState rejected on tools/call: unknown key" in logged

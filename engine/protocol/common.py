@@ -22,6 +22,17 @@ LISTINGS: dict[str, Listing] = {
 """Each listing method's result: every item, under its key (one page in both eras)."""
 
 
+def unannounced(capabilities: dict[str, Any]) -> dict[str, Any]:
+    """The capabilities of a server that can tell this client of no change: no ``listChanged``,
+    no ``subscribe`` (there is no stream the notifications could travel on)."""
+    return {
+        **capabilities,
+        "tools": {"listChanged": False},
+        "prompts": {"listChanged": False},
+        "resources": {"listChanged": False, "subscribe": False},
+    }
+
+
 def string_param(params: dict[str, Any], name: str) -> str:
     """``params[name]``, which must be a string (a tool's name, a prompt's, a URI)."""
     value = params.get(name)

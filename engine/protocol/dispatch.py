@@ -40,7 +40,8 @@ async def dispatch(server: Served, raw: Any, exchange: Exchange) -> Response:
         body = await modern.handle(server, message, exchange)
         return Response(200, result_bytes(message.id, body))
     except InvalidRequestState as exc:
-        log.warning("requestState rejected: %s", exc.reason)
+        method = raw.get("method") if isinstance(raw, dict) else None
+        log.warning("requestState rejected on %s: %s", method, exc.reason)
         server.metrics.inc("engine_token_rejections_total", reason=reason_label(exc.reason))
         return error_response(request_id_of(raw), exc)
     except Exception as exc:

@@ -27,7 +27,14 @@ from engine.errors import (
 from engine.fleet.backchannel import BackChannelAnswers, Outbox
 from engine.fleet.sessions import LegacySession, bounded_capabilities, bounded_client_info
 from engine.handlers.results import error_result
-from engine.protocol.common import LISTINGS, Listing, arguments_param, complete, string_param
+from engine.protocol.common import (
+    LISTINGS,
+    Listing,
+    arguments_param,
+    complete,
+    string_param,
+    unannounced,
+)
 from engine.protocol.jsonrpc import Message, dumps
 from engine.protocol.middleware import message_context, observe_notification, through_middleware
 from engine.protocol.served import Served
@@ -93,10 +100,13 @@ async def _initialize(server: Served, message: Message, exchange: LegacyExchange
     if not exchange.stateless:
         await server.sessions.save(session)
         exchange.new_session = session
+    # 2025-11-25 capabilities have no ``extensions`` (SEP-2133 came later).
+    capabilities = {k: v for k, v in server.capabilities().items() if k != "extensions"}
+    if exchange.stateless:  # no session stream: no change can reach the client
+        capabilities = unannounced(capabilities)
     result: dict[str, Any] = {
         "protocolVersion": version,
-        # 2025-11-25 capabilities have no ``extensions`` (SEP-2133 came later).
-        "capabilities": {k: v for k, v in server.capabilities().items() if k != "extensions"},
+        "capabilities": capabilities,
         "serverInfo": server.server_info,
     }
     if server.instructions:

@@ -24,7 +24,14 @@ from engine.errors import (
     MCPError,
 )
 from engine.handlers.results import error_result
-from engine.protocol.common import LISTINGS, Listing, arguments_param, complete, string_param
+from engine.protocol.common import (
+    LISTINGS,
+    Listing,
+    arguments_param,
+    complete,
+    string_param,
+    unannounced,
+)
 from engine.protocol.jsonrpc import Message, dumps
 from engine.protocol.middleware import message_context, observe_notification, through_middleware
 from engine.protocol.served import Served
@@ -111,12 +118,7 @@ def _no_cursor(params: dict[str, Any]) -> None:
 async def _discover(server: Served, params: dict[str, Any], scope: RequestScope) -> dict[str, Any]:
     capabilities = server.capabilities()
     if not server.serves_subscriptions:  # nothing to listen to: no change is announced
-        capabilities = {
-            **capabilities,
-            "tools": {"listChanged": False},
-            "prompts": {"listChanged": False},
-            "resources": {"listChanged": False, "subscribe": False},
-        }
+        capabilities = unannounced(capabilities)
     result: dict[str, Any] = {
         "supportedVersions": list(SUPPORTED_VERSIONS),
         "capabilities": with_extension(server, capabilities),

@@ -5,7 +5,9 @@ Its questions (``elicit_form``, ``elicit_url``, ``create_message``, ``list_roots
 a body asks them with ``ctx.ask``: in place on 2025-11-25, in an ``input_required`` result on
 2026-07-28, where the body then runs again from the top (docs/context.md, "Ask from the body").
 Its notifications go to the session's standalone stream on 2025-11-25; a 2026-07-28 request has
-no such stream, and they are dropped.
+no such stream, and they are dropped. A notification sent with ``related_request_id`` belongs to
+the request being served instead, and goes on that request's own stream in either era (a
+``notifications/message`` only at the levels the client asked for, as ``ctx.log`` sends it).
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Protocol
 
+from engine._internal.logbridge import notify_in_order
+from engine._internal.notify import Notify
 from engine.questions.kinds import ElicitForm, ElicitURL, ListRoots, Question, Sample
 from engine.types import (
     CreateMessageResult,
@@ -49,12 +53,20 @@ class Asker(Protocol):
 class RequestSession:
     """The session as one request's handler sees it."""
 
-    __slots__ = ("_asker", "_capabilities", "_channel")
+    __slots__ = ("_asker", "_capabilities", "_channel", "_notify")
 
-    def __init__(self, asker: Asker, channel: Channel, capabilities: Mapping[str, Any]) -> None:
+    def __init__(
+        self,
+        asker: Asker,
+        channel: Channel,
+        capabilities: Mapping[str, Any],
+        notify: Notify | None = None,
+    ) -> None:
         self._asker = asker
         self._channel = channel
         self._capabilities = capabilities
+        self._notify = notify
+        """This request's own stream, when it has one."""
 
     # --- notifications -------------------------------------------------------------------------
 
@@ -65,17 +77,30 @@ class RequestSession:
         related_request_id: Any = None,
     ) -> None:
         """Send a notification: a method name and its params, or a notification object (a
-        pydantic model with ``method`` and ``params``, such as the official SDK's)."""
+        pydantic model with ``method`` and ``params``, such as the official SDK's). With
+        ``related_request_id`` it goes on this request's stream, else to the session's."""
         if isinstance(notification, str):
-            await self._channel.send_notification(notification, params)
-            return
-        wire = wire_of(notification)
-        if not isinstance(wire, dict) or not isinstance(wire.get("method"), str):
-            raise TypeError(
-                "send_notification takes a method name and its params, or a notification "
-                f"object with a method; got {type(notification).__name__}"
+            method, sent = notification, params
+        else:
+            wire = wire_of(notification)
+            if not isinstance(wire, dict) or not isinstance(wire.get("method"), str):
+                raise TypeError(
+                    "send_notification takes a method name and its params, or a notification "
+                    f"object with a method; got {type(notification).__name__}"
+                )
+            method, sent = wire["method"], wire.get("params")
+        if related_request_id is None:
+            await self._channel.send_notification(method, sent)
+        elif method == "notifications/message" and isinstance(sent, dict):
+            logger = sent.get("logger")
+            await self._asker.log(
+                str(sent.get("level")),
+                sent.get("data"),
+                logger_name=logger if isinstance(logger, str) else None,
             )
-        await self._channel.send_notification(wire["method"], wire.get("params"))
+        else:
+            if self._notify is not None:
+                await notify_in_order(self._notify, method, sent or {})
 
     async def send_tool_list_changed(self) -> None:
         await self._channel.send_notification("notifications/tools/list_changed")

@@ -119,6 +119,19 @@ def test_a_hint_for_a_method_that_cannot_carry_one_is_refused() -> None:
 # --- subscriptions -------------------------------------------------------------------------------
 
 
+async def test_discover_announces_changes_and_the_log_lines_a_client_may_ask_for() -> None:
+    async with asgi_client(weather().streamable_http_app()) as http:
+        discovered = assert_result(await post(http, request("server/discover")))
+    # logging: a request that asks for log lines (its _meta logLevel) gets them, and the
+    # specification asks a server that sends them to declare so.
+    assert discovered["capabilities"] == {
+        "tools": {"listChanged": True},
+        "prompts": {"listChanged": True},
+        "resources": {"listChanged": True, "subscribe": True},
+        "logging": {},
+    }
+
+
 async def test_subscriptions_false_serves_no_listen_and_announces_no_change() -> None:
     mcp = weather(subscriptions=False)
     listen = request("subscriptions/listen", {"notifications": {"toolsListChanged": True}})

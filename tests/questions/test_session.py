@@ -151,6 +151,51 @@ async def test_check_client_capability_takes_a_model_or_a_dict() -> None:
     assert tools.structured_content == {"result": ["sampling tools"]}
 
 
+def announcer() -> MCPServer:
+    mcp = MCPServer("Announcer", keys=[KEY])
+
+    @mcp.tool()
+    async def count_down(ctx: Context) -> str:
+        for step in ("3", "2", "1"):
+            message = types.LoggingMessageNotification(
+                params=types.LoggingMessageNotificationParams(
+                    level="info", logger="countdown", data=step
+                )
+            )
+            await ctx.session.send_notification(message, related_request_id=ctx.request_id)
+        await ctx.session.send_notification(
+            "notifications/message", {"level": "debug", "data": "too quiet"}, ctx.request_id
+        )
+        await ctx.session.send_notification(
+            "notifications/example/lap", {"lap": 1}, related_request_id=ctx.request_id
+        )
+        await ctx.session.send_notification("notifications/example/elsewhere", {})
+        return "liftoff"
+
+    return mcp
+
+
+async def test_a_notification_for_this_request_rides_its_own_stream() -> None:
+    async with Client(announcer()) as client:
+        meta = {**client.meta(), "io.modelcontextprotocol/logLevel": "info"}
+        result = await client.send("tools/call", {"name": "count_down", "_meta": meta})
+        heard = [(n["method"], n["params"]) for n in client.notifications]
+    assert result["content"][0]["text"] == "liftoff"
+    assert heard == [
+        ("notifications/message", {"level": "info", "logger": "countdown", "data": "3"}),
+        ("notifications/message", {"level": "info", "logger": "countdown", "data": "2"}),
+        ("notifications/message", {"level": "info", "logger": "countdown", "data": "1"}),
+        ("notifications/example/lap", {"lap": 1}),
+    ]
+
+
+async def test_log_lines_for_this_request_need_the_client_to_ask_for_them() -> None:
+    async with Client(announcer()) as client:
+        await client.call_tool("count_down", {})
+        heard = [n["method"] for n in client.notifications]
+    assert heard == ["notifications/example/lap"]
+
+
 # --- 2025-11-25: asked in place -----------------------------------------------------------------
 
 

@@ -98,9 +98,9 @@ async def second_round(
 
 def rejections(caplog: pytest.LogCaptureFixture) -> list[str]:
     """The reasons the server logged for the requestStates it rejected."""
-    lead = "requestState rejected: "
+    lead = "requestState rejected on "
     messages = (record.getMessage() for record in caplog.records)
-    return [m.removeprefix(lead) for m in messages if m.startswith(lead)]
+    return [m.split(": ", 1)[1] for m in messages if m.startswith(lead)]
 
 
 def sealed_bytes(token: str) -> bytes:

@@ -223,6 +223,19 @@ def test_session_idle_timeout_is_the_session_ttl() -> None:
 # --- stateless_http ------------------------------------------------------------------------------
 
 
+async def test_a_2025_session_is_told_of_changes_on_its_stream() -> None:
+    app = notes().streamable_http_app()
+    async with app.router.lifespan_context(app), asgi_client(app) as http:
+        opened = await http.post("/mcp", json=INITIALIZE, headers=LEGACY)
+    assert "mcp-session-id" in opened.headers
+    assert opened.json()["result"]["capabilities"] == {
+        "tools": {"listChanged": True},
+        "prompts": {"listChanged": True},
+        "resources": {"listChanged": True, "subscribe": True},
+        "logging": {},
+    }
+
+
 async def test_stateless_http_serves_2025_clients_without_sessions() -> None:
     app = notes().streamable_http_app(stateless_http=True)
     async with app.router.lifespan_context(app), asgi_client(app) as http:
@@ -242,6 +255,13 @@ async def test_stateless_http_serves_2025_clients_without_sessions() -> None:
             "/mcp", json=legacy("resources/subscribe", {"uri": "note://a"}, id=5), headers=LEGACY
         )
     assert opened.status_code == 200 and "mcp-session-id" not in opened.headers
+    # No session stream, so no change can reach the client, and none is announced.
+    assert opened.json()["result"]["capabilities"] == {
+        "tools": {"listChanged": False},
+        "prompts": {"listChanged": False},
+        "resources": {"listChanged": False, "subscribe": False},
+        "logging": {},
+    }
     assert [tool["name"] for tool in listed.json()["result"]["tools"]] == [
         "add_note",
         "pack",
