@@ -15,6 +15,7 @@ from typing import Any, Literal, Protocol
 
 from engine.questions.kinds import ElicitForm, ElicitURL, ListRoots, Question, Sample
 from engine.types import (
+    ClientCapabilities,
     CreateMessageResult,
     ElicitResult,
     ListRootsResult,
@@ -113,9 +114,10 @@ class RequestSession:
     # --- what the client declared ----------------------------------------------------------
 
     @property
-    def client_capabilities(self) -> Mapping[str, Any]:
-        """The capabilities the client declared, in their wire form."""
-        return self._capabilities
+    def client_capabilities(self) -> ClientCapabilities:
+        """The capabilities the client declared: by attribute (``.sampling``, ``.extensions``),
+        as the official SDK's model reads, or as a mapping of their wire form."""
+        return ClientCapabilities.declared(self._capabilities)
 
     def check_client_capability(self, capability: Any) -> bool:
         """Whether the client declared ``capability``: a dict of the capabilities' wire form,
