@@ -19,6 +19,7 @@ from engine.errors import (
     ResourceNotFoundError,
     ToolError,
     UnexpectedResourceError,
+    UnexpectedToolError,
 )
 from engine.extensions import require_client_extension
 from engine.handlers.results import ReadResourceContents
@@ -146,6 +147,7 @@ __all__ = [
     "TokenVerifier",
     "ToolError",
     "UnexpectedResourceError",
+    "UnexpectedToolError",
     "UserMessage",
     "authenticated_principal",
     "get_access_token",

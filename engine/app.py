@@ -24,7 +24,7 @@ from engine.auth.settings import AuthSettings
 from engine.caching import CACHEABLE_METHODS
 from engine.calls.runner import Principal, token_principal
 from engine.completions import Completer, no_completer
-from engine.context import Context, RequestScope, request_scope
+from engine.context import Context, RequestScope
 from engine.di.overrides import DependencyOverrides
 from engine.extensions import InterceptedOperations, advertised, apply_extensions, interceptors
 from engine.fleet.backchannel import BackChannel
@@ -547,30 +547,37 @@ class MCPServer(Generic[LifespanT]):
         name: str,
         arguments: Mapping[str, Any] | None = None,
         context: Context[Any] | None = None,
-    ) -> wire.CallToolResult:
-        """Run a tool as a client's ``tools/call`` would, and return its result.
+    ) -> wire.CallToolResult | direct.HandedBack:
+        """Run a tool as a client's ``tools/call`` would, and return its result, or the
+        ``InputRequiredResult`` it returned, as it returned it.
 
-        A failure raises :class:`~engine.errors.ToolError` (an unknown tool, arguments that do
-        not fit, or the tool's own error, chained to what it raised). ``context``: the request
-        to run it in, when a handler forwards its own; none by default.
+        A failure raises :class:`~engine.errors.ToolError`: an unknown tool, arguments that do
+        not fit (chained to pydantic's ``ValidationError``), or the tool's own error; a crash
+        raises :class:`~engine.errors.UnexpectedToolError`, chained to what the tool raised.
+        ``context``: the request to run it in, when a handler forwards its own; none by
+        default.
         """
-        return await direct.call_tool(self.operations, name, arguments, _scope(context))
+        return await direct.call_tool(self.operations, name, arguments, context)
 
     async def get_prompt(
         self,
         name: str,
         arguments: Mapping[str, Any] | None = None,
         context: Context[Any] | None = None,
-    ) -> wire.GetPromptResult:
-        """Render a prompt as ``prompts/get`` would; ``ValueError`` for an unknown one."""
-        return await direct.get_prompt(self.operations, name, arguments, _scope(context))
+    ) -> wire.GetPromptResult | direct.HandedBack:
+        """Render a prompt as ``prompts/get`` would (or hand back the ``InputRequiredResult``
+        it returned); ``ValueError`` for an unknown one."""
+        return await direct.get_prompt(self.operations, name, arguments, context)
 
     async def read_resource(
         self, uri: Any, context: Context[Any] | None = None
-    ) -> list[ReadResourceContents]:
+    ) -> list[ReadResourceContents] | direct.HandedBack:
         """Read a resource as ``resources/read`` would: its contents, text as ``str`` and blobs
-        as ``bytes``; :class:`~engine.errors.ResourceError` when there is none at ``uri``."""
-        return await direct.read_resource(self.operations, str(uri), _scope(context))
+        as ``bytes``, or the ``InputRequiredResult`` it returned, as it returned it.
+        :class:`~engine.errors.ResourceError` when there is none at ``uri`` or it fails;
+        :class:`~engine.errors.UnexpectedResourceError`, chained to what it raised, when it
+        crashes."""
+        return await direct.read_resource(self.operations, str(uri), context)
 
     def find_resource(self, uri: str) -> tuple[Resource, dict[str, str | list[str]]] | None:
         return self.registry.find_resource(uri)
@@ -779,11 +786,6 @@ def _checked_auth(
             "engine.auth.provider.TokenVerifier"
         )
     return auth, verifier
-
-
-def _scope(context: Context[Any] | None) -> RequestScope:
-    """The request a direct call runs in: the given context's, or a request of its own."""
-    return direct.direct_scope() if context is None else request_scope(context)
 
 
 def _misused(decorator: str, call: str) -> str:

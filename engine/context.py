@@ -11,10 +11,11 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, Protocol, cast
 
 import anyio.to_thread
 from pydantic import BaseModel, TypeAdapter
+from typing_extensions import TypeVar
 
 from engine._internal.logbridge import log_message, notify_in_order
 from engine._internal.notify import Notify
@@ -23,14 +24,16 @@ from engine.questions.answers import PENDING, AnswerSource
 from engine.questions.kinds import Elicit, ElicitURL, ListRoots, Question, Sample
 from engine.questions.rendering import Rendered
 from engine.questions.session import RequestSession
-from engine.state.call import CallState
+from engine.state.call import CallState, HandlerRequests
 from engine.types import (
+    ClientCapabilities,
     CreateMessageResult,
     ListRootsResult,
     ModelPreferences,
     SamplingMessage,
     Tool,
     ToolChoice,
+    wire_of,
 )
 
 if TYPE_CHECKING:
@@ -44,6 +47,9 @@ log = logging.getLogger("engine.rounds")
 LOG_LEVEL_META = "io.modelcontextprotocol/logLevel"
 
 LifespanT = TypeVar("LifespanT")
+RequestT = TypeVar("RequestT", default=Any)
+"""The official SDK's second parameter (its transport's request type): accepted, so that
+``Context[AppState, Any]`` annotations work; ``Context[AppState]`` means the same."""
 ModelT = TypeVar("ModelT", bound=BaseModel)
 R = TypeVar("R")
 
@@ -113,7 +119,15 @@ class RequestScope:
     """The request's span, when the server traces."""
 
 
-_OUTSIDE = "This Context belongs to no server: make it with Context(mcp_server=server)"
+_OUTSIDE = (
+    "Context is not available outside of a request: this one belongs to no server; make it with "
+    "Context(mcp_server=server)"
+)
+_NO_REQUEST = (
+    "Context is not available outside of a request: this one was made without a request; pass "
+    "Context(request_context=...) a record of one (request_id, method, session, "
+    "lifespan_context...)"
+)
 
 
 class _Detached:
@@ -137,20 +151,35 @@ DETACHED: ServerHooks = _Detached()
 
 
 def _scope_of(record: Any) -> RequestScope:
-    """The scope of a request record given by hand (ours, or the official one by shape)."""
+    """The scope of a request record given by hand (ours, or the official one by shape: its
+    headers are those of its ``request``, its capabilities its session's)."""
     meta = getattr(record, "meta", None)
     if meta is not None and not isinstance(meta, dict):
         dump = getattr(meta, "model_dump", None)
         meta = dump(by_alias=True, exclude_none=True) if callable(dump) else None
+    headers = getattr(record, "headers", None)
+    if headers is None:
+        headers = getattr(getattr(record, "request", None), "headers", None)
     session = getattr(record, "session", None)
+    capabilities = wire_of(getattr(session, "client_capabilities", None))
     return RequestScope(
         request_id=getattr(record, "request_id", None),
         method=getattr(record, "method", None) or "",
         protocol_version=getattr(record, "protocol_version", None),
-        headers=getattr(record, "headers", None),
+        capabilities=capabilities if isinstance(capabilities, dict) else {},
+        headers=headers,
         meta=meta or {},
         session=session if isinstance(session, Session) else NO_SESSION,
     )
+
+
+def _foreign_session(record: Any) -> Any:
+    """The session of a record given by hand when it is not one of ours (a test's mock, or the
+    official SDK's session): what a Context made from it reports progress and logs through."""
+    session = getattr(record, "session", None)
+    if session is None or isinstance(session, Session | RequestSession):
+        return None
+    return session
 
 
 @dataclass(slots=True)
@@ -164,8 +193,8 @@ class RequestContext(Generic[LifespanT]):
     meta: dict[str, Any]
     lifespan_context: LifespanT
     session: RequestSession
-    client_capabilities: dict[str, Any] = field(default_factory=dict)
-    """What the client declared it supports, as sent."""
+    client_capabilities: ClientCapabilities = field(default_factory=ClientCapabilities)
+    """What the client declared it supports (by attribute, or as a mapping of its wire form)."""
 
 
 class CallScope:
@@ -220,14 +249,15 @@ class Suspend(BaseException):
     """Raised inside a body when a question must go to the client before it can continue."""
 
 
-class Context(Generic[LifespanT]):
+class Context(Generic[LifespanT, RequestT]):
     """Injected into any tool, resource, prompt or resolver that annotates a parameter with it.
 
     The engine makes one per request. Made by hand, as the official SDK's tests do,
     ``Context(mcp_server=server)`` belongs to that server and no request, and
     ``Context(request_context=record)`` takes the request's id, method, protocol version,
-    headers and ``_meta`` from a record of that shape; ``Context()`` belongs to nothing, and
-    what needs a server raises ``ValueError``.
+    headers and ``_meta`` from a record of that shape, and reports progress and logs through
+    its session; ``Context()`` belongs to nothing. What needs a server or a request raises
+    ``ValueError`` where there is none.
     """
 
     def __init__(
@@ -241,13 +271,20 @@ class Context(Generic[LifespanT]):
     ) -> None:
         if server is None:
             server = mcp_server if mcp_server is not None else DETACHED
+        self._record: Any = None
+        self._foreign: Any = None
+        self._requestless = False
         if scope is None:
-            scope = RequestScope() if request_context is None else _scope_of(request_context)
+            if request_context is None:
+                scope, self._requestless = RequestScope(), True
+            else:
+                scope = _scope_of(request_context)
+                self._record, self._foreign = request_context, _foreign_session(request_context)
         self._server = server
         self._scope = scope
         self._call = call
 
-    def for_resolver(self, key: str) -> Context[LifespanT]:
+    def for_resolver(self, key: str) -> Context[LifespanT, RequestT]:
         """The Context a resolver receives: the same request, its own question keys."""
         if self._call is None:
             return self
@@ -282,18 +319,29 @@ class Context(Generic[LifespanT]):
         return self._scope.access_token
 
     @property
-    def client_capabilities(self) -> dict[str, Any]:
-        return self._scope.capabilities
+    def client_capabilities(self) -> ClientCapabilities:
+        """What the client declared: read it by attribute (``.sampling``, ``.extensions``) or
+        as a mapping of its wire form (``["sampling"]``, ``.get("extensions")``)."""
+        return ClientCapabilities.declared(self._scope.capabilities)
 
     @property
     def session(self) -> RequestSession:
         """The session API of this request: notifications to a 2025-11-25 session, questions
-        asked as :meth:`ask` asks them (engine/questions/session.py)."""
+        asked as :meth:`ask` asks them (engine/questions/session.py). A Context made by hand
+        from a record of a request gives that record's own session."""
+        if self._foreign is not None:
+            return cast(RequestSession, self._foreign)
         scope = self._scope
         return RequestSession(self, scope.session, scope.capabilities, scope.notify)
 
     @property
     def request_context(self) -> RequestContext[LifespanT]:
+        """The record of the request: what a Context made by hand was given, else one made
+        here; ``ValueError`` for a Context made by hand without one."""
+        if self._record is not None:
+            return cast(RequestContext[LifespanT], self._record)
+        if self._requestless:
+            raise ValueError(_NO_REQUEST)
         scope = self._scope
         return RequestContext(
             request_id=scope.request_id,
@@ -303,7 +351,7 @@ class Context(Generic[LifespanT]):
             meta=scope.meta,
             lifespan_context=self._server.lifespan_context,
             session=self.session,
-            client_capabilities=scope.capabilities,
+            client_capabilities=self.client_capabilities,
         )
 
     @property
@@ -341,6 +389,9 @@ class Context(Generic[LifespanT]):
         self, progress: float, total: float | None = None, message: str | None = None
     ) -> None:
         """Send ``notifications/progress`` if the caller asked for progress; else do nothing."""
+        if self._foreign is not None:
+            await self._foreign.report_progress(progress, total, message)
+            return
         token = self._scope.meta.get("progressToken")
         if token is None or self._scope.notify is None:
             return
@@ -361,6 +412,11 @@ class Context(Generic[LifespanT]):
         is one of ``debug``, ``info``, ``notice``, ``warning``, ``error``, ``critical``,
         ``alert``, ``emergency`` (another raises ``ValueError``); ``data`` any JSON value.
         """
+        if self._foreign is not None:
+            await self._foreign.send_log_message(
+                level=level, data=data, logger=logger_name, related_request_id=self.request_id
+            )
+            return
         scope = self._scope
         requested = scope.meta.get(LOG_LEVEL_META)
         await log_message(
@@ -536,6 +592,18 @@ class Context(Generic[LifespanT]):
 def request_scope(context: Context[Any]) -> RequestScope:
     """The request a ``Context`` belongs to (for a handler that forwards it to a direct call)."""
     return context._scope
+
+
+def forwarded_input(context: Context[Any]) -> tuple[HandlerRequests, dict[str, Any] | None] | None:
+    """The input requests the handler of ``context`` returned last round and the client's
+    answers to them (wire form), for a direct call it makes with its Context: when it returned
+    what that call handed back, the answers are that call's. ``None`` when it asked nothing."""
+    call = context._call
+    if call is None or call.state.handler is None:
+        return None
+    answers = call.input_responses
+    wire = None if answers is None else {key: wire_of(a) for key, a in answers.items()}
+    return call.state.handler, wire
 
 
 @functools.lru_cache(maxsize=256)

@@ -3,7 +3,9 @@
 Each runs one round through the same runner as a client's request, with no token and no
 transport, and answers in models and exceptions rather than on the wire: a tool's failure
 raises :class:`~engine.errors.ToolError` instead of becoming an error result. A handler that
-asks the client a question cannot finish without one, so its direct call raises too.
+returns its own input requests has them handed back, for a caller that forwards them; one that
+asks through the engine (a resolver, ``ctx.elicit``) cannot finish without a client, so its
+direct call raises.
 """
 
 from __future__ import annotations
@@ -12,9 +14,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from engine.calls.reply import CallRequest, ReplyKind, RoundReply
-from engine.context import RequestScope
-from engine.errors import ToolError
-from engine.handlers.results import ReadResourceContents
+from engine.context import Context, RequestScope, forwarded_input, request_scope
+from engine.errors import ResourceError, ToolError, UnexpectedToolError
+from engine.handlers.results import ReadResourceContents, contents_for_server
 from engine.operations import Operations
 from engine.types import CallToolResult, GetPromptResult
 
@@ -28,46 +30,91 @@ def direct_scope() -> RequestScope:
     return RequestScope(capabilities=dict(ASKABLE))
 
 
+def direct_request(
+    method: str, target: str, arguments: Mapping[str, Any] | None, context: Context[Any] | None
+) -> CallRequest:
+    """The request of a direct call: in ``context``'s request, when given, with the answers to
+    the input requests its handler returned (so that a handler forwarding what a direct call
+    handed back gets the answers to it); else in a request of its own."""
+    plain = None if arguments is None else dict(arguments)
+    if context is None:
+        return CallRequest(method, target, plain, None, None, direct_scope())
+    forwarded = forwarded_input(context)
+    if forwarded is None:
+        return CallRequest(method, target, plain, None, None, request_scope(context))
+    asked, answers = forwarded
+    return CallRequest(method, target, plain, answers, None, request_scope(context), asked)
+
+
+HandedBack = Any
+"""The ``InputRequiredResult`` a handler returned, as it returned it (this package's, another
+library's model, or a dict of its wire form): a direct call hands it back for the caller to
+return as its own result."""
+
+
 async def call_tool(
-    operations: Operations, name: str, arguments: Mapping[str, Any] | None, scope: RequestScope
-) -> CallToolResult:
-    """The tool's result; ``ToolError`` when the tool is unknown, its arguments do not fit, or it
-    fails (chained to what it raised); a protocol error (``MCPError``) as raised."""
+    operations: Operations,
+    name: str,
+    arguments: Mapping[str, Any] | None,
+    context: Context[Any] | None,
+) -> CallToolResult | HandedBack:
+    """The tool's result, or the input requests it returned. ``ToolError`` when the tool is
+    unknown, its arguments do not fit (chained to the ``ValidationError``), or it raised one;
+    ``UnexpectedToolError`` when it failed otherwise (chained to what it raised); a protocol
+    error (``MCPError``) as raised."""
     tool = operations.registry.tools.get(name)
     if tool is None:
         raise ToolError(f"Unknown tool: {name}")
-    request = CallRequest("tools/call", name, _plain(arguments), None, None, scope)
+    request = direct_request("tools/call", name, arguments, context)
     reply = await operations.runner.run(tool, request, convert=tool.result)
     if reply.kind is ReplyKind.ERROR:
-        raise ToolError(reply.error) from reply.exception
-    return CallToolResult.model_validate(_answered(reply, f"Tool {name!r}", ToolError))
+        if reply.exception is not None:
+            raise UnexpectedToolError(reply.error) from reply.exception
+        raise ToolError(reply.error) from reply.cause
+    answered = _answered(reply, f"Tool {name!r}", ToolError)
+    if reply.kind is ReplyKind.COMPLETE:
+        return CallToolResult.model_validate(answered)
+    return answered
 
 
 async def get_prompt(
-    operations: Operations, name: str, arguments: Mapping[str, Any] | None, scope: RequestScope
-) -> GetPromptResult:
-    """The rendered prompt; ``ValueError`` for an unknown prompt, ``MCPError`` when it fails."""
+    operations: Operations,
+    name: str,
+    arguments: Mapping[str, Any] | None,
+    context: Context[Any] | None,
+) -> GetPromptResult | HandedBack:
+    """The rendered prompt, or the input requests it returned; ``ValueError`` for an unknown
+    prompt, ``MCPError`` when it fails."""
     prompt = operations.registry.prompts.get(name)
     if prompt is None:
         raise ValueError(f"Unknown prompt: {name}")
-    request = CallRequest("prompts/get", name, _plain(arguments), None, None, scope)
+    request = direct_request("prompts/get", name, arguments, context)
     reply = await operations.runner.run(prompt, request, convert=prompt.result)
-    return GetPromptResult.model_validate(_answered(reply, f"Prompt {name!r}", ValueError))
+    answered = _answered(reply, f"Prompt {name!r}", ValueError)
+    return (
+        GetPromptResult.model_validate(answered) if reply.kind is ReplyKind.COMPLETE else answered
+    )
 
 
 async def read_resource(
-    operations: Operations, uri: str, scope: RequestScope
-) -> list[ReadResourceContents]:
-    """The resource's contents, text as ``str`` and blobs as ``bytes``; ``ResourceError`` when
-    nothing is at ``uri`` or the read fails."""
-    return await operations.read_resource_contents(uri, scope)
-
-
-def _plain(arguments: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    return None if arguments is None else dict(arguments)
+    operations: Operations, uri: str, context: Context[Any] | None
+) -> list[ReadResourceContents] | HandedBack:
+    """The resource's contents, text as ``str`` and blobs as ``bytes``, or the input requests
+    it returned; ``ResourceError`` when nothing is at ``uri`` or the read fails
+    (``UnexpectedResourceError``, chained to what it raised, when it crashed)."""
+    request = direct_request("resources/read", uri, None, context)
+    reply = await operations.read_resource_in_process(request)
+    answered = _answered(reply, f"Resource {uri!r}", ResourceError)
+    if reply.kind is ReplyKind.COMPLETE:
+        return contents_for_server(answered["contents"])
+    return answered
 
 
 def _answered(reply: RoundReply, what: str, error: type[Exception]) -> Any:
+    """The completed result, or the input requests the handler returned; a question asked
+    through the engine (a resolver, ``ctx.elicit``) raises ``error``: only a client answers it."""
+    if reply.kind is ReplyKind.INPUT_REQUIRED and reply.value is not None:
+        return reply.value
     if reply.kind is not ReplyKind.COMPLETE:
         raise error(
             f"{what} asks the client a question, so it can only be run by a client, not called "
@@ -76,4 +123,4 @@ def _answered(reply: RoundReply, what: str, error: type[Exception]) -> Any:
     return reply.value
 
 
-__all__ = ["call_tool", "direct_scope", "get_prompt", "read_resource"]
+__all__ = ["HandedBack", "call_tool", "direct_scope", "get_prompt", "read_resource"]

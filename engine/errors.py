@@ -33,6 +33,12 @@ class ToolError(Exception):
     """
 
 
+class UnexpectedToolError(ToolError):
+    """A tool called directly (``await mcp.call_tool(...)``) failed with an exception nobody
+    raised on purpose, kept as its ``__cause__``; the message names the tool, and does not
+    repeat what the exception said."""
+
+
 class ResourceError(ToolError):
     """A resource failed in a way the client should read about: raised by a resource function,
     the client gets a ``-32603`` error with this message; escaping a tool, it is the tool's

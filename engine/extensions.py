@@ -25,7 +25,7 @@ from pydantic import BaseModel, ValidationError
 from engine.calls.reply import CallRequest, ReplyKind, RoundReply
 from engine.context import RequestScope
 from engine.errors import INVALID_PARAMS, METHOD_NOT_FOUND, MISSING_CLIENT_CAPABILITY, MCPError
-from engine.handlers.resource import Resource, ResourceOptions
+from engine.handlers.resource import ReadableResource, Resource, ResourceOptions
 from engine.handlers.tool import Tool, ToolOptions
 from engine.operations import Operations
 from engine.protocol.served import ExtensionMethod
@@ -54,8 +54,8 @@ class Host(Protocol):
 
     def add_resource(
         self,
-        fn: Callable[..., Any],
-        uri: str,
+        fn: Callable[..., Any] | ReadableResource,
+        uri: str | None = None,
         *,
         name: str | None = None,
         **options: Unpack[ResourceOptions],
@@ -124,7 +124,7 @@ def apply_extensions(server: Host, extensions: Sequence[Any]) -> list[Any]:
         for tool in extension.tools():
             server.add_tool(tool.fn, meta=tool.meta, **tool.kwargs)
         for binding in extension.resources():
-            _add_resource_object(server, binding.resource)
+            server.add_resource(binding.resource)
         for method in extension.methods():
             if method.method in server.extension_methods:
                 raise ValueError(  # the official wording, which ported tests pin
@@ -231,30 +231,13 @@ def _context(
     server: Host, scope: RequestScope, params: Mapping[str, Any] | None = None
 ) -> ExtensionContext:
     return ExtensionContext(
-        session=ClientSession(ClientCapabilities.model_validate(scope.capabilities)),
+        session=ClientSession(ClientCapabilities.declared(scope.capabilities)),
         lifespan_context=server.lifespan_context,
         protocol_version=scope.protocol_version,
         method=scope.method,
         params=params,
         request_id=scope.request_id,
         meta=scope.meta,
-    )
-
-
-def _add_resource_object(server: Host, resource: Any) -> None:
-    """Register a resource object (a ``uri``, an async ``read()``) as a resource function."""
-
-    async def read() -> str | bytes:
-        content: str | bytes = await resource.read()
-        return content
-
-    server.add_resource(
-        read,
-        str(resource.uri),
-        name=getattr(resource, "name", None),
-        title=getattr(resource, "title", None),
-        description=getattr(resource, "description", None),
-        mime_type=getattr(resource, "mime_type", None),
     )
 
 

@@ -15,7 +15,13 @@ from engine.calls.execute import Convert
 from engine.calls.reply import CallRequest, ReplyKind, RoundReply
 from engine.calls.runner import RoundRunner
 from engine.context import RequestScope
-from engine.errors import INVALID_PARAMS, MCPError, ResourceError, ResourceNotFoundError
+from engine.errors import (
+    INVALID_PARAMS,
+    MCPError,
+    ResourceError,
+    ResourceNotFoundError,
+    UnexpectedResourceError,
+)
 from engine.handlers.base import Handler
 from engine.handlers.prompt import Prompt
 from engine.handlers.resource import Resource
@@ -91,21 +97,35 @@ class Operations:
     async def read_resource_contents(
         self, uri: str, scope: RequestScope
     ) -> list[ReadResourceContents]:
-        """``ctx.read_resource``: the same registry as ``resources/read``, from inside a handler."""
+        """``ctx.read_resource``: the same registry as ``resources/read``, from inside a handler.
+        Only contents: a resource that asks the client a question raises."""
         request = CallRequest("resources/read", uri, None, None, None, scope)
-        try:
-            reply = await self.read_resource(request)
-        except MCPError as exc:
-            unknown = exc.code == INVALID_PARAMS
-            raise (ResourceNotFoundError if unknown else ResourceError)(exc.message) from None
-        except StoreUnavailable as exc:  # what a client would get, as the handler's error
-            raise ResourceError(store_error(exc, self.metrics).message) from None
+        reply = await self.read_resource_in_process(request)
+        if reply.kind is ReplyKind.INPUT_REQUIRED and reply.value is not None:
+            raise RuntimeError(
+                "Resource returned InputRequiredResult; ctx.read_resource() only returns "
+                "content — use MCPServer.read_resource(uri, context) to receive and forward it."
+            )
         if reply.kind is not ReplyKind.COMPLETE:
             raise ResourceError(
                 f"Resource {uri!r} asks the client a question, so it can only be read by a "
                 "client, not from inside a handler"
             )
         return contents_for_server(reply.value["contents"])
+
+    async def read_resource_in_process(self, request: CallRequest) -> RoundReply:
+        """A read from Python rather than from a client: its failures raised as the resource
+        errors a handler catches (``UnexpectedResourceError`` chained to what a crashing
+        resource raised)."""
+        try:
+            return await self.read_resource(request)
+        except MCPError as exc:
+            if exc.__cause__ is not None:  # the resource crashed: what it raised is the cause
+                raise UnexpectedResourceError(exc.message) from exc.__cause__
+            unknown = exc.code == INVALID_PARAMS
+            raise (ResourceNotFoundError if unknown else ResourceError)(exc.message) from None
+        except StoreUnavailable as exc:  # what a client would get, as the handler's error
+            raise ResourceError(store_error(exc, self.metrics).message) from None
 
 
 async def _replied(reply: RoundReply) -> RoundReply:

@@ -15,6 +15,7 @@ from typing import Any, Self
 from engine.calls.execute import Outcome, execute_round
 from engine.context import RequestScope
 from engine.di.overrides import DependencyOverrides
+from engine.direct import HandedBack
 from engine.errors import ResourceError
 from engine.handlers import prompt
 from engine.handlers.results import ReadResourceContents
@@ -58,15 +59,16 @@ class Prompt(prompt.Prompt):
 
     async def render(
         self, arguments: Mapping[str, Any] | None = None, context: Any = None
-    ) -> list[Message]:
-        """The prompt's messages for ``arguments``, run once in process.
+    ) -> list[Message] | HandedBack:
+        """The prompt's messages for ``arguments``, run once in process; or the
+        ``InputRequiredResult`` the prompt returned, as it returned it.
 
         It runs as a ``prompts/get`` would: arguments validated, resolvers run, a plain
         ``def`` in a worker thread. ``context``, a ``Context`` bound to a server, lends that
         server (its lifespan value, resources and dependency overrides); without one the prompt
         runs on its own. Raises ``ValueError`` when the arguments do not fit, when the prompt
-        fails (chained to what it raised), or when it asks a question, which only a client
-        can answer.
+        fails (chained to what it raised), or when it asks a question through the engine (a
+        resolver, ``ctx.elicit``), which only a client can answer.
         """
         server = _server_of(context)
         hooks: Any = server if server is not None else _NoServer()
@@ -88,7 +90,9 @@ class Prompt(prompt.Prompt):
             convert=self.result,
         )
         if executed.outcome is Outcome.FAILED:
-            raise ValueError(executed.error) from executed.unexpected
+            raise ValueError(executed.error) from executed.unexpected or executed.cause
+        if executed.outcome is Outcome.HANDLER_ASKED:
+            return executed.returned
         if executed.outcome is not Outcome.COMPLETE:
             raise ValueError(
                 f"Prompt {self.name!r} asks the client a question, so only a client can get it"

@@ -11,10 +11,10 @@ model that has the same wire form.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
 Role = Literal["user", "assistant"]
@@ -341,8 +341,14 @@ class Completion(WireModel):
     has_more: bool | None = None
 
 
-class ClientCapabilities(WireModel):
-    """What a client declared it supports; each part a dict as sent (``None``: not declared)."""
+class ClientCapabilities(WireModel, Mapping[str, Any]):
+    """What a client declared it supports; each part a dict as sent (``None``: not declared).
+
+    It reads both ways: by attribute (``caps.sampling``, ``caps.extensions``), as code written
+    for the official SDK's model does, and as a read-only mapping of its wire form
+    (``caps["sampling"]``, ``caps.get("extensions")``, ``dict(caps)``), equal to a dict of that
+    form.
+    """
 
     experimental: dict[str, Any] | None = None
     roots: dict[str, Any] | None = None
@@ -350,6 +356,32 @@ class ClientCapabilities(WireModel):
     elicitation: dict[str, Any] | None = None
     tasks: dict[str, Any] | None = None
     extensions: dict[str, dict[str, Any]] | None = None
+
+    @classmethod
+    def declared(cls, wire: Mapping[str, Any]) -> Self:
+        """The capabilities a client sent, as they came: one that is not of the shape the
+        protocol gives it (``"sampling": true``, say) is left out, as not declared."""
+        try:
+            return cls.model_validate(wire)
+        except ValidationError as exc:
+            malformed = {error["loc"][0] for error in exc.errors() if error["loc"]}
+            return cls.model_validate({k: v for k, v in wire.items() if k not in malformed})
+
+    def __getitem__(self, key: str) -> Any:
+        return self.to_wire()[key]
+
+    def __iter__(self) -> Iterator[str]:  # type: ignore[override]  # a mapping's keys
+        return iter(self.to_wire())
+
+    def __len__(self) -> int:
+        return len(self.to_wire())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Mapping) and not isinstance(other, BaseModel):
+            return self.to_wire() == dict(other)
+        return super().__eq__(other)
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 class ElicitRequestFormParams(WireModel):

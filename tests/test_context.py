@@ -10,6 +10,7 @@ import pytest
 
 from engine import Context, MCPServer
 from engine.testing import Client
+from engine.types import ClientCapabilities
 from stores import MemoryStore
 from tests.conftest import KEY
 
@@ -179,4 +180,89 @@ async def test_a_context_of_no_server_says_so_when_a_server_is_needed() -> None:
         ctx.mcp_server  # noqa: B018
     with pytest.raises(ValueError, match="belongs to no server"):
         await ctx.read_resource("file:///catalog")
-    assert ctx.request_context.lifespan_context == {}
+    with pytest.raises(ValueError, match="outside of a request"):
+        await ctx.notify_tools_changed()
+
+
+async def test_a_context_made_without_a_request_has_no_request_record() -> None:
+    ctx: Context[Any] = Context(mcp_server=MCPServer("Bookshop", keys=[KEY]))
+    with pytest.raises(ValueError, match="outside of a request"):
+        ctx.request_context  # noqa: B018
+
+
+class Recorder:
+    """A session as a test of a hand-made Context writes one: it records what it is sent."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, Any]] = []
+
+    async def report_progress(self, progress: float, total: float | None, message: str | None):
+        self.sent.append(("progress", (progress, total, message)))
+
+    async def send_log_message(self, **fields: Any) -> None:
+        self.sent.append(("log", fields))
+
+
+async def test_a_context_made_from_a_record_reports_through_its_session() -> None:
+    session = Recorder()
+    record = SimpleNamespace(
+        request_id="r-9",
+        method="tools/call",
+        session=session,
+        lifespan_context={"db": "test"},
+        request=SimpleNamespace(headers={"x-shop": "north"}),
+    )
+    ctx: Context[Any] = Context(request_context=record)
+    await ctx.report_progress(1, 4, "shelf 1")
+    await ctx.info("restocked")
+    assert session.sent == [
+        ("progress", (1, 4, "shelf 1")),
+        ("log", dict(level="info", data="restocked", logger=None, related_request_id="r-9")),
+    ]
+    assert ctx.session is session
+    assert ctx.request_context is record
+    assert ctx.headers == {"x-shop": "north"}  # the headers of the record's request
+
+
+async def test_context_takes_the_official_two_type_parameters() -> None:
+    @contextlib.asynccontextmanager
+    async def lifespan(server: MCPServer) -> AsyncIterator[dict[str, str]]:
+        yield {"db": "connected"}
+
+    mcp = MCPServer("Life", keys=[KEY], lifespan=lifespan)
+
+    @mcp.tool()
+    def status(ctx: Context[dict[str, str], Any]) -> str:
+        return ctx.request_context.lifespan_context["db"]
+
+    [tool] = await mcp.list_tools()
+    assert tool.input_schema["properties"] == {}
+    async with Client(mcp) as client:
+        result = await client.call_tool("status", {})
+    assert result.text == "connected"
+
+
+async def test_client_capabilities_read_by_attribute_and_as_a_mapping() -> None:
+    mcp = MCPServer("Bookshop", keys=[KEY])
+    seen: list[Any] = []
+
+    @mcp.tool()
+    def probe(ctx: Context) -> str:
+        seen.extend([ctx.client_capabilities, ctx.session.client_capabilities])
+        return "ok"
+
+    declared = {"sampling": {}, "extensions": {"io.example/maps": {"zoom": True}}}
+    async with Client(mcp, capabilities=declared) as client:
+        await client.call_tool("probe", {})
+    for capabilities in seen:
+        assert capabilities.sampling == {} and capabilities.roots is None
+        assert capabilities.extensions == {"io.example/maps": {"zoom": True}}
+        assert capabilities["sampling"] == {} and "roots" not in capabilities
+        assert capabilities.get("extensions") == {"io.example/maps": {"zoom": True}}
+        assert capabilities == declared and dict(capabilities) == declared
+
+
+def test_a_capability_not_of_its_shape_is_read_as_not_declared() -> None:
+    capabilities = ClientCapabilities.declared({"sampling": True, "roots": {"listChanged": True}})
+    assert capabilities.sampling is None
+    assert capabilities == {"roots": {"listChanged": True}}

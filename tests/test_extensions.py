@@ -48,6 +48,7 @@ class Card:
     uri: str = "loyalty://card"
     name: str = "card"
     mime_type: str = "text/plain"
+    meta: dict[str, Any] = field(default_factory=lambda: {"ui": {"prefersBorder": True}})
 
     async def read(self) -> str:
         return "gold"
@@ -92,6 +93,7 @@ async def test_an_extension_adds_tools_resources_methods_and_settings() -> None:
     mcp = MCPServer("Shop", keys=[KEY], extensions=[Loyalty()])
     async with Client(mcp) as client:
         [tool] = (await client.send("tools/list"))["tools"]
+        [listed] = (await client.send("resources/list"))["resources"]
         card = await client.read_resource("loyalty://card")
         points = await client.call_tool("points", {"member": "ada"})
         balance = await client.send("com.example/balance", {"member": "ada"})
@@ -99,7 +101,15 @@ async def test_an_extension_adds_tools_resources_methods_and_settings() -> None:
         with pytest.raises(ProtocolError) as gated:
             await client.send("com.example/legacy-only", {"member": "ada"})
     assert tool["_meta"] == {"com.example/loyalty": True}
-    assert card.rounds[-1]["contents"][0]["text"] == "gold"
+    # The resource object's fields, as they are: no description, its _meta listed and read.
+    assert listed == {
+        "uri": "loyalty://card",
+        "name": "card",
+        "mimeType": "text/plain",
+        "_meta": {"ui": {"prefersBorder": True}},
+    }
+    [contents] = card.rounds[-1]["contents"]
+    assert (contents["text"], contents["_meta"]) == ("gold", {"ui": {"prefersBorder": True}})
     assert points.structured_content == {"result": 30}
     assert (balance["member"], balance["version"]) == ("ada", "2026-07-28")
     assert discovered["capabilities"]["extensions"] == {LOYALTY: {"tiers": ["silver", "gold"]}}

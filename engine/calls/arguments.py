@@ -9,6 +9,7 @@ from pydantic import ValidationError
 from engine.di.plain_arguments import REQUIRED
 from engine.di.signature import Signature
 from engine.errors import ToolError
+from engine.role import Role
 
 
 class InvalidArguments(ToolError):
@@ -44,15 +45,25 @@ def validate_arguments(signature: Signature, raw: Any) -> dict[str, Any]:
         model = signature.validator.validate_python(raw)
     except ValidationError as exc:
         raise InvalidArguments(
-            f"Invalid arguments for {signature.role} {signature.owner}: " + summarize(exc)
-        ) from None
+            f"Invalid arguments for {signature.role} {signature.owner}: "
+            + summarize(exc, missing_together=signature.role is Role.PROMPT)
+        ) from exc
     return {name: getattr(model, name) for name in signature.argument_names}
 
 
-def summarize(exc: ValidationError) -> str:
-    """A readable one-line summary of a validation error: ``field: problem; ...``."""
-    parts = []
+def summarize(exc: ValidationError, *, missing_together: bool = False) -> str:
+    """A readable one-line summary of a validation error: ``field: problem; ...``.
+
+    ``missing_together``: the arguments left out are named first, in one ``Missing required
+    arguments: a, b`` (a prompt's arguments are a form a user fills, where that reads best).
+    """
+    parts, missing = [], []
     for error in exc.errors(include_url=False):
         where = ".".join(str(p) for p in error["loc"]) or "arguments"
-        parts.append(f"{where}: {error['msg']}")
+        if missing_together and error["type"] == "missing":
+            missing.append(where)
+        else:
+            parts.append(f"{where}: {error['msg']}")
+    if missing:
+        parts.insert(0, "Missing required arguments: " + ", ".join(missing))
     return "; ".join(parts)

@@ -63,6 +63,12 @@ class Executed:
     """The exception behind an "unexpected error", for the log (live) or the report (replay)."""
     code: int = INTERNAL_ERROR
     """The JSON-RPC code of a failed prompt or resource (a tool's failure is a result)."""
+    cause: BaseException | None = None
+    """What a failure the handler meant was raised from: its ``ToolError``, or the
+    ``ValidationError`` of arguments that do not fit (a direct call chains to it)."""
+    returned: Any = None
+    """The input requests as the handler returned them (``HANDLER_ASKED``): a direct call
+    hands them back unchanged."""
 
 
 VERBS = {
@@ -77,8 +83,9 @@ def failed(handler: Handler, target: str, exc: ToolError) -> Executed:
     (a resource's words alone, as its URI travels in the error's data)."""
     code = exc.code if isinstance(exc, ResourceError) else INTERNAL_ERROR
     if handler.role is Role.RESOURCE:
-        return Executed(Outcome.FAILED, error=str(exc), code=code)
-    return Executed(Outcome.FAILED, error=f"{VERBS[handler.role]} {target}: {exc}", code=code)
+        return Executed(Outcome.FAILED, error=str(exc), code=code, cause=exc)
+    text = f"{VERBS[handler.role]} {target}: {exc}"
+    return Executed(Outcome.FAILED, error=text, code=code, cause=exc)
 
 
 def crashed(handler: Handler, target: str, exc: Exception) -> Executed:
@@ -127,7 +134,7 @@ async def execute_round(
     try:
         arguments = validate_arguments(signature, raw_arguments)
     except InvalidArguments as exc:
-        return Executed(Outcome.FAILED, error=str(exc), code=INVALID_PARAMS)
+        return Executed(Outcome.FAILED, error=str(exc), code=INVALID_PARAMS, cause=exc.__cause__)
     call = CallScope(handler.name, answers, state, answers.next_state, round_no)
     call.call_id = call_id
     handler_asked = state.handler
@@ -145,7 +152,7 @@ async def execute_round(
         asked = input_required_of(value)
         if asked is not None:
             requests = keep_requests(asked, signature, answers.next_state)
-            return Executed(Outcome.HANDLER_ASKED, requests)
+            return Executed(Outcome.HANDLER_ASKED, requests, returned=value)
         if convert is not None:
             value = convert(value)
     except MCPError:

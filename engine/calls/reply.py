@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 from engine.context import RequestScope
 from engine.questions.answers import AnswerSource
-from engine.state.call import CallState
+from engine.state.call import CallState, HandlerRequests
 
 Finisher = Callable[["RoundReply", bytes], Awaitable[None] | None]
 """Keeps a round's response and journals it; ``None`` when nothing is left to wait for."""
@@ -26,13 +26,18 @@ class CallRequest:
     input_responses: Any
     request_state: Any
     scope: RequestScope
+    forwarded: HandlerRequests | None = None
+    """For a direct call made with a handler's Context: the input requests that handler
+    returned last round (forwarding what this call returned then), so this call's handler
+    reads the answers in ``input_responses`` as its own."""
 
 
 class ReplyKind(enum.StrEnum):
     COMPLETE = "complete"
     """``value`` is the wire result."""
     INPUT_REQUIRED = "input_required"
-    """``input_requests`` to answer (none when a duplicate must retry) and ``request_state``."""
+    """``input_requests`` to answer (none when a duplicate must retry) and ``request_state``;
+    ``value``, when the handler returned its own requests, is what it returned."""
     ERROR = "error"
     """``error`` is the text of a tool's error result."""
     CACHED = "cached"
@@ -65,6 +70,9 @@ class RoundReply:
     """Starts a task's body, once the round that created the task is kept and journaled."""
     exception: BaseException | None = None
     """What a handler raised unexpectedly, for an ``error`` reply (recorded on its span)."""
+    cause: BaseException | None = None
+    """What a failure the handler meant was raised from, for an ``error`` reply (a direct call
+    chains to it)."""
 
     def finish(self, response: bytes) -> Awaitable[None] | None:
         """Keep and journal the round; an awaitable when that must wait for the store."""

@@ -204,7 +204,7 @@ class RoundRunner:
             claimed = admission.hold
         try:
             if claims is None:
-                state = CallState({}, {}, {})
+                state = CallState({}, {}, {}, request.forwarded)
             else:
                 carried = claims.state
                 if not isinstance(carried, bytes):
@@ -245,6 +245,8 @@ class RoundRunner:
                         answers, handler, request, call_id, round_no, binding, principal,
                         None if claims is None else claims.trace, executed.value,
                     )  # fmt: skip
+                    if outcome is Outcome.HANDLER_ASKED and reply.kind is ReplyKind.INPUT_REQUIRED:
+                        reply.value = executed.returned
                 elif outcome is Outcome.DEFERRED:
                     assert task is not None
                     reply = await task.start(
@@ -444,7 +446,7 @@ def _ended(
     if executed.unexpected is not None:
         log.error("%s %r failed", handler.role, handler.name, exc_info=executed.unexpected)
     reply = _failed(handler, request, executed, call_id, round_no)
-    reply.exception = executed.unexpected
+    reply.exception, reply.cause = executed.unexpected, executed.cause
     return reply
 
 
@@ -456,7 +458,7 @@ def _failed(
     if not fails_as_protocol_error(handler):
         return RoundReply(ReplyKind.ERROR, error=text, call_id=call_id, round_no=round_no)
     data = {"uri": request.target} if handler.role is Role.RESOURCE else {"name": request.target}
-    raise MCPError(executed.code, text, data)
+    raise MCPError(executed.code, text, data) from executed.unexpected
 
 
 __all__ = ["OversizedState", "Principal", "RoundRunner", "UnkeptState", "token_principal"]

@@ -128,18 +128,24 @@ def resource_of(resource: ReadableResource) -> Resource:
             )
         return content
 
-    return Resource(
+    uri = str(resource.uri)
+    # Read with defaults: an object of another library may lack some of these.
+    description = getattr(resource, "description", None)
+    handler = Resource(
         read,
-        resource.uri,
+        uri,
         literal=True,
-        name=resource.name or resource.uri,
-        title=resource.title,
-        description=resource.description or "",
-        mime_type=resource.mime_type,
-        icons=resource.icons,
-        annotations=resource.annotations,
-        meta=resource.meta,
+        name=getattr(resource, "name", None) or uri,
+        title=getattr(resource, "title", None),
+        description=description or "",
+        mime_type=getattr(resource, "mime_type", None),
+        icons=getattr(resource, "icons", None),
+        annotations=getattr(resource, "annotations", None),
+        meta=getattr(resource, "meta", None),
     )
+    if description is None:  # listed without one, as the object has none
+        del handler.listing["description"]
+    return handler
 
 
 def _check_parameters(uri: str, parsed: UriTemplate, fields: Mapping[str, Any]) -> None:

@@ -19,6 +19,7 @@ from engine._internal.logbridge import notify_in_order
 from engine._internal.notify import Notify
 from engine.questions.kinds import ElicitForm, ElicitURL, ListRoots, Question, Sample
 from engine.types import (
+    ClientCapabilities,
     CreateMessageResult,
     ElicitResult,
     ListRootsResult,
@@ -138,9 +139,10 @@ class RequestSession:
     # --- what the client declared ----------------------------------------------------------
 
     @property
-    def client_capabilities(self) -> Mapping[str, Any]:
-        """The capabilities the client declared, in their wire form."""
-        return self._capabilities
+    def client_capabilities(self) -> ClientCapabilities:
+        """The capabilities the client declared: by attribute (``.sampling``, ``.extensions``),
+        as the official SDK's model reads, or as a mapping of their wire form."""
+        return ClientCapabilities.declared(self._capabilities)
 
     def check_client_capability(self, capability: Any) -> bool:
         """Whether the client declared ``capability``: a dict of the capabilities' wire form,

@@ -25,7 +25,13 @@ from engine import (
     UserMessage,
 )
 from engine.testing import Client
-from engine.types import ImageContent, TextContent
+from engine.types import (
+    ElicitRequest,
+    ElicitRequestFormParams,
+    ImageContent,
+    InputRequiredResult,
+    TextContent,
+)
 from tests.conftest import KEY
 
 pytestmark = pytest.mark.anyio
@@ -202,3 +208,33 @@ async def test_render_raises_value_error_for_what_a_client_would_get_as_an_error
     assert isinstance(unreadable.value.__cause__, FileNotFoundError)
     with pytest.raises(ValueError, match="only a client"):
         await Prompt.from_function(present).render()
+
+
+async def test_render_hands_back_the_input_requests_a_prompt_returns() -> None:
+    asked = InputRequiredResult(
+        input_requests={
+            "tone": ElicitRequest(
+                params=ElicitRequestFormParams(
+                    message="Which tone?",
+                    requested_schema={"type": "object", "properties": {"tone": {"type": "string"}}},
+                )
+            )
+        }
+    )
+
+    def toned() -> str | InputRequiredResult:
+        return asked
+
+    assert await Prompt.from_function(toned).render() is asked
+
+
+async def test_missing_prompt_arguments_are_named_together() -> None:
+    def brief(topic: str, audience: str, words: int = 100) -> str:
+        return f"{topic} for {audience} in {words} words"
+
+    with pytest.raises(ValueError) as missing:
+        await Prompt.from_function(brief).render({"words": "many"})
+    assert str(missing.value) == (
+        "Invalid arguments for prompt brief: Missing required arguments: topic, audience; "
+        "words: Input should be a valid integer, unable to parse string as an integer"
+    )
