@@ -194,7 +194,7 @@ class MCPServer(Generic[LifespanT]):
     kept as given (``mcp.dependencies``) for tools that install servers.
 
     As the official server takes them: ``cache_hints``, ``{method: CacheHint(ttl_ms, scope)}``
-    for the cacheable methods (the others keep ``list_ttl_ms``, public); ``subscriptions``:
+    for the cacheable methods (the others keep ``list_ttl_ms``, private); ``subscriptions``:
     ``False`` serves no ``subscriptions/listen``; ``log_level`` configures Python logging (and
     uvicorn's level under ``run``) unless the program did; ``debug``, Starlette's debug pages
     on the HTTP app's other routes; ``middleware``, functions ``async (ctx, call_next)`` around
@@ -277,7 +277,7 @@ class MCPServer(Generic[LifespanT]):
         self.stamp_results: bool = self.settings.stamp_results
         logs.set_replica(self.replica_id)
         self.serves_subscriptions: bool = self.settings.subscriptions
-        default_hint = (self.settings.list_ttl_ms, "public")
+        default_hint = (self.settings.list_ttl_ms, "private")
         given_hints = self.settings.cache_hints
         self.result_hints: dict[str, tuple[int, str]] = {
             method: (

@@ -2,7 +2,7 @@
 
 Results of ``server/discover``, the four listings and ``resources/read`` carry ``ttlMs`` and
 ``cacheScope`` (2026-07-28). ``MCPServer(cache_hints={method: CacheHint(...)})`` sets them per
-method; a method without a hint keeps the server's default (``list_ttl_ms``, ``"public"``).
+method; a method without a hint keeps the server's default (``list_ttl_ms``, ``"private"``).
 """
 
 from __future__ import annotations
