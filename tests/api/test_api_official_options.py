@@ -105,7 +105,7 @@ async def test_cache_hints_set_each_methods_hint_and_the_rest_keep_the_default()
         "tools/list": (60_000, "public"),
         "resources/read": (5_000, "private"),
         "server/discover": (1_000, "private"),
-        "resources/list": (10, "public"),  # no hint: list_ttl_ms, shared
+        "resources/list": (10, "private"),  # no hint: list_ttl_ms, not shared
     }
 
 
