@@ -54,6 +54,7 @@ from engine.types import Icon
 from stores.base import Store
 
 if TYPE_CHECKING:
+    from engine.transports.official_client import OfficialClientConnections
     from engine.transports.starlette_app import MCPStarlette
 
 log = logging.getLogger("engine.app")
@@ -254,6 +255,7 @@ class MCPServer(Generic[LifespanT]):
         """The policy of a resource template registered without ``security=``."""
         self.custom_routes = Routes()
         self._session_manager: SessionManager | None = None
+        self._official_clients: OfficialClientConnections | None = None
         self.runtime = Runtime(
             self.settings,
             principal=principal,
@@ -755,6 +757,25 @@ class MCPServer(Generic[LifespanT]):
                 stack.callback(setattr, self, "lifespan_context", {})
             await stack.enter_async_context(self.runtime.running())
             yield self
+
+    # --- the official mcp Client, in process -----------------------------------------------
+
+    async def __aenter__(self) -> tuple[Any, Any]:
+        """Connect the official ``mcp`` SDK's ``Client(mcp)`` to this server, in process.
+
+        That client uses a server it does not know as its transport: so a test written with it
+        runs here unchanged. Each connection runs the server (its lifespan included) until the
+        client leaves (see :mod:`engine.transports.official_client`).
+        """
+        if self._official_clients is None:
+            from engine.transports.official_client import OfficialClientConnections
+
+            self._official_clients = OfficialClientConnections(self)
+        return await self._official_clients.enter()
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        assert self._official_clients is not None
+        return await self._official_clients.leave(*exc)
 
 
 def _checked_auth(

@@ -3,10 +3,12 @@
 Fetches the pinned ``mcp`` source distribution from PyPI (its hash checked, cached beside the
 interop clients), extracts the server tests (``tests/server/mcpserver/``), the tutorial tests
 (``tests/docs_src/``) with the tutorials they import (``docs_src/``), rewrites their imports
-(``rewrite.py``: ``mcp.server.mcpserver`` becomes ``engine``), and runs them with pytest, the
-official ``Client`` connected to our server in memory (``conftest_run.py``). Tests of official
-internals are left out by ``excluded.txt``, each group with its reason. Tutorial tests whose
-rewritten code never reaches ``engine`` test only the official SDK and are not run.
+(``rewrite.py``: ``mcp.server.mcpserver`` becomes ``engine``), and runs them with pytest; the
+official ``Client`` connects to our server in memory as it connects to its own. Five example
+servers of ``examples/stories/`` run too, each driven by its own client. Tests of official
+internals, and of what this server does differently on purpose, are left out by
+``excluded.txt``, each group with its reason (``conftest_run.py`` applies it). Tutorial tests
+whose rewritten code never reaches ``engine`` test only the official SDK and are not run.
 
 Prints one summary line per group and exits non-zero when any test outside the exclusions fails.
 The project holds this harness only; the official files live in the cache.
@@ -112,10 +114,18 @@ def reaches_engine(path: Path, root: Path, seen: set[Path] | None = None) -> boo
     return False
 
 
-def excluded_patterns() -> list[str]:
-    """The lines of excluded.txt: test ids, files, or ``prefix*``."""
-    lines = (HERE / "excluded.txt").read_text(encoding="utf-8").splitlines()
-    return [p for p in (line.split("#", 1)[0].strip() for line in lines) if p]
+def excluded_patterns() -> dict[str, str]:
+    """The lines of excluded.txt (test ids, files, or ``prefix*``), each with its section (the
+    ``# == name: ...`` line above it)."""
+    patterns: dict[str, str] = {}
+    section = "excluded"
+    for line in (HERE / "excluded.txt").read_text(encoding="utf-8").splitlines():
+        if line.startswith("# == "):
+            section = line.removeprefix("# == ").split(":", 1)[0]
+        pattern = line.split("#", 1)[0].strip()
+        if pattern:
+            patterns[pattern] = section
+    return patterns
 
 
 def group_of(nodeid: str) -> str:
@@ -142,7 +152,10 @@ def main() -> int:
         shutil.copy(HERE / "conftest_run.py", work / "conftest.py")
         shutil.copy(HERE / "official_internal.py", work / "official_internal.py")
         (work / "pytest.ini").write_text(
-            "[pytest]\naddopts = -p anyio -p no:cacheprovider\nanyio_mode = auto\n"
+            # hypothesis's plugin imports under assertion rewriting, which trips a CPython 3.11
+            # AST bug after certain failures; the official tests do not use hypothesis.
+            "[pytest]\naddopts = -p anyio -p no:cacheprovider -p no:hypothesispytest\n"
+            "anyio_mode = auto\n"
             "filterwarnings =\n    ignore::DeprecationWarning\n",
             encoding="utf-8",
         )
@@ -150,7 +163,7 @@ def main() -> int:
             *(work / "tests" / "server" / "mcpserver").rglob("test_*.py"),
             *(work / "tests" / "docs_src").glob("test_*.py"),
         ]
-        excluded = set(excluded_patterns())
+        excluded = excluded_patterns()
         targets = sorted(
             relative
             for p in candidates
@@ -167,7 +180,7 @@ def main() -> int:
         env = dict(
             os.environ,
             OFFICIAL_RESULTS=str(results),
-            OFFICIAL_EXCLUDED=json.dumps(sorted(excluded)),
+            OFFICIAL_EXCLUDED=json.dumps(excluded),
         )
         env["PYTHONPATH"] = os.pathsep.join(
             filter(None, [str(work), str(work / "examples"), env.get("PYTHONPATH")])
@@ -191,8 +204,12 @@ def main() -> int:
         if args.results:
             shutil.copy(results, args.results)
         counts: dict[str, Counter[str]] = {}
-        for nodeid, (outcome, _) in outcomes.items():
-            counts.setdefault(group_of(nodeid), Counter())[outcome] += 1
+        left_out: Counter[str] = Counter()
+        for nodeid, (outcome, section) in outcomes.items():
+            if outcome == "excluded":
+                left_out[section] += 1
+            else:
+                counts.setdefault(group_of(nodeid), Counter())[outcome] += 1
         for group in ("founding pages", "other tutorials", "server tests", "example servers"):
             c = counts.get(group, Counter())
             total = sum(c.values())
@@ -200,6 +217,12 @@ def main() -> int:
                 f"official {VERSION} {group}: {c['passed']} of {total} passed"
                 + "".join(f", {n} {k}" for k, n in sorted(c.items()) if k != "passed")
             )
+        files = Counter(section for pattern, section in excluded.items() if pattern.endswith(".py"))
+        shown = [
+            f"{section} {n}" + (f" and {files[section]} whole files" if files[section] else "")
+            for section, n in sorted(left_out.items())
+        ]
+        print(f"official {VERSION} left out by excluded.txt: {', '.join(shown)}")
         if args.keep:
             print(f"rewritten tree kept in {work}")
         return proc.returncode
