@@ -32,7 +32,7 @@ from engine.types import (
     TextResourceContents,
 )
 
-mcp = MCPServer("engine-conformance", trust_unsolicited_answers=True)
+mcp = MCPServer("engine-conformance", version="1.0.0", trust_unsolicited_answers=True)
 
 # A 1x1 transparent PNG and a tiny silent WAV.
 PNG = base64.b64encode(
