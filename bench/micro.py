@@ -14,9 +14,14 @@ Work is timed in batches and the best batch is reported (as ``timeit`` does): on
 machine the minimum is the figure least disturbed by other processes; the mean is kept too. The
 three call benchmarks take turns in short slices, so a slow stretch touches all three alike.
 
-    python bench/micro.py [--seconds 2] [--json] [--profile]
+    python bench/micro.py [--seconds 2] [--json] [--profile] [--calls N]
 
 ``--profile`` runs the dispatch loop under pyinstrument (bench extra) and prints its tree.
+``--calls N`` runs exactly N two-round calls through the ASGI app, untimed and silent, for
+valgrind's callgrind: an instruction count repeats exactly, where a time does not, and the
+difference between the counts of two N is what those extra calls cost:
+
+    valgrind --tool=callgrind --callgrind-out-file=/dev/null python bench/micro.py --calls 200
 """
 
 from __future__ import annotations
@@ -119,9 +124,10 @@ async def bench_dispatch(
 
 
 async def bench_asgi(
-    seconds: float, batches: list[tuple[float, int]] | None = None
+    seconds: float, batches: list[tuple[float, int]] | None = None, calls: int | None = None
 ) -> dict[str, float]:
-    """µs per round of the ASGI app over whole two-round calls (only the app call is timed)."""
+    """µs per round of the ASGI app over whole two-round calls (only the app call is timed);
+    with ``calls``, exactly that many calls whatever the time."""
     server = build()
     app = server.streamable_http_app()
     clock = time.perf_counter
@@ -150,10 +156,10 @@ async def bench_asgi(
     deadline = clock() + seconds
     request_id = 0
     async with server.running():
-        while clock() < deadline:
+        while (clock() < deadline) if calls is None else (request_id < calls):
             spent = 0.0
             rounds = 0
-            for _ in range(BATCH):
+            for _ in range(BATCH if calls is None else min(BATCH, calls - request_id)):
                 request_id += 1
                 first = json.dumps(_message(request_id)).encode()
                 t0 = clock()
@@ -285,9 +291,18 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=2.0)
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument("--profile", action="store_true", help="pyinstrument the dispatch loop")
+    parser.add_argument("--calls", type=int, help="run exactly N calls through the ASGI app")
     args = parser.parse_args()
     # Inline state on purpose: the warning every server made here would log is not news.
     logging.getLogger("engine.app").setLevel(logging.ERROR)
+    logging.getLogger("engine.seal").setLevel(logging.ERROR)
+    if args.calls is not None:
+        loop = new_event_loop()
+        try:
+            loop.run_until_complete(bench_asgi(0.0, calls=args.calls))
+        finally:
+            loop.close()
+        return
     if args.profile:
         profile(args.seconds)
         return
