@@ -9,7 +9,12 @@ inline or with a store, with environment settings of its own:
     .venv/bin/python bench/ab.py inline=. redis=.,redis sampled=.,redis,ENGINE_JOURNAL_SAMPLE=0.1
     .venv/bin/python bench/ab.py --workload chain --rounds 10 before=../old,redis after=.,redis
 
-Each variant is ``NAME=CHECKOUT[,redis|,sqlite|,memory][,jwt][,venv][,VAR=VALUE...]``; ``memory``
+Each variant is ``NAME=CHECKOUT[,redis|,sqlite|,memory][,jwt][,venv][,VAR=VALUE...]``; a store
+may carry options of its URL (``sqlite?synchronous=full``, ``redis?allow_eviction=yes``):
+
+    .venv/bin/python bench/ab.py normal=.,sqlite full=.,sqlite?synchronous=full
+
+``memory``
 is the in-process store (what the engine's single-use rounds and journal cost, without a store's
 own work); ``venv`` runs the server with the checkout's own ``.venv/bin/python`` instead of this
 one, so a checkout made with another Python compares interpreters:
@@ -53,6 +58,8 @@ class Variant:
     store: str | None
     """``redis``, ``sqlite``, ``memory`` or ``None`` (inline)."""
     env: dict[str, str]
+    store_options: str = ""
+    """The query its store URL ends with (``synchronous=full``), or nothing."""
     jwt: bool = False
     """Served with auth on; the load carries a bearer token (see `bearer_token`)."""
     python: str = sys.executable
@@ -85,6 +92,7 @@ def parse_variant(text: str) -> Variant:
     if not (checkout / "bench" / "servers" / "ours.py").is_file():
         raise argparse.ArgumentTypeError(f"{text!r}: {checkout} has no bench/servers/ours.py")
     store: str | None = None
+    store_options = ""
     env: dict[str, str] = {}
     jwt = False
     python = sys.executable
@@ -97,10 +105,10 @@ def parse_variant(text: str) -> Variant:
                 raise argparse.ArgumentTypeError(
                     f"{text!r}: {python} does not exist; run make install in {checkout}"
                 )
-        elif option in ("redis", "sqlite", "memory"):
+        elif option.partition("?")[0] in ("redis", "sqlite", "memory"):
             if store is not None:
                 raise argparse.ArgumentTypeError(f"{text!r}: one store per variant")
-            store = option
+            store, _, store_options = option.partition("?")
         elif "=" in option and option.partition("=")[0]:
             key, _, value = option.partition("=")
             env[key] = value
@@ -108,7 +116,7 @@ def parse_variant(text: str) -> Variant:
             raise argparse.ArgumentTypeError(
                 f"{text!r}: {option!r} is neither redis, sqlite, memory, jwt, venv nor VAR=VALUE"
             )
-    variant = Variant(name, checkout, store, env, jwt, python=python)
+    variant = Variant(name, checkout, store, env, store_options, jwt, python=python)
     if jwt:
         jwks, token = bearer_token()
         variant.env["BENCH_JWKS"] = jwks
@@ -184,6 +192,8 @@ def measure(variants: list[Variant], args: argparse.Namespace, logs: Path) -> No
                     url = f"sqlite:///{sqlite_files[-1].resolve()}"
                 elif variant.store == "memory":
                     url = "memory://"
+                if url is not None and variant.store_options:
+                    url += ("&" if "?" in url else "?") + variant.store_options
                 running[variant.name] = stack.enter_context(
                     run.serving(server_spec(variant, url), logs)
                 )

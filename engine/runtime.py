@@ -29,9 +29,12 @@ from engine.state.seal import KeyRing
 from engine.store_services.services import StoreServices
 from engine.store_services.task_records import TaskRecords
 from engine.tasks.service import Tasks
-from stores.base import Store, StoreUnavailable
+from stores.base import Store, StoreMisconfigured, StoreUnavailable
 
 log = logging.getLogger("engine.seal")
+
+HEALTH_TIMEOUT = 2.0
+"""Seconds a health check waits for the store's write probe."""
 
 
 class Runtime:
@@ -138,6 +141,7 @@ class Runtime:
         async with contextlib.AsyncExitStack() as stack:
             if self.owns_store:
                 stack.push_async_callback(store.aclose)
+            await _refuse_misconfigured(store)
             tg = await stack.enter_async_context(anyio.create_task_group())
             stack.callback(tg.cancel_scope.cancel)
             await tg.start(self.bus.relay)
@@ -157,13 +161,29 @@ class Runtime:
         if self.store is None:
             return True, details
         try:
-            with anyio.fail_after(2):
+            with anyio.fail_after(HEALTH_TIMEOUT):
                 await self.store.ping()
-        except (StoreUnavailable, TimeoutError) as exc:
+        except StoreUnavailable as exc:
             details["store"] = f"unavailable: {exc}"
+            return False, details
+        except TimeoutError:
+            details["store"] = f"unavailable: no answer within {HEALTH_TIMEOUT:g} s"
             return False, details
         details["store"] = "ok"
         return True, details
+
+
+async def _refuse_misconfigured(store: Store) -> None:
+    """A store that answers but cannot keep its promises (a Redis that may evict keys) stops
+    the server at start, saying what to change. One that does not answer yet is not waited for:
+    the server starts, and ``/healthz`` reports the store until it answers."""
+    try:
+        with anyio.fail_after(HEALTH_TIMEOUT):
+            await store.ping()
+    except StoreMisconfigured:
+        raise
+    except Exception:  # unreachable at start, say: not a reason to stop
+        return
 
 
 def _ephemeral_ring() -> KeyRing:

@@ -19,6 +19,7 @@ from .base import (
     Claim,
     ClaimResult,
     Store,
+    StoreMisconfigured,
     StoreUnavailable,
     TaskRow,
 )
@@ -37,6 +38,7 @@ __all__ = [
     "RedisStore",
     "SQLiteStore",
     "Store",
+    "StoreMisconfigured",
     "StoreUnavailable",
     "TaskRow",
     "open_store",

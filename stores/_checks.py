@@ -85,3 +85,20 @@ def check_task_write(row: Any, ttl: float) -> None:
     if not isinstance(row.version, int) or isinstance(row.version, bool) or row.version < 1:
         raise ValueError(f"a task's version is a positive integer, got {row.version!r}")
     check_ttl(ttl)
+
+
+SYNCHRONOUS = ("normal", "full")
+"""How a commit reaches the disk (``PRAGMA synchronous``). ``normal``: the log is synced at
+checkpoints only, so a commit survives a crash of the process but not of the machine (a power
+loss, an OS crash); ``full``: each commit syncs the log before it returns, so it survives both."""
+
+
+def check_synchronous(value: object) -> str:
+    """``value`` as one of `SYNCHRONOUS` (any case), or a ValueError saying what to give."""
+    mode = value.lower() if isinstance(value, str) else value
+    if mode not in SYNCHRONOUS:
+        raise ValueError(
+            f"synchronous must be 'normal' (commits survive a crash of the process) or 'full' "
+            f"(they survive a power loss too), got {value!r}"
+        )
+    return str(mode)

@@ -6,13 +6,17 @@ and sqlite3.
 
 from __future__ import annotations
 
+from urllib.parse import parse_qsl
+
+from ._checks import check_synchronous
 from ._urls import REDIS_SCHEMES, check_redis_url, redacted
 from .base import Store
 
 ACCEPTED = (
-    "memory://, sqlite:///relative/path.db, sqlite:////absolute/path.db, "
-    "redis://host:port/db, rediss://host:port/db, unix:///path/to/redis.sock, "
-    "redis+cluster://host:port (Redis URLs take an optional ?prefix=...)"
+    "memory://, sqlite:///relative/path.db, sqlite:////absolute/path.db (optionally "
+    "?synchronous=full), redis://host:port/db, rediss://host:port/db, "
+    "unix:///path/to/redis.sock, redis+cluster://host:port (Redis URLs take an optional "
+    "?prefix=...)"
 )
 
 
@@ -31,7 +35,8 @@ def open_store(url_or_store: str | Store) -> Store:
     if scheme == "sqlite":
         from .sqlite import SQLiteStore
 
-        return SQLiteStore(_sqlite_path(url))
+        path, synchronous = _sqlite_path(url)
+        return SQLiteStore(path, synchronous=synchronous)
     from .redis import RedisStore
 
     return RedisStore(url)  # it reads the URL's ?prefix= itself
@@ -59,15 +64,26 @@ def check_url(url: str) -> str:
     raise ValueError(f"unsupported store URL {redacted(url)!r}; accepted forms: {ACCEPTED}")
 
 
-def _sqlite_path(url: str) -> str:
-    """SQLAlchemy style: three slashes then a relative path, four for an absolute one."""
-    rest = url[len("sqlite://") :]
-    if not rest.startswith("/") or "?" in rest or "#" in rest:
+def _sqlite_path(url: str) -> tuple[str, str]:
+    """SQLAlchemy style: three slashes then a relative path, four for an absolute one; and the
+    one option, ``?synchronous=normal|full``. ``(path, synchronous)``."""
+    rest, _, query = url[len("sqlite://") :].partition("?")
+    if not rest.startswith("/") or "#" in url:
         raise ValueError(
             f"bad SQLite URL {url!r}: use sqlite:///relative/path.db or sqlite:////abs/path.db "
-            "(no host, no options)"
+            "(no host; the one option is ?synchronous=full)"
         )
     path = rest[1:]
     if not path or path.endswith("/"):
         raise ValueError(f"SQLite URL {url!r} names no file: use sqlite:///path/to/file.db")
-    return path
+    options = parse_qsl(query, keep_blank_values=True)
+    names = [name for name, _ in options]
+    if any(name != "synchronous" for name in names) or len(names) > 1:
+        raise ValueError(
+            f"SQLite URL {url!r}: the one option is ?synchronous=normal or ?synchronous=full"
+        )
+    synchronous = options[0][1] if options else "normal"
+    try:
+        return path, check_synchronous(synchronous)
+    except ValueError as exc:
+        raise ValueError(f"SQLite URL {url!r}: {exc}") from None

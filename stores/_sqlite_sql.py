@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from ._checks import check_synchronous
 from ._claims import FRESH, claim_found
 from .base import ClaimResult, StoreUnavailable
 
@@ -21,8 +22,9 @@ Clock = Callable[[], float]
 """The store's time in seconds, read when an operation runs (inside its transaction)."""
 
 WAL_SIZE_LIMIT = 64 * 1024 * 1024
-"""Bytes the write-ahead log file is cut back to when it starts over (it is reused, not
-shrunk, otherwise)."""
+"""Bytes the write-ahead log file is cut back to when it starts over (``journal_size_limit``; it
+is reused, not shrunk, otherwise). A checkpoint after a failed one cuts it to nothing
+(`checkpoint` with ``TRUNCATE``)."""
 
 SCHEMA_VERSION = 5
 """1: the first schema. 2: ``rounds.owner``, the token of the claim that created the record.
@@ -176,7 +178,7 @@ def private_side_files(path: str) -> None:
             os.chmod(path + suffix, PRIVATE_FILE)
 
 
-def connect(path: str, op_timeout: float) -> sqlite3.Connection:
+def connect(path: str, op_timeout: float, synchronous: str = "normal") -> sqlite3.Connection:
     """Open in WAL mode with the schema in place, migrating an older file in place.
 
     A file of an unknown (newer) schema is refused.
@@ -188,7 +190,7 @@ def connect(path: str, op_timeout: float) -> sqlite3.Connection:
         )
         try:
             conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")  # durable across crashes of this process
+            conn.execute(f"PRAGMA synchronous = {check_synchronous(synchronous).upper()}")
             conn.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}")
             if _schema_version(conn, path) != SCHEMA_VERSION:
                 with transaction(conn):  # re-read: another process may have done it meanwhile
@@ -207,13 +209,13 @@ def connect(path: str, op_timeout: float) -> sqlite3.Connection:
         return conn
 
 
-def connect_quick(path: str) -> sqlite3.Connection:
+def connect_quick(path: str, synchronous: str = "normal") -> sqlite3.Connection:
     """A second connection to a file `connect` has opened, for work on the event loop's thread:
     it fails at once with "database is locked" instead of waiting for another process, and
     leaves checkpoints (which write and sync the database file) to `checkpoint`."""
     conn = sqlite3.connect(path, timeout=0, isolation_level=None, check_same_thread=False)
     try:
-        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute(f"PRAGMA synchronous = {check_synchronous(synchronous).upper()}")
         conn.execute("PRAGMA wal_autocheckpoint = 0")
         conn.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}")
     except BaseException:
@@ -222,16 +224,31 @@ def connect_quick(path: str) -> sqlite3.Connection:
     return conn
 
 
-def is_busy(exc: sqlite3.OperationalError) -> bool:
+def is_busy(exc: sqlite3.Error) -> bool:
     """Whether another connection holds the database (the operation did nothing)."""
-    return exc.sqlite_errorcode & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    code = getattr(exc, "sqlite_errorcode", 0) or 0
+    return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
 
-def checkpoint(conn: sqlite3.Connection) -> int:
+def checkpoint(conn: sqlite3.Connection, mode: str = "PASSIVE") -> int:
     """Copy the write-ahead log into the database file, as far as readers allow; the number of
-    frames (pages) the log holds."""
-    _, frames, _ = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-    return int(frames)
+    frames (pages) the log holds. ``TRUNCATE`` copies all of it or nothing, and then cuts the
+    log file to nothing, giving its space back to the disk: -1 when readers kept it from that."""
+    busy, frames, _ = conn.execute(f"PRAGMA wal_checkpoint({mode})").fetchone()
+    return -1 if busy else int(frames)
+
+
+def is_failure(exc: sqlite3.DatabaseError) -> bool:
+    """Whether the database is to blame rather than the caller: locked, full, an I/O error, or
+    a file that reads as damaged since its disk failed ("database disk image is malformed");
+    not a broken constraint, nor a misused API."""
+    return isinstance(exc, sqlite3.OperationalError) or type(exc) is sqlite3.DatabaseError
+
+
+def is_full(exc: sqlite3.Error) -> bool:
+    """Whether SQLite found no room: the disk, or ``max_page_count``, is full."""
+    code = getattr(exc, "sqlite_errorcode", 0) or 0
+    return code & 0xFF == sqlite3.SQLITE_FULL
 
 
 def _create_or_migrate(conn: sqlite3.Connection, version: int) -> None:

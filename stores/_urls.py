@@ -1,4 +1,5 @@
-"""Store URLs: our own ``?prefix=`` option of Redis URLs, and URLs safe to show."""
+"""Store URLs: our own options (``?prefix=`` and ``?allow_eviction=`` of Redis URLs,
+``?synchronous=`` of SQLite URLs), and URLs safe to show."""
 
 from __future__ import annotations
 
@@ -27,6 +28,25 @@ def split_prefix(url: str) -> tuple[str, str | None]:
         raise ValueError(f"Redis URL {redacted(url)!r}: give at most one non-empty ?prefix=")
     rest = urlencode([(name, value) for name, value in query if name != "prefix"])
     return (f"{base}?{rest}" if rest else base), prefixes[0] if prefixes else None
+
+
+_YES = ("yes", "true", "1", "on")
+_NO = ("no", "false", "0", "off")
+
+
+def split_flag(url: str, name: str) -> tuple[str, bool]:
+    """``(url without the option ``name``, whether it says yes)``: ``yes``, ``true``, ``1`` or
+    ``on``; ``no``, ``false``, ``0``, ``off`` or no option at all say no. Anything else, or the
+    option given twice, is refused, since a misspelt yes must not quietly mean no."""
+    base, _, query_string = url.partition("?")
+    query = parse_qsl(query_string, keep_blank_values=True)
+    values = [value.lower() for key, value in query if key == name]
+    if not values:
+        return url, False
+    if len(values) > 1 or (values and values[0] not in _YES + _NO):
+        raise ValueError(f"store URL {redacted(url)!r}: give ?{name}= once, as yes or no")
+    rest = urlencode([(key, value) for key, value in query if key != name])
+    return (f"{base}?{rest}" if rest else base), bool(values) and values[0] in _YES
 
 
 REDIS_SCHEMES = ("redis", "rediss", "unix", "redis+cluster", "rediss+cluster")

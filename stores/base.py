@@ -80,6 +80,12 @@ class StoreUnavailable(Exception):
     """
 
 
+class StoreMisconfigured(StoreUnavailable):
+    """The backend answers, but is set up so that the store cannot keep its promises (a Redis
+    that evicts keys would drop claims, and rounds would run twice). The message says what to
+    change; a server refuses to start on it, and its health check fails while it lasts."""
+
+
 def unavailable(backend: str, what: str, detail: str) -> StoreUnavailable:
     """Build the one error message shape every store uses, so operators see the same thing."""
     return StoreUnavailable(

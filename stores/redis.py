@@ -29,6 +29,7 @@ from typing import Any, NamedTuple, TypeVar
 
 import anyio
 import msgpack
+from redis import exceptions as rx
 from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
 
@@ -52,9 +53,10 @@ from ._journal import (
     index_fields,
 )
 from ._redis_client import UNAVAILABLE, Messages, RedisClient, as_bytes, client_from_url
+from ._redis_health import HEALTH_KEY_TTL_MS, WRITES_REFUSED, health_key, refuse_eviction
 from ._redis_mux import MuxStopped, ScriptCall, ScriptMux, can_multiplex, run_scripts
 from ._redis_tasks import RedisTasks
-from ._urls import redacted, split_prefix
+from ._urls import redacted, split_flag, split_prefix
 from ._waiters import Waiters, wait_settled
 from .base import (
     DEFAULT_OP_TIMEOUT,
@@ -115,17 +117,26 @@ class RedisStore:
         max_connections: int = 100,
         poll_interval: float = 0.05,
         purge_interval: float = 60.0,
+        allow_eviction: bool = False,
     ) -> None:
         """Connect lazily to `url_or_client`; a client passed in stays the caller's to close.
 
         The key prefix is ``prefix``, or the URL's ``?prefix=`` (as in `open_store`), or
-        ``engine``. Each open subscription holds one of the `max_connections` for its lifetime.
+        ``engine``. A Redis whose ``maxmemory-policy`` is not ``noeviction`` fails `ping`
+        with `StoreMisconfigured` unless ``allow_eviction`` (or the URL's
+        ``?allow_eviction=yes``) accepts that an evicted claim lets a round run twice. Each
+        open subscription holds one of the `max_connections` for its lifetime.
         `wait_complete` re-reads the round every `poll_interval` s to see completions made by
         other replicas (completions in this process wake it at once).
         """
         check_ttl(op_timeout, "op_timeout")
+        self._where = f"{type(url_or_client).__name__} client"
+        """Where the store's Redis is, safe to show: its URL without passwords, or the client."""
         if isinstance(url_or_client, str):
+            self._where = redacted(url_or_client).partition("?")[0]
             url, in_url = split_prefix(url_or_client)
+            url, evictable = split_flag(url, "allow_eviction")
+            allow_eviction = allow_eviction or evictable
             if in_url is not None and prefix is not None and in_url != prefix:
                 raise ValueError(
                     f"Redis key prefix given twice: prefix={prefix!r} and ?prefix={in_url} in "
@@ -147,6 +158,7 @@ class RedisStore:
             self._client = url_or_client
             self._owns_client = False
         self.prefix = prefix
+        self._allow_eviction = allow_eviction
         self._index_keys = [self._index_key("by_ts"), self._index_key("calls")]
         """What the listing scripts are given: the by-time zset and the calls hash."""
         self._target_prefix = self._target_key("")
@@ -668,7 +680,21 @@ class RedisStore:
     # --- lifecycle ---
 
     async def ping(self) -> None:
-        await self._call("ping", self._client.ping)
+        """Redis takes a write (see `stores._redis_health`): a Redis out of memory under
+        ``noeviction``, a read-only replica or one refusing writes for any other reason fails
+        it; and, unless eviction is allowed, Redis does not evict keys."""
+        write = partial(self._client.set, health_key(self.prefix), b"1", px=HEALTH_KEY_TTL_MS)
+        try:
+            await self._call("health write", write)
+        except rx.ResponseError as exc:
+            if not str(exc).startswith(WRITES_REFUSED):
+                raise
+            raise self._unavailable("health write", exc) from exc
+        if not self._allow_eviction:
+            refuse_eviction(await self._call("health check", self._memory_info), self._where)
+
+    async def _memory_info(self) -> Any:
+        return await self._client.info("memory")
 
     async def aclose(self) -> None:
         if self._closed:

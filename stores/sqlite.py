@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import os
 import sqlite3
 import time
@@ -50,6 +51,7 @@ from ._checks import (
     check_owner,
     check_round_key,
     check_round_op,
+    check_synchronous,
     check_task_id,
     check_task_write,
     check_ttl,
@@ -75,6 +77,9 @@ CHECKPOINT_EVERY = 1000
 CATCH_UP_FRAMES = 4096
 """Log size, in pages, from which `serve` holds the writes for a checkpoint that copies the rest
 (all of it unless another process reads an older snapshot)."""
+CHECKPOINT_RETRY = 1.0
+"""Seconds between two tries, in `serve`, of a checkpoint that cuts the log back to nothing,
+once a checkpoint has failed or a write found the disk full (see `_truncate_log`)."""
 QUICK_JOURNAL_BATCH = 64
 """Journal events per transaction on the event loop's thread."""
 QUICK_JOURNAL_BYTES = 256 * 1024
@@ -105,8 +110,13 @@ class SQLiteStore:
         purge_interval: float = 60.0,
         poll_interval: float = 0.1,
         clock: sql.Clock | None = None,
+        synchronous: str = "normal",
     ) -> None:
         """Open (creating if needed) the database at `path`: blocking file I/O, so open at startup.
+
+        `synchronous` is ``"normal"`` (a commit survives a crash of the process, not a power
+        loss or an OS crash: the last ones before it may be lost) or ``"full"`` (each commit
+        syncs the log first, so claims and completions survive those too, at a cost per commit).
 
         `poll_interval` is how often `wait_complete` re-reads a round, which is how it sees
         completions made by other processes on the same file.
@@ -114,6 +124,7 @@ class SQLiteStore:
         (the file outlives the process), and purges to the monotonic clock.
         """
         check_ttl(op_timeout, "op_timeout")
+        self.synchronous = check_synchronous(synchronous)
         self.path = os.fspath(path)
         self._clock: sql.Clock = time.time if clock is None else clock
         self._purge_clock: sql.Clock = time.monotonic if clock is None else clock
@@ -123,10 +134,14 @@ class SQLiteStore:
         self._next_purge = 0.0
         try:
             sql.make_private(self.path)
-            self._conn: sqlite3.Connection | None = sql.connect(self.path, op_timeout)
+            self._conn: sqlite3.Connection | None = sql.connect(
+                self.path, op_timeout, self.synchronous
+            )
             sql.private_side_files(self.path)
             try:
-                self._quick: sqlite3.Connection | None = sql.connect_quick(self.path)
+                self._quick: sqlite3.Connection | None = sql.connect_quick(
+                    self.path, self.synchronous
+                )
             except BaseException:
                 self._conn.close()
                 raise
@@ -140,6 +155,9 @@ class SQLiteStore:
         self._quick_writes = 0
         self._checkpoint_wanted: anyio.Event | None = None
         """Set to ask `serve` for a checkpoint; ``None`` when it does not run."""
+        self._log_stuck = False
+        """A checkpoint failed, or a write found the disk full: `serve` tries to cut the log
+        back every `CHECKPOINT_RETRY` s until it has."""
         self._bus = LocalBus(bus_buffer)
         self._waiters = Waiters()
 
@@ -189,8 +207,10 @@ class SQLiteStore:
             raise RuntimeError("this SQLiteStore is closed; open a new store")
         try:
             return op(quick, self._clock)
-        except sqlite3.OperationalError as exc:
+        except sqlite3.DatabaseError as exc:
             self._end_quick_transaction(quick)
+            if not sql.is_failure(exc):
+                raise
             if not sql.is_busy(exc):
                 raise self._failed(what, exc) from exc
             return await self._in_thread(what, op)  # another process holds it: wait
@@ -216,12 +236,16 @@ class SQLiteStore:
         self._quick_writes += len(group)
         await self._housekeeping()
 
-    def _failed(self, what: str, exc: sqlite3.OperationalError) -> StoreUnavailable:
+    def _failed(self, what: str, exc: sqlite3.DatabaseError) -> StoreUnavailable:
+        if sql.is_full(exc) and not self._log_stuck:  # the log may be what fills the disk
+            self._log_stuck = True
+            if self._checkpoint_wanted is not None:
+                self._checkpoint_wanted.set()
         return unavailable("SQLite", f"{what} on {self.path!r}", str(exc))
 
     def _failed_write(self, pending: Pending[Any], exc: Exception) -> BaseException:
         """What the caller of one write of a group that raised sees: as if it ran alone."""
-        if isinstance(exc, sqlite3.OperationalError):
+        if isinstance(exc, sqlite3.DatabaseError) and sql.is_failure(exc):
             return self._failed(pending.what, exc)
         return exc
 
@@ -246,7 +270,7 @@ class SQLiteStore:
             quick.close()
             self._quick = None
             try:
-                self._quick = sql.connect_quick(self.path)
+                self._quick = sql.connect_quick(self.path, self.synchronous)
             except sqlite3.Error as exc:  # the worker-thread connection serves meanwhile
                 log.warning("SQLite connection not reopened: %s", exc)
 
@@ -257,7 +281,9 @@ class SQLiteStore:
             raise RuntimeError("this SQLiteStore is closed; open a new store")
         try:
             return await anyio.to_thread.run_sync(op, conn, self._clock)
-        except sqlite3.OperationalError as exc:
+        except sqlite3.DatabaseError as exc:
+            if not sql.is_failure(exc):
+                raise
             raise self._failed(what, exc) from exc
 
     async def _housekeeping(self) -> None:
@@ -284,15 +310,37 @@ class SQLiteStore:
             if checkpoint:
                 await anyio.to_thread.run_sync(self._checkpoint_quietly, conn)
 
-    @staticmethod
-    def _checkpoint_quietly(conn: sqlite3.Connection) -> int:
-        """The frames the log holds after a checkpoint (0 or less when it could not run: no
-        catch-up then, the next one tries again)."""
+    def _checkpoint_quietly(self, conn: sqlite3.Connection) -> int:
+        """The frames the log holds after a checkpoint (0 when it could not run: no catch-up
+        then; `serve` tries again until the log is cut back)."""
         try:
             return sql.checkpoint(conn)
         except sqlite3.Error as exc:
-            log.warning("SQLite checkpoint failed, the log grows meanwhile: %s", exc)
+            if not self._log_stuck:
+                log.warning(
+                    "SQLite checkpoint failed, the log grows meanwhile: %s; tried again every %g s",
+                    exc,
+                    CHECKPOINT_RETRY,
+                )
+            self._log_stuck = True
             return 0
+
+    async def _truncate_log(self, conn: sqlite3.Connection) -> None:
+        """After a failed checkpoint or a full disk: all of the log copied into the database
+        and its file cut to nothing, under the lock (no write of ours in between), so the space
+        it took is the disk's again. Fails, and is tried again, until there is room for the
+        database file to take the log's pages."""
+        async with self._lock:
+            if self._conn is None:
+                return
+            try:
+                frames = await anyio.to_thread.run_sync(sql.checkpoint, conn, "TRUNCATE")
+            except sqlite3.Error as exc:
+                log.debug("SQLite log not cut back yet: %s", exc)
+                return
+        if frames == 0:  # -1: a reader in another process held part of it
+            self._log_stuck = False
+            log.warning("SQLite checkpoint done: the log of %r is cut back to nothing", self.path)
 
     @staticmethod
     def _purge_quietly(conn: sqlite3.Connection, clock: sql.Clock) -> None:
@@ -476,13 +524,19 @@ class SQLiteStore:
         conn: sqlite3.Connection | None = None
         try:
             try:
-                conn = await anyio.to_thread.run_sync(sql.connect_quick, self.path)
+                conn = await anyio.to_thread.run_sync(
+                    sql.connect_quick, self.path, self.synchronous
+                )
             except sqlite3.Error as exc:
                 raise unavailable("SQLite", f"checkpoints of {self.path!r}", str(exc)) from exc
             task_status.started()
             while True:
-                await wanted.wait()
+                with anyio.move_on_after(CHECKPOINT_RETRY if self._log_stuck else math.inf):
+                    await wanted.wait()
                 wanted = self._checkpoint_wanted = anyio.Event()
+                if self._log_stuck:
+                    await self._truncate_log(conn)
+                    continue
                 frames = await anyio.to_thread.run_sync(self._checkpoint_quietly, conn)
                 if frames < CATCH_UP_FRAMES:
                     continue

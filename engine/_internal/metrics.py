@@ -23,7 +23,9 @@ _HELP = {
     "engine_token_rejections_total": "requestState tokens refused, by reason.",
     "engine_auth_refusals_total": "Requests refused for their bearer token, by reason.",
     "engine_store_errors_total": "Store operations that failed because the store was unavailable.",
-    "engine_journal_events_dropped_total": "Journal events dropped: the writers were behind.",
+    "engine_journal_events_dropped_total": (
+        "Journal events dropped: the writers were behind, or the store refused them."
+    ),
     "engine_task_runs_total": "Runs of task bodies that ended here, by the status they left.",
     "engine_task_takeovers_total": "Tasks taken over here after their replica's hold lapsed.",
     "engine_task_holds_lost_total": "Task runs stopped here: cancelled, expired or taken over.",
@@ -92,6 +94,10 @@ class Metrics:
     def inc(self, name: str, **labels: str) -> None:
         """Count one; call sites pass labels in a fixed order, so they are not sorted here."""
         self._counts[(name, tuple(labels.items()))] += 1
+
+    def add(self, name: str, count: int, **labels: str) -> None:
+        """Count ``count`` at once."""
+        self._counts[(name, tuple(labels.items()))] += count
 
     def round_served(self, method: str, outcome: str, seconds: float) -> None:
         """One round, and how long it took to serve."""

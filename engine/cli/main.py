@@ -25,6 +25,7 @@ from engine._internal import logs
 from engine.cli import journal as cli_journal
 from engine.cli.shared import (
     DEFAULT_STORE_SHOWN,
+    EXIT_CONFIG,
     EXIT_TEMPFAIL,
     TRACEBACK_ENV,
     CLIError,
@@ -91,11 +92,12 @@ def _serve(args: argparse.Namespace) -> int:
 def _reach(store: StoreChoice) -> None:
     """Open the store once before serving: a malformed URL is refused (exit 2), and so is a
     store that does not answer, since a replica that cannot reach its store cannot carry a call
-    across rounds: exit status 75 (EX_TEMPFAIL), which a supervisor may retry. A store lost
-    later is reported by /healthz."""
+    across rounds: exit status 75 (EX_TEMPFAIL), which a supervisor may retry. A store that
+    cannot keep its promises (a Redis that evicts keys) is refused with exit status 78
+    (EX_CONFIG). A store lost later is reported by /healthz."""
     import anyio
 
-    from stores import StoreUnavailable, open_store
+    from stores import StoreMisconfigured, StoreUnavailable, open_store
 
     assert store.url is not None
     try:
@@ -118,6 +120,8 @@ def _reach(store: StoreChoice) -> None:
     shown = shown_url(store.url)
     try:
         anyio.run(ping)
+    except StoreMisconfigured as exc:
+        raise CLIError(str(exc), code=EXIT_CONFIG) from None
     except (StoreUnavailable, TimeoutError) as exc:
         said = str(exc).partition(" The request can be retried")[0].rstrip(". ")
         reason = " ".join(said.split()) or "no answer in 10 s"

@@ -33,6 +33,9 @@ EXIT_USAGE = 2
 """A mistake in what was given (a flag, a file, a URL): retrying will not help."""
 EXIT_TEMPFAIL = 75
 """``EX_TEMPFAIL``: the store cannot be reached now; a supervisor may start the process again."""
+EXIT_CONFIG = 78
+"""``EX_CONFIG``: the store answers but is set up so that it cannot keep its promises (a Redis
+that evicts keys); starting again will not help until it is changed."""
 
 
 # --- the server file --------------------------------------------------------------------------

@@ -2,14 +2,14 @@
 
 A round's event goes to a background writer's queue, and writers seal the payloads of what has
 gathered (:mod:`engine.store_services.journal_records`) and send it in one round trip. A journal
-failure is logged, never fails a call; under overload, events beyond what the queues hold are
-dropped and counted rather than slowing the calls down.
+failure never fails a call: the events the store refused, and under overload those beyond what
+the queues hold, are dropped rather than slowing the calls down, and counted
+(:mod:`engine.store_services.journal_drops`).
 """
 
 from __future__ import annotations
 
 import logging
-import time
 import zlib
 from collections import deque
 from time import perf_counter
@@ -19,6 +19,7 @@ import anyio
 
 from engine._internal.metrics import Metrics
 from engine.state.seal import KeyRing
+from engine.store_services.journal_drops import JournalDrops, refused
 from engine.store_services.journal_records import seal_event
 from stores import Store, StoreUnavailable
 
@@ -35,8 +36,7 @@ JOURNAL_QUEUE = 2048
 MAX_EVENT_BYTES = 64 * 1024
 """The default cap on a journal event's payload (``journal_max_event_bytes``)."""
 
-DROP_WARNING_INTERVAL = 10.0
-"""Seconds between warnings about journal events dropped under overload."""
+BEHIND = "the journal writers are behind the calls (the store is too slow or too far for this load)"
 
 
 class _EventQueue:
@@ -99,9 +99,7 @@ class JournalWriter:
         self.metrics = metrics
         self._writers: list[_EventQueue] = []
         self._drained = anyio.Event()
-        self._dropped = 0
-        """Journal events dropped since the last warning about them."""
-        self._warned_at = -DROP_WARNING_INTERVAL
+        self.drops = JournalDrops(metrics)
 
     def journals(self, call_id: str) -> bool:
         """Whether this call's rounds go to the journal: all of them or none, and the same
@@ -125,25 +123,8 @@ class JournalWriter:
         metrics = self.metrics
         link = None if metrics is None or metrics.store_spans is None else metrics.trace_link()
         if not writer.put((call_id, event, link)):
-            self._dropped_event()
+            self.drops.dropped(1, BEHIND)
         return True
-
-    def _dropped_event(self) -> None:
-        """Count a journal event dropped because the writers are behind; warn at most every
-        ``DROP_WARNING_INTERVAL`` seconds (a warning per event would add to the overload)."""
-        self._dropped += 1
-        if self.metrics is not None:
-            self.metrics.inc("engine_journal_events_dropped_total")
-        now = time.monotonic()
-        if now - self._warned_at >= DROP_WARNING_INTERVAL:
-            log.warning(
-                "journal writers are behind the calls: %d journal events not written; the "
-                "store is too slow or too far for this load (engine_journal_events_dropped_total "
-                "counts them)",
-                self._dropped,
-            )
-            self._dropped = 0
-            self._warned_at = now
 
     async def run(self, writers: int = 1, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
         """Write journal events in the background, so a response never waits for them."""
@@ -187,13 +168,20 @@ class JournalWriter:
                 sealed = [(call_id, self.sealed(event)) for call_id, event, _ in batch]
                 started = perf_counter()
                 await self.store.append_many(sealed, self.ttl)
-                if self.metrics is not None:
-                    links = [link for _, _, link in batch if link is not None]
-                    self.metrics.store_operation("journal", perf_counter() - started, links)
-            except StoreUnavailable as exc:
-                log.warning("%d journal events not written: %s", len(batch), exc)
+            except StoreUnavailable as exc:  # a batch the store wrote in part counts whole
+                self.drops.dropped(len(batch), refused(exc))
+                continue
             except TypeError as exc:
-                log.warning("journal events not serialisable: %s", exc)
+                self.drops.dropped(len(batch), f"not serialisable: {exc}")
+                continue
+            except Exception as exc:  # a store's own bug: the journal must not stop the server
+                log.exception("journal write failed unexpectedly")
+                self.drops.dropped(len(batch), f"the store failed ({type(exc).__name__})")
+                continue
+            self.drops.written()
+            if self.metrics is not None:
+                links = [link for _, _, link in batch if link is not None]
+                self.metrics.store_operation("journal", perf_counter() - started, links)
 
     def sealed(self, event: dict[str, Any]) -> dict[str, Any]:
         """The event as the store keeps it: its payload sealed, and capped."""
@@ -203,6 +191,8 @@ class JournalWriter:
         try:
             await self.store.append(call_id, self.sealed(event), self.ttl)
         except StoreUnavailable as exc:
-            log.warning("journal event for call %s not written: %s", call_id, exc)
+            self.drops.dropped(1, refused(exc))
         except TypeError as exc:
-            log.warning("journal event for call %s not serialisable: %s", call_id, exc)
+            self.drops.dropped(1, f"not serialisable: {exc}")
+        else:
+            self.drops.written()
