@@ -125,17 +125,20 @@ def output_shape(
         bare, _ = _unannotated(metadata[0])
     elif structured_output is None and returns_content(bare):
         return NO_OUTPUT
-    target, wrap = _output_type(fn_name, annotation, bare)
-    if target is not None:
-        try:
-            adapter = TypeAdapter(_readable_typeddict(target))
+    annotation = _readable_typeddicts(annotation)
+    bare, _ = _unannotated(annotation)
+    adapter: TypeAdapter[Any] | None = None
+    try:
+        target, wrap = _output_type(fn_name, annotation, bare)
+        if target is not None:
+            adapter = TypeAdapter(target)
             schema = _inline_root(adapter.json_schema(schema_generator=_StrictSchema))
-        except (PydanticUserError, NameError, TypeError, ValueError, pydantic_core.SchemaError):
-            pass  # no JSON schema for this type: the tool sends content only
-        else:
-            model = bare if not wrap and _is_model_class(bare) else None
-            scalar = bare if wrap and bare in _SCALARS and not metadata else None
-            return OutputShape(schema, wrap, adapter, scalar, model)
+    except (PydanticUserError, NameError, TypeError, ValueError, pydantic_core.SchemaError):
+        adapter = None  # no JSON schema for this type: the tool sends content only
+    if adapter is not None:
+        model = bare if not wrap and _is_model_class(bare) else None
+        scalar = bare if wrap and bare in _SCALARS and not metadata else None
+        return OutputShape(schema, wrap, adapter, scalar, model)
     if structured_output:
         raise InvalidSignature(
             f"Tool {fn_name!r}: return type {bare!r} is not serializable for structured output; "
@@ -167,6 +170,7 @@ def _output_type(fn_name: str, annotation: Any, bare: Any) -> tuple[Any, bool]:
         if name.startswith("_") or get_origin(hint) is ClassVar:
             continue
         default = getattr(bare, name, inspect.Parameter.empty)
+        hint = _readable_typeddicts(hint)
         fields[name] = hint if default is inspect.Parameter.empty else (hint, default)
     if not fields:
         return None, False
@@ -204,18 +208,49 @@ def _inline_root(schema: dict[str, Any]) -> dict[str, Any]:
     return {**definition, **{key: value for key, value in schema.items() if key != "$ref"}}
 
 
-def _readable_typeddict(target: Any) -> Any:
-    """Below Python 3.12 pydantic reads only ``typing_extensions.TypedDict``: a
-    ``typing.TypedDict`` is made again as one, with the same keys and requiredness."""
-    if sys.version_info >= (3, 12) or not is_typeddict(target):
-        return target
-    if type(target).__module__ != "typing":
-        return target
+def _readable_typeddicts(annotation: Any) -> Any:
+    """Below Python 3.12 pydantic reads only ``typing_extensions.TypedDict``: every
+    ``typing.TypedDict`` in ``annotation`` (itself, an argument of a generic such as
+    ``list[Row]``, the type of another's key) is made again as one, with the same keys and
+    requiredness."""
+    if sys.version_info >= (3, 12):
+        return annotation
+    return _rebuilt(annotation, {})
+
+
+def _rebuilt(annotation: Any, done: dict[Any, Any]) -> Any:
+    if is_typeddict(annotation):
+        if type(annotation).__module__ != "typing":
+            return annotation
+        if annotation not in done:
+            done[annotation] = annotation  # a TypedDict that names itself stays as it is
+            done[annotation] = _rebuilt_typeddict(annotation, done)
+        return done[annotation]
+    args = get_args(annotation)
+    if not args:
+        return annotation
+    origin = get_origin(annotation)
+    if origin is Annotated:
+        base = _rebuilt(args[0], done)
+        return annotation if base is args[0] else Annotated[(base, *args[1:])]
+    rebuilt = tuple(_rebuilt(arg, done) for arg in args)
+    if all(new is old for new, old in zip(rebuilt, args, strict=True)):
+        return annotation
+    if isinstance(annotation, types.GenericAlias):
+        return types.GenericAlias(origin, rebuilt)
+    if isinstance(annotation, types.UnionType):
+        return Union[rebuilt]  # noqa: UP007 (arms known only at run time)
+    copy_with = getattr(annotation, "copy_with", None)  # typing's own generics
+    return annotation if copy_with is None else copy_with(rebuilt)
+
+
+def _rebuilt_typeddict(target: Any, done: dict[Any, Any]) -> Any:
     required: frozenset[str] = target.__required_keys__
     keys: dict[str, Any] = {}
     for name, hint in get_type_hints(target, include_extras=True).items():
         while get_origin(hint) in (Required, NotRequired):
             (hint,) = get_args(hint)
+        hint = _rebuilt(hint, done)
         keys[name] = hint if name in required else NotRequired[hint]
     make: Any = PydanticTypedDict  # the functional form, with names known only at run time
     rebuilt = make(target.__name__, keys)
