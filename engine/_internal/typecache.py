@@ -31,3 +31,19 @@ def instance_test(*classes: type) -> Callable[[Any], bool]:
         return known
 
     return test
+
+
+def remembered(predicate: Callable[[type], bool]) -> Callable[[type], bool]:
+    """``test(kind)`` is ``predicate(kind)``, computed once per type."""
+    seen: dict[type, bool] = {}
+
+    def test(kind: type) -> bool:
+        known = seen.get(kind)
+        if known is None:
+            known = predicate(kind)
+            if len(seen) >= REMEMBERED_TYPES:
+                seen.clear()
+            seen[kind] = known
+        return known
+
+    return test

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.calls.arguments import InvalidArguments, validate_arguments
-from engine.calls.handler_requests import handed_answers, input_required_of, keep_requests
+from engine.calls.handler_requests import handed_answers, keep_requests
 from engine.calls.walk import DEFERRED, SUSPENDED, BeforeBody, Round
 from engine.context import CallScope, RequestScope, ServerHooks
 from engine.di.overrides import DependencyOverrides
@@ -28,6 +28,7 @@ from engine.errors import (
     protocol_error_of,
 )
 from engine.handlers.base import Handler
+from engine.input_requests import NEVER_ASKS, input_required_of
 from engine.questions.answers import AnswerSource
 from engine.role import Role
 from engine.state.call import CallState
@@ -149,7 +150,7 @@ async def execute_round(
             return Executed(Outcome.SUSPENDED)
         if value is DEFERRED:
             return Executed(Outcome.DEFERRED)
-        asked = input_required_of(value)
+        asked = None if type(value) in NEVER_ASKS else input_required_of(value)
         if asked is not None:
             requests = keep_requests(asked, signature, answers.next_state)
             return Executed(Outcome.HANDLER_ASKED, requests, returned=value)

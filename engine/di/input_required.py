@@ -19,6 +19,7 @@ from typing import Annotated, Any, Union, get_args, get_origin
 from pydantic import BaseModel
 
 from engine._internal.introspect import type_hints
+from engine.input_requests import is_input_required_model
 from engine.types import (
     CreateMessageResult,
     CreateMessageResultWithTools,
@@ -40,16 +41,6 @@ ANSWER_MODELS: AnswerModels = types.MappingProxyType(
     }
 )
 """Ours: what the answers are when the annotation names no other library's models."""
-
-
-def is_input_required_model(annotation: Any) -> bool:
-    """Whether ``annotation`` is our ``InputRequiredResult`` or a pydantic model of its shape."""
-    if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
-        return False
-    if issubclass(annotation, InputRequiredResult):
-        return True
-    fields = annotation.model_fields
-    return "input_requests" in fields and "request_state" in fields
 
 
 def _arms(annotation: Any) -> Iterator[Any]:
@@ -149,7 +140,6 @@ __all__ = [
     "AnswerModels",
     "answer_models",
     "input_required_model",
-    "is_input_required_model",
     "returns_input_required",
     "without_input_required",
 ]

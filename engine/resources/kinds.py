@@ -14,6 +14,7 @@ from pydantic import Field, field_validator
 
 from engine._internal.introspect import flavour
 from engine.handlers.results import json_text
+from engine.input_requests import input_required_of
 from engine.resources.base import Resource
 from engine.types import Annotations, Icon
 
@@ -53,7 +54,7 @@ class FunctionResource(Resource):
             result = await self.fn()
         else:
             result = await anyio.to_thread.run_sync(self.fn)
-        if getattr(result, "result_type", None) == "input_required":
+        if input_required_of(result) is not None:
             raise ValueError(
                 "static resources cannot return InputRequiredResult; only resource template "
                 "functions participate in the multi-round-trip flow"

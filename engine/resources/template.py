@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator,
 from engine._internal.introspect import flavour, type_hints
 from engine.di.annotations import is_context_annotation
 from engine.errors import MCPError, ResourceError, UnexpectedResourceError
+from engine.input_requests import input_required_of
 from engine.resources.base import wire_shaped
 from engine.resources.kinds import FunctionResource
 from engine.resources.security import (
@@ -130,7 +131,7 @@ class ResourceTemplate(BaseModel):
             raise UnexpectedResourceError(
                 f"Error creating resource from template {self.uri_template!r} for {uri!r}"
             ) from exc
-        if getattr(result, "result_type", None) == "input_required":
+        if input_required_of(result) is not None:
             return result
         return FunctionResource(
             uri=uri,

@@ -11,6 +11,7 @@ import pytest
 
 from engine import (
     Context,
+    FunctionResource,
     InvalidUriTemplate,
     MCPServer,
     ReadResourceContents,
@@ -23,6 +24,7 @@ from engine import (
     safe_join,
 )
 from engine.testing import Client, ProtocolError
+from engine.types import InputRequiredResult
 from tests.conftest import KEY
 
 pytestmark = pytest.mark.anyio
@@ -272,6 +274,25 @@ async def test_a_template_object_wraps_a_crash_and_passes_a_resource_error() -> 
     refusal = ResourceTemplate.from_function(deliberate, "refuse://{x}")
     with pytest.raises(ResourceError, match="not today"):
         await refusal.create_resource("refuse://a", {"x": "a"}, None)
+
+
+ASKS = {
+    "ours": InputRequiredResult(request_state="page-2"),
+    "wire_dict": {"resultType": "input_required", "requestState": "page-2"},
+    "official": mcp_types.InputRequiredResult(request_state="page-2"),
+}
+
+
+@pytest.mark.parametrize("shape", list(ASKS))
+async def test_a_template_object_hands_back_input_requests_of_any_shape(shape: str) -> None:
+    def ask(x: str) -> object:
+        return ASKS[shape]
+
+    template = ResourceTemplate.from_function(ask, "ask://{x}")
+    assert await template.create_resource("ask://a", {"x": "a"}, None) is ASKS[shape]
+    resource = FunctionResource(uri="ask://fixed", fn=lambda: ASKS[shape])
+    with pytest.raises(ValueError, match="static resources cannot return InputRequiredResult"):
+        await resource.read()
 
 
 async def test_a_template_object_gives_the_context_to_a_function_that_takes_it() -> None:
