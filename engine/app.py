@@ -33,7 +33,7 @@ from engine.fleet.notifications import Listener, Notifications
 from engine.fleet.sessions import SessionRegistry
 from engine.handlers.base import HandlerOptions
 from engine.handlers.prompt import Prompt
-from engine.handlers.resource import ReadableResource, Resource, ResourceOptions, resource_of
+from engine.handlers.resource import Resource, ResourceObject, ResourceOptions, resource_of
 from engine.handlers.results import ReadResourceContents
 from engine.handlers.tool import Tool, ToolOptions
 from engine.middleware import ServerMiddleware, checked_middleware
@@ -222,7 +222,7 @@ class MCPServer(Generic[LifespanT]):
         ) = None,
         auth: AuthSettings | None = None,
         request_state_security: RequestStateSecurity | None = None,
-        resources: Iterable[ReadableResource] | None = None,
+        resources: Iterable[ResourceObject] | None = None,
         resource_security: ResourceSecurity | None = None,
         extensions: Sequence[Any] | None = None,
         middleware: Iterable[ServerMiddleware[Any]] | None = None,
@@ -448,7 +448,7 @@ class MCPServer(Generic[LifespanT]):
 
     def add_resource(
         self,
-        fn: Callable[..., Any] | ReadableResource,
+        fn: Callable[..., Any] | ResourceObject,
         uri: str | None = None,
         *,
         name: str | None = None,
@@ -456,7 +456,8 @@ class MCPServer(Generic[LifespanT]):
     ) -> Resource:
         """Register a function at ``uri``, as ``@mcp.resource(uri)`` would; or a resource
         object (``TextResource``, ``FileResource``, ``FunctionResource``, a subclass of
-        :class:`engine.Resource`...), alone, at its own URI."""
+        :class:`engine.Resource`...), alone, at its own URI; or a ``ResourceTemplate``, alone,
+        behind its template."""
         if not callable(fn):
             if uri is not None or name is not None or options:
                 raise TypeError(

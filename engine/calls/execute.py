@@ -22,6 +22,7 @@ from engine.di.overrides import DependencyOverrides
 from engine.errors import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
+    TEMPLATE_FAILED,
     MCPError,
     ResourceError,
     ToolError,
@@ -93,7 +94,7 @@ def crashed(handler: Handler, target: str, exc: Exception) -> Executed:
     """A failure the handler did not mean: the client learns which handler failed, never the
     exception's text (it stays in the server log)."""
     if handler.role is Role.RESOURCE and getattr(handler, "is_template", False):
-        text = f"Error creating resource from template {target}"
+        text = f"{TEMPLATE_FAILED} {target}"
     else:
         text = f"{VERBS[handler.role]} {target}"
     return Executed(Outcome.FAILED, error=text, unexpected=exc)

@@ -16,15 +16,11 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator,
 
 from engine._internal.introspect import flavour, type_hints
 from engine.di.annotations import is_context_annotation
-from engine.errors import MCPError, ResourceError, UnexpectedResourceError
+from engine.errors import TEMPLATE_FAILED, MCPError, ResourceError, UnexpectedResourceError
 from engine.input_requests import input_required_of
 from engine.resources.base import wire_shaped
 from engine.resources.kinds import FunctionResource
-from engine.resources.security import (
-    DEFAULT_RESOURCE_SECURITY,
-    ResourceSecurity,
-    ResourceSecurityError,
-)
+from engine.resources.security import DEFAULT_RESOURCE_SECURITY, ResourceSecurity
 from engine.resources.uri_template import UriTemplate
 from engine.types import Annotations, Icon
 
@@ -104,13 +100,7 @@ class ResourceTemplate(BaseModel):
     def matches(self, uri: str) -> dict[str, str | list[str]] | None:
         """The decoded values ``uri`` gives the template's variables, or ``None`` when it does
         not fit; :class:`ResourceSecurityError` when it fits but a value is refused."""
-        values = self._parsed.match(uri)
-        if values is None:
-            return None
-        refused = self.security.validate(values)
-        if refused is not None:
-            raise ResourceSecurityError(self.uri_template, refused)
-        return values
+        return self.security.matched(self._parsed, uri)
 
     async def create_resource(self, uri: str, params: dict[str, Any], context: Any) -> Any:
         """Call the function with ``params`` (and ``context``, when it takes one) and return
@@ -128,9 +118,7 @@ class ResourceTemplate(BaseModel):
         except (ResourceError, MCPError):
             raise
         except Exception as exc:
-            raise UnexpectedResourceError(
-                f"Error creating resource from template {self.uri_template!r} for {uri!r}"
-            ) from exc
+            raise UnexpectedResourceError(f"{TEMPLATE_FAILED} {uri}") from exc
         if input_required_of(result) is not None:
             return result
         return FunctionResource(
