@@ -91,8 +91,9 @@ class Session:
     async def send_resource_list_changed(self) -> None:
         await self.send_notification("notifications/resources/list_changed")
 
-    async def send_resource_updated(self, uri: str) -> None:
-        await self.send_notification("notifications/resources/updated", {"uri": uri})
+    async def send_resource_updated(self, uri: Any) -> None:
+        """``uri`` as a string, or anything whose ``str()`` is one (a pydantic ``AnyUrl``)."""
+        await self.send_notification("notifications/resources/updated", {"uri": str(uri)})
 
 
 NO_SESSION = Session()
