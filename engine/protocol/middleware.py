@@ -17,7 +17,6 @@ from pydantic import BaseModel
 
 from engine.auth.provider import AccessToken
 from engine.context import NO_SESSION, Session
-from engine.errors import MCPError
 from engine.middleware import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from engine.protocol.jsonrpc import Message, dumps, loads
 from engine.protocol.served import Served
@@ -70,15 +69,6 @@ def _bound(link: ServerMiddleware[Any], call_next: CallNext) -> CallNext:
     return call
 
 
-def as_mcp_error(exc: Exception) -> MCPError | None:
-    """An error of another library's class with a JSON-RPC error's shape (an int ``code`` and
-    a str ``message``, as the official SDK's ``MCPError``) as ours; ``None`` for any other."""
-    code, message = getattr(exc, "code", None), getattr(exc, "message", None)
-    if type(code) is int and isinstance(message, str):
-        return MCPError(code, message, getattr(exc, "data", None))
-    return None
-
-
 async def through_middleware(
     server: Served,
     message: Message,
@@ -87,7 +77,9 @@ async def through_middleware(
     *,
     modern: bool,
 ) -> bytes:
-    """The serialised result of ``message`` served through the middleware, ``serve`` last."""
+    """The serialised result of ``message`` served through the middleware, ``serve`` last.
+    What the chain raises ends the request as any handler's error does (``error_of`` at the
+    transport: an ``MCPError``, ours or another SDK's, as itself)."""
 
     async def last(ctx: ServerRequestContext[Any, Any]) -> HandlerResult:
         params = ctx.params
@@ -97,15 +89,7 @@ async def through_middleware(
         result: dict[str, Any] = loads(body)
         return result
 
-    try:
-        result = await _chain(list(server.middleware), last)(ctx)
-    except MCPError:
-        raise
-    except Exception as exc:
-        error = as_mcp_error(exc)
-        if error is None:
-            raise
-        raise error from exc
+    result = await _chain(list(server.middleware), last)(ctx)
     return dumps(wire_result(result, ctx.method, modern=modern))
 
 
@@ -149,7 +133,6 @@ async def observe_notification(
 
 
 __all__ = [
-    "as_mcp_error",
     "message_context",
     "observe_notification",
     "through_middleware",
