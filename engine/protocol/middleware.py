@@ -10,14 +10,14 @@ serialised again, so a middleware may change it or answer with a result of its o
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from pydantic import BaseModel
 
 from engine.auth.provider import AccessToken
 from engine.context import NO_SESSION, Session
-from engine.middleware import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
+from engine.middleware import HandlerResult, ServerRequestContext, chained
 from engine.protocol.jsonrpc import Message, dumps, loads
 from engine.protocol.served import Served
 from engine.types import wire_of
@@ -51,24 +51,6 @@ def message_context(
     )
 
 
-def _chain(middleware: Sequence[ServerMiddleware[Any]], last: CallNext) -> CallNext:
-    """``last`` inside every link of ``middleware``, the first outermost."""
-    call = last
-    for link in reversed(middleware):
-        call = _bound(link, call)
-    return call
-
-
-def _bound(link: ServerMiddleware[Any], call_next: CallNext) -> CallNext:
-    """One link with what follows it bound: the context is taken when called, so a link that
-    passes on a changed copy changes it for the rest of the chain."""
-
-    def call(ctx: ServerRequestContext[Any, Any]) -> Awaitable[HandlerResult]:
-        return link(ctx, call_next)
-
-    return call
-
-
 async def through_middleware(
     server: Served,
     message: Message,
@@ -89,7 +71,7 @@ async def through_middleware(
         result: dict[str, Any] = loads(body)
         return result
 
-    result = await _chain(list(server.middleware), last)(ctx)
+    result = await chained(server.middleware, last)(ctx)
     return dumps(wire_result(result, ctx.method, modern=modern))
 
 
@@ -127,7 +109,7 @@ async def observe_notification(
         return None
 
     try:
-        await _chain(list(server.middleware), last)(ctx)
+        await chained(server.middleware, last)(ctx)
     except Exception:
         log.exception("middleware raised on the notification %s", message.method)
 
