@@ -70,7 +70,7 @@ class OutputShape:
     def structured(self, value: Any) -> Any:
         """The ``structuredContent`` of ``value`` (pydantic's ``ValidationError`` when it does
         not fit the schema)."""
-        if self.scalar is not None and type(value) is self.scalar:
+        if type(value) is self.scalar:
             return {"result": value}
         model = self.model
         if model is not None and (type(value) is model or isinstance(value, model)):

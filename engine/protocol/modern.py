@@ -163,7 +163,8 @@ def round_result(reply: RoundReply) -> dict[str, Any]:
             result["requestState"] = reply.request_state
         return result
     result = error_result(reply.error or "error") if reply.kind is ReplyKind.ERROR else reply.value
-    result.setdefault("resultType", "complete")  # an extension's interceptor may answer another
+    if "resultType" not in result:  # an extension's interceptor may answer another
+        result["resultType"] = "complete"
     return result
 
 

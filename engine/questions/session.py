@@ -59,6 +59,9 @@ class Asker(Protocol):
         self, progress: float, total: float | None = None, message: str | None = None
     ) -> None: ...
 
+    @property
+    def client_capabilities(self) -> ClientCapabilities: ...
+
 
 class RequestSession:
     """The session as one request's handler sees it."""
@@ -154,7 +157,7 @@ class RequestSession:
     def client_capabilities(self) -> ClientCapabilities:
         """The capabilities the client declared: by attribute (``.sampling``, ``.extensions``),
         as the official SDK's model reads, or as a mapping of their wire form."""
-        return ClientCapabilities.declared(self._capabilities)
+        return self._asker.client_capabilities
 
     def check_client_capability(self, capability: Any) -> bool:
         """Whether the client declared ``capability``: a dict of the capabilities' wire form,
