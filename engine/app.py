@@ -290,7 +290,7 @@ class MCPServer(Generic[LifespanT]):
             for method in CACHEABLE_METHODS
         }
         """``(ttlMs, cacheScope)`` of each cacheable method's results: its ``cache_hints``
-        entry, or ``list_ttl_ms`` and public."""
+        entry, or ``list_ttl_ms`` and private."""
         self._log_level_given = "log_level" in options
         if self._log_level_given:
             logs.configure_unless_configured(self.settings.log_level)
@@ -349,10 +349,6 @@ class MCPServer(Generic[LifespanT]):
     @property
     def store(self) -> Store | None:
         return self.runtime.store
-
-    @property
-    def list_ttl_ms(self) -> int:
-        return self.settings.list_ttl_ms
 
     @property
     def bus(self) -> Bus:
