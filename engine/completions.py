@@ -14,11 +14,11 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any, Union, get_args, get_origin
+from typing import Any, get_args
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from engine._internal.introspect import type_hints
+from engine._internal.introspect import is_union, type_hints
 from engine.errors import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -121,7 +121,7 @@ def _names_models(annotation: Any) -> bool:
     """Whether ``annotation`` is a pydantic model, or a union with one."""
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return True
-    return get_origin(annotation) in _UNIONS and any(_names_models(a) for a in get_args(annotation))
+    return is_union(annotation) and any(_names_models(a) for a in get_args(annotation))
 
 
 def _adapter(annotation: Any, default: Any) -> TypeAdapter[Any] | None:
@@ -132,7 +132,5 @@ def _adapter(annotation: Any, default: Any) -> TypeAdapter[Any] | None:
         return TypeAdapter(annotation)
     return None
 
-
-_UNIONS: tuple[Any, ...] = (Union, type(int | str))
 
 __all__ = ["MAX_VALUES", "Completer", "no_completer"]

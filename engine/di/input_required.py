@@ -18,7 +18,7 @@ from typing import Annotated, Any, Union, get_args, get_origin
 
 from pydantic import BaseModel
 
-from engine._internal.introspect import type_hints
+from engine._internal.introspect import is_union, type_hints
 from engine.input_requests import is_input_required_model
 from engine.types import (
     CreateMessageResult,
@@ -52,7 +52,7 @@ def _arms(annotation: Any) -> Iterator[Any]:
     if alias is not None:
         yield from _arms(alias)
         return
-    if _is_union(annotation):
+    if is_union(annotation):
         for arm in get_args(annotation):
             yield from _arms(arm)
         return
@@ -72,11 +72,6 @@ def _alias_value(annotation: Any) -> Any:
         if value is not None:
             return value
     return None
-
-
-def _is_union(annotation: Any) -> bool:
-    origin = get_origin(annotation)
-    return origin is Union or origin is types.UnionType
 
 
 def input_required_model(annotation: Any) -> type[BaseModel] | None:
@@ -103,7 +98,7 @@ def without_input_required(annotation: Any) -> Any:
         target = annotation = alias
     if is_input_required_model(target):
         return NO_RETURN
-    if not _is_union(target):
+    if not is_union(target):
         return annotation
     arms = get_args(target)
     kept = tuple(arm for arm in arms if input_required_model(arm) is None)

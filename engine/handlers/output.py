@@ -42,6 +42,7 @@ from pydantic.json_schema import GenerateJsonSchema, JsonSchemaWarningKind
 from typing_extensions import TypedDict as PydanticTypedDict
 from typing_extensions import is_typeddict
 
+from engine._internal.introspect import is_union
 from engine.errors import InvalidSignature
 from engine.handlers.content import is_result_class, returns_content
 
@@ -111,7 +112,7 @@ def output_shape(
             )
         return NO_OUTPUT
     bare, metadata = _unannotated(annotation)
-    if _is_union(get_origin(bare)):
+    if is_union(bare):
         arms = [arm for arm in get_args(bare) if arm is not type(None)]
         if len(get_args(bare)) > 1 and any(is_result_class(arm) for arm in arms):
             raise InvalidSignature(
@@ -188,10 +189,6 @@ def _unannotated(annotation: Any) -> tuple[Any, tuple[Any, ...]]:
         base, *metadata = get_args(annotation)
         return base, tuple(metadata)
     return annotation, ()
-
-
-def _is_union(origin: Any) -> bool:
-    return origin is Union or origin is types.UnionType
 
 
 def _is_model_class(cls: Any) -> bool:
