@@ -31,6 +31,7 @@ from engine.types import (
     ListRootsResult,
     ModelPreferences,
     SamplingMessage,
+    TextContent,
     Tool,
     ToolChoice,
     wire_of,
@@ -92,7 +93,6 @@ class Session:
         await self.send_notification("notifications/resources/list_changed")
 
     async def send_resource_updated(self, uri: Any) -> None:
-        """``uri`` as a string, or anything whose ``str()`` is one (a pydantic ``AnyUrl``)."""
         await self.send_notification("notifications/resources/updated", {"uri": str(uri)})
 
 
@@ -261,9 +261,8 @@ class Context(Generic[LifespanT, RequestT]):
     ``ValueError`` where there is none.
     """
 
-    _declared: ClientCapabilities | None = None
+    _declared: ClientCapabilities | None = None  # these two, like the record, made on first use
     _session: RequestSession | None = None
-    """Made on first use (as the request record is), once per Context."""
 
     def __init__(
         self,
@@ -551,8 +550,6 @@ class Context(Generic[LifespanT, RequestT]):
     ) -> CreateMessageResult:
         """Ask the client's model; a plain string becomes one user message."""
         if isinstance(messages, str):
-            from engine.types import TextContent
-
             messages = [SamplingMessage(role="user", content=TextContent(text=messages))]
         result: CreateMessageResult = await self.ask(
             Sample(
