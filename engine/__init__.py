@@ -21,6 +21,7 @@ from engine.errors import (
     UnexpectedResourceError,
     UnexpectedToolError,
 )
+from engine.extension import Extension, MethodBinding, ResourceBinding, ToolBinding
 from engine.extensions import require_client_extension
 from engine.handlers.results import ReadResourceContents
 from engine.media import Audio, Image
@@ -49,6 +50,7 @@ from engine.resources.security import (
     ResourceSecurityError,
 )
 from engine.resources.uri_template import InvalidUriTemplate
+from engine.types import Icon
 
 if TYPE_CHECKING:
     from engine.auth.introspection import IntrospectionVerifier
@@ -111,10 +113,12 @@ __all__ = [
     "Elicit",
     "ElicitURL",
     "ElicitationResult",
+    "Extension",
     "FileResource",
     "FunctionResource",
     "HandlerResult",
     "HttpResource",
+    "Icon",
     "Image",
     "IntrospectionVerifier",
     "InvalidRequestState",
@@ -125,6 +129,7 @@ __all__ = [
     "MCPError",
     "MCPServer",
     "Message",
+    "MethodBinding",
     "PathEscapeError",
     "Principal",
     "Prompt",
@@ -135,6 +140,7 @@ __all__ = [
     "RequestStateSecurity",
     "Resolve",
     "Resource",
+    "ResourceBinding",
     "ResourceError",
     "ResourceNotFoundError",
     "ResourceSecurity",
@@ -145,6 +151,7 @@ __all__ = [
     "ServerRequestContext",
     "TextResource",
     "TokenVerifier",
+    "ToolBinding",
     "ToolError",
     "UnexpectedResourceError",
     "UnexpectedToolError",

@@ -21,7 +21,7 @@ from engine._internal.metrics import Metrics
 from engine._internal.tracing import Tracing
 from engine.auth.provider import AccessToken, TokenVerifier
 from engine.auth.settings import AuthSettings
-from engine.caching import CACHEABLE_METHODS
+from engine.caching import result_hints
 from engine.calls.runner import Principal, token_principal
 from engine.completions import Completer, no_completer
 from engine.context import Context, RequestScope
@@ -33,7 +33,7 @@ from engine.fleet.notifications import Listener, Notifications
 from engine.fleet.sessions import SessionRegistry
 from engine.handlers.base import HandlerOptions
 from engine.handlers.prompt import Prompt
-from engine.handlers.resource import ReadableResource, Resource, ResourceOptions, resource_of
+from engine.handlers.resource import Resource, ResourceObject, ResourceOptions, resource_of
 from engine.handlers.results import ReadResourceContents
 from engine.handlers.tool import Tool, ToolOptions
 from engine.middleware import ServerMiddleware, checked_middleware
@@ -72,6 +72,12 @@ SSE_NOT_SERVED = (
     "Serve Streamable HTTP instead, which current clients speak: mcp.streamable_http_app(), "
     'or mcp.run("streamable-http")'
 )
+
+NOT_TAKEN = {
+    "tools": "register functions with @mcp.tool() or mcp.add_tool(fn, ...) (the official "
+    "server's Tool objects are its tool manager's records, not a way in)",
+}
+"""Options of the official server refused here, with what to do instead."""
 
 F = TypeVar("F", bound=Callable[..., Any])
 if TYPE_CHECKING:
@@ -222,7 +228,7 @@ class MCPServer(Generic[LifespanT]):
         ) = None,
         auth: AuthSettings | None = None,
         request_state_security: RequestStateSecurity | None = None,
-        resources: Iterable[ReadableResource] | None = None,
+        resources: Iterable[ResourceObject] | None = None,
         resource_security: ResourceSecurity | None = None,
         extensions: Sequence[Any] | None = None,
         middleware: Iterable[ServerMiddleware[Any]] | None = None,
@@ -230,7 +236,7 @@ class MCPServer(Generic[LifespanT]):
     ) -> None:
         self.middleware: list[ServerMiddleware[Any]] = checked_middleware(middleware)
         """Around every inbound message, the first outermost (docs/middleware.md)."""
-        refuse_unknown("MCPServer.__init__", options, SERVER_OPTIONS)
+        refuse_unknown("MCPServer.__init__", options, SERVER_OPTIONS, NOT_TAKEN)
         self._auth, self._token_verifier = _checked_auth(auth, token_verifier, auth_server_provider)
         if request_state_security is not None:
             principal, options = request_state_security.server_options(
@@ -279,18 +285,8 @@ class MCPServer(Generic[LifespanT]):
         self.stamp_results: bool = self.settings.stamp_results
         logs.set_replica(self.replica_id)
         self.serves_subscriptions: bool = self.settings.subscriptions
-        default_hint = (self.settings.list_ttl_ms, "private")
-        given_hints = self.settings.cache_hints
-        self.result_hints: dict[str, tuple[int, str]] = {
-            method: (
-                (given_hints[method].ttl_ms, given_hints[method].scope)
-                if method in given_hints
-                else default_hint
-            )
-            for method in CACHEABLE_METHODS
-        }
-        """``(ttlMs, cacheScope)`` of each cacheable method's results: its ``cache_hints``
-        entry, or ``list_ttl_ms`` and public."""
+        self.result_hints = result_hints(self.settings.cache_hints, self.settings.list_ttl_ms)
+        """``(ttlMs, cacheScope)`` of each cacheable method's results (engine/caching.py)."""
         self._log_level_given = "log_level" in options
         if self._log_level_given:
             logs.configure_unless_configured(self.settings.log_level)
@@ -349,10 +345,6 @@ class MCPServer(Generic[LifespanT]):
     @property
     def store(self) -> Store | None:
         return self.runtime.store
-
-    @property
-    def list_ttl_ms(self) -> int:
-        return self.settings.list_ttl_ms
 
     @property
     def bus(self) -> Bus:
@@ -448,7 +440,7 @@ class MCPServer(Generic[LifespanT]):
 
     def add_resource(
         self,
-        fn: Callable[..., Any] | ReadableResource,
+        fn: Callable[..., Any] | ResourceObject,
         uri: str | None = None,
         *,
         name: str | None = None,
@@ -456,7 +448,8 @@ class MCPServer(Generic[LifespanT]):
     ) -> Resource:
         """Register a function at ``uri``, as ``@mcp.resource(uri)`` would; or a resource
         object (``TextResource``, ``FileResource``, ``FunctionResource``, a subclass of
-        :class:`engine.Resource`...), alone, at its own URI."""
+        :class:`engine.Resource`...), alone, at its own URI; or a ``ResourceTemplate``, alone,
+        behind its template."""
         if not callable(fn):
             if uri is not None or name is not None or options:
                 raise TypeError(

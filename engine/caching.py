@@ -66,4 +66,15 @@ def cache_hints_of(given: Mapping[Any, Any] | None) -> dict[str, CacheHint]:
     return {method: CacheHint.of(hint) for method, hint in given.items()}
 
 
-__all__ = ["CACHEABLE_METHODS", "CacheHint", "cache_hints_of"]
+def result_hints(given: Mapping[str, CacheHint], ttl_ms: int) -> dict[str, tuple[int, str]]:
+    """``(ttlMs, cacheScope)`` of each cacheable method's results: its hint in ``given``, else
+    ``ttl_ms`` (the server's ``list_ttl_ms``) and private."""
+    return {
+        method: (given[method].ttl_ms, given[method].scope)
+        if method in given
+        else (ttl_ms, "private")
+        for method in CACHEABLE_METHODS
+    }
+
+
+__all__ = ["CACHEABLE_METHODS", "CacheHint", "cache_hints_of", "result_hints"]

@@ -14,11 +14,12 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any, Union, get_args, get_origin
+from typing import Any, get_args
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from engine._internal.introspect import type_hints
+from engine._internal.introspect import is_union, type_hints
+from engine.calls.arguments import summarize
 from engine.errors import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -78,13 +79,15 @@ class Completer:
         raw = (params.get("ref"), params.get("argument"), params.get("context"))
         if not isinstance(raw[0], dict) or not isinstance(raw[1], dict):
             raise MCPError(INVALID_PARAMS, "Invalid params: 'ref' and 'argument' are required")
-        try:
-            given = [
-                value if adapter is None or value is None else adapter.validate_python(value)
-                for value, adapter in zip(raw, self.adapters, strict=True)
-            ]
-        except ValidationError as exc:
-            raise MCPError(INVALID_PARAMS, f"Invalid params: {exc.errors()[0]['msg']}") from None
+        given: list[Any] = []
+        for field, value, adapter in zip(_PARAMS, raw, self.adapters, strict=True):
+            try:
+                given.append(
+                    value if adapter is None or value is None else adapter.validate_python(value)
+                )
+            except ValidationError as exc:
+                problem = summarize(exc)
+                raise MCPError(INVALID_PARAMS, f"Invalid params: {field}: {problem}") from None
         name = raw[1].get("name")
         try:
             value = self.fn(*given)
@@ -121,7 +124,7 @@ def _names_models(annotation: Any) -> bool:
     """Whether ``annotation`` is a pydantic model, or a union with one."""
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return True
-    return get_origin(annotation) in _UNIONS and any(_names_models(a) for a in get_args(annotation))
+    return is_union(annotation) and any(_names_models(a) for a in get_args(annotation))
 
 
 def _adapter(annotation: Any, default: Any) -> TypeAdapter[Any] | None:
@@ -133,6 +136,7 @@ def _adapter(annotation: Any, default: Any) -> TypeAdapter[Any] | None:
     return None
 
 
-_UNIONS: tuple[Any, ...] = (Union, type(int | str))
+_PARAMS = ("ref", "argument", "context")
+"""The params a completion function is given, in its order."""
 
 __all__ = ["MAX_VALUES", "Completer", "no_completer"]

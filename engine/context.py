@@ -31,6 +31,7 @@ from engine.types import (
     ListRootsResult,
     ModelPreferences,
     SamplingMessage,
+    TextContent,
     Tool,
     ToolChoice,
     wire_of,
@@ -91,8 +92,8 @@ class Session:
     async def send_resource_list_changed(self) -> None:
         await self.send_notification("notifications/resources/list_changed")
 
-    async def send_resource_updated(self, uri: str) -> None:
-        await self.send_notification("notifications/resources/updated", {"uri": uri})
+    async def send_resource_updated(self, uri: Any) -> None:
+        await self.send_notification("notifications/resources/updated", {"uri": str(uri)})
 
 
 NO_SESSION = Session()
@@ -260,6 +261,9 @@ class Context(Generic[LifespanT, RequestT]):
     ``ValueError`` where there is none.
     """
 
+    _declared: ClientCapabilities | None = None  # these two, like the record, made on first use
+    _session: RequestSession | None = None
+
     def __init__(
         self,
         server: ServerHooks | None = None,
@@ -322,7 +326,9 @@ class Context(Generic[LifespanT, RequestT]):
     def client_capabilities(self) -> ClientCapabilities:
         """What the client declared: read it by attribute (``.sampling``, ``.extensions``) or
         as a mapping of its wire form (``["sampling"]``, ``.get("extensions")``)."""
-        return ClientCapabilities.declared(self._scope.capabilities)
+        if self._declared is None:
+            self._declared = ClientCapabilities.declared(self._scope.capabilities)
+        return self._declared
 
     @property
     def session(self) -> RequestSession:
@@ -331,19 +337,21 @@ class Context(Generic[LifespanT, RequestT]):
         from a record of a request gives that record's own session."""
         if self._foreign is not None:
             return cast(RequestSession, self._foreign)
-        scope = self._scope
-        return RequestSession(self, scope.session, scope.capabilities, scope.notify)
+        if self._session is None:
+            scope = self._scope
+            self._session = RequestSession(self, scope.session, scope.capabilities, scope.notify)
+        return self._session
 
     @property
     def request_context(self) -> RequestContext[LifespanT]:
         """The record of the request: what a Context made by hand was given, else one made
-        here; ``ValueError`` for a Context made by hand without one."""
+        here on first use; ``ValueError`` for a Context made by hand without one."""
         if self._record is not None:
             return cast(RequestContext[LifespanT], self._record)
         if self._requestless:
             raise ValueError(_NO_REQUEST)
         scope = self._scope
-        return RequestContext(
+        record: RequestContext[LifespanT] = RequestContext(
             request_id=scope.request_id,
             method=scope.method,
             protocol_version=scope.protocol_version,
@@ -353,6 +361,8 @@ class Context(Generic[LifespanT, RequestT]):
             session=self.session,
             client_capabilities=self.client_capabilities,
         )
+        self._record = record
+        return record
 
     @property
     def call_id(self) -> str | None:
@@ -540,8 +550,6 @@ class Context(Generic[LifespanT, RequestT]):
     ) -> CreateMessageResult:
         """Ask the client's model; a plain string becomes one user message."""
         if isinstance(messages, str):
-            from engine.types import TextContent
-
             messages = [SamplingMessage(role="user", content=TextContent(text=messages))]
         result: CreateMessageResult = await self.ask(
             Sample(

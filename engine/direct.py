@@ -25,9 +25,18 @@ ASKABLE: dict[str, Any] = {"elicitation": {"form": {}, "url": {}}, "sampling": {
 let through to end the round, so that it fails as a question no one can answer."""
 
 
-def direct_scope() -> RequestScope:
-    """The request a direct call runs in when it is given none."""
-    return RequestScope(capabilities=dict(ASKABLE))
+def direct_scope(method: str = "") -> RequestScope:
+    """The request a direct call (or a prompt's render) runs in when it is given none."""
+    return RequestScope(method=method, capabilities=dict(ASKABLE))
+
+
+def asks_a_client(what: str) -> str:
+    """The error of a direct call whose handler asks a question through the engine."""
+    return (
+        f"{what} asks the client a question, which only a client can answer: call it through "
+        "one (engine.testing.Client in a test), or replace what asks with "
+        "mcp.dependency_overrides[resolver] = a function that returns the answer"
+    )
 
 
 def direct_request(
@@ -116,11 +125,15 @@ def _answered(reply: RoundReply, what: str, error: type[Exception]) -> Any:
     if reply.kind is ReplyKind.INPUT_REQUIRED and reply.value is not None:
         return reply.value
     if reply.kind is not ReplyKind.COMPLETE:
-        raise error(
-            f"{what} asks the client a question, so it can only be run by a client, not called "
-            "directly"
-        )
+        raise error(asks_a_client(what))
     return reply.value
 
 
-__all__ = ["HandedBack", "call_tool", "direct_scope", "get_prompt", "read_resource"]
+__all__ = [
+    "HandedBack",
+    "asks_a_client",
+    "call_tool",
+    "direct_scope",
+    "get_prompt",
+    "read_resource",
+]

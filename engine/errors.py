@@ -61,6 +61,10 @@ class UnexpectedResourceError(ResourceError):
     what the exception said."""
 
 
+TEMPLATE_FAILED = "Error creating resource from template"
+"""What a client reads, before the URI, when a template's function failed unexpectedly."""
+
+
 class MCPError(Exception):
     """A JSON-RPC error: ends the request with ``error`` instead of ``result``."""
 

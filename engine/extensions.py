@@ -1,43 +1,36 @@
-"""Extensions (SEP-2133), given as ``MCPServer(extensions=[...])``.
+"""Extensions (SEP-2133), given as ``MCPServer(extensions=[...])``, applied to a server.
 
-An extension is an object with an ``identifier`` (``vendor.prefix/name``) that may contribute
-tools (``tools()``: bindings with ``fn``, ``meta`` and ``kwargs``), resources (``resources()``:
-bindings whose ``resource`` has a ``uri`` and an async ``read()``), request methods of its own
-(``methods()``: bindings with ``method``, ``params_type``, ``handler(ctx, params)`` and
-``protocol_versions``), settings advertised under ``capabilities.extensions[identifier]``
-(``settings()``), and a wrapper around every ``tools/call`` (``intercept_tool_call(params, ctx,
-call_next)``). The official SDK's ``mcp.server.extension.Extension`` subclasses are such objects;
-they are taken by shape, so this package does not depend on that one.
+An extension (``engine.Extension``, or any object of its shape: ``engine/extension.py``) has an
+``identifier`` (``vendor.prefix/name``) and may contribute tools, resources, request methods of
+its own, settings advertised under ``capabilities.extensions[identifier]``, and a wrapper
+around every ``tools/call``. The official SDK's ``mcp.server.extension.Extension`` subclasses
+are such objects; they are taken by shape, so this package does not depend on that one.
 
-The handlers of an extension's methods and interceptors get an :class:`ExtensionContext`, shaped
-like the official request context they are written for.
+The handlers of an extension's methods and interceptors get a
+:class:`~engine.middleware.ServerRequestContext`, as a middleware does, whose ``session`` also
+says what the client declared (``session.client_capabilities``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol, Unpack
 
 from pydantic import BaseModel, ValidationError
 
+from engine.calls.arguments import summarize
 from engine.calls.reply import CallRequest, ReplyKind, RoundReply
 from engine.context import RequestScope
 from engine.errors import INVALID_PARAMS, METHOD_NOT_FOUND, MISSING_CLIENT_CAPABILITY, MCPError
-from engine.handlers.resource import ReadableResource, Resource, ResourceOptions
+from engine.extension import ExtensionLike, check_identifier
+from engine.handlers.resource import Resource, ResourceObject, ResourceOptions
 from engine.handlers.tool import Tool, ToolOptions
+from engine.middleware import CallNext, ClientSession, ServerRequestContext, chained
 from engine.operations import Operations
 from engine.protocol.served import ExtensionMethod
 from engine.questions.answers import AnswerSource
-from engine.types import CallToolResult, ClientCapabilities, TextContent, wire_of
-
-_LABEL = r"[A-Za-z](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
-IDENTIFIER = re.compile(rf"{_LABEL}(?:\.{_LABEL})*/[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
-"""An extension's identifier: dot-separated labels, a slash, a name (the ``_meta`` key grammar
-with its prefix required)."""
-
-CallNext = Callable[["ExtensionContext"], Awaitable[Any]]
+from engine.types import CallToolResult, TextContent, wire_of
 
 
 class Host(Protocol):
@@ -54,33 +47,12 @@ class Host(Protocol):
 
     def add_resource(
         self,
-        fn: Callable[..., Any] | ReadableResource,
+        fn: Callable[..., Any] | ResourceObject,
         uri: str | None = None,
         *,
         name: str | None = None,
         **options: Unpack[ResourceOptions],
     ) -> Resource: ...
-
-
-@dataclasses.dataclass(slots=True)
-class ClientSession:
-    """The client, as an extension's handler sees it: what it declared."""
-
-    client_capabilities: ClientCapabilities
-
-
-@dataclasses.dataclass(slots=True)
-class ExtensionContext:
-    """The request an extension's method handler or interceptor serves."""
-
-    session: ClientSession
-    lifespan_context: Any
-    protocol_version: str | None
-    method: str
-    params: Mapping[str, Any] | None = None
-    request_id: str | int | None = None
-    meta: Mapping[str, Any] | None = None
-    request: Any = None
 
 
 @dataclasses.dataclass(slots=True)
@@ -107,17 +79,13 @@ def require_client_extension(context: Any, identifier: str) -> None:
         )
 
 
-def apply_extensions(server: Host, extensions: Sequence[Any]) -> list[Any]:
+def apply_extensions(server: Host, extensions: Sequence[ExtensionLike]) -> list[ExtensionLike]:
     """Register what each extension contributes on ``server``; the extensions, checked."""
-    applied: list[Any] = []
+    applied: list[ExtensionLike] = []
     for extension in extensions:
-        identifier = getattr(extension, "identifier", None)
-        owner = type(extension).__name__
-        if not isinstance(identifier, str) or not IDENTIFIER.fullmatch(identifier):
-            raise TypeError(
-                f"{owner}.identifier must be 'vendor.prefix/name' (a reverse-DNS prefix, a "
-                f"slash, a name), got {identifier!r}"
-            )
+        identifier = check_identifier(
+            getattr(extension, "identifier", None), type(extension).__name__
+        )
         if any(known.identifier == identifier for known in applied):
             raise ValueError(f"Two extensions have the identifier {identifier!r}; give one")
         applied.append(extension)
@@ -135,12 +103,12 @@ def apply_extensions(server: Host, extensions: Sequence[Any]) -> list[Any]:
     return applied
 
 
-def advertised(extensions: Sequence[Any]) -> dict[str, Any]:
+def advertised(extensions: Sequence[ExtensionLike]) -> dict[str, Any]:
     """``capabilities.extensions``: each extension's settings, by identifier."""
     return {extension.identifier: dict(extension.settings()) for extension in extensions}
 
 
-def interceptors(extensions: Sequence[Any]) -> list[Any]:
+def interceptors(extensions: Sequence[ExtensionLike]) -> list[ExtensionLike]:
     """The extensions whose class overrides ``intercept_tool_call`` (the base one passes the
     call through, so only an override is worth wrapping ``tools/call`` in)."""
     return [e for e in extensions if _overrides(type(e), "intercept_tool_call")]
@@ -150,7 +118,7 @@ class InterceptedOperations(Operations):
     """The round operations, with every ``tools/call`` passed through the extensions'
     interceptors, the first given outermost."""
 
-    def __init__(self, server: Host, operations: Operations, wrapping: list[Any]):
+    def __init__(self, server: Host, operations: Operations, wrapping: list[ExtensionLike]):
         super().__init__(operations.registry, operations.runner, operations.metrics)
         self.tasks = operations.tasks
         self.server = server
@@ -167,17 +135,15 @@ class InterceptedOperations(Operations):
         results: list[Any] = []
         run = super().call_tool
 
-        async def innermost(context: ExtensionContext) -> Any:
+        async def innermost(context: ServerRequestContext[Any, Any]) -> Any:
             reply = await run(request, in_place)
             replies.append(reply)
             result = _result_of(reply)
             results.append(result)
             return result
 
-        chain: CallNext = innermost
-        for extension in reversed(self.wrapping):
-            chain = _interceptor(extension, params, chain)
-        outcome = await chain(_context(self.server, request.scope))
+        links = [_interceptor(extension, params) for extension in self.wrapping]
+        outcome = await chained(links, innermost)(_context(self.server, request.scope))
         if isinstance(outcome, RoundReply):
             return outcome
         if results and outcome is results[-1]:
@@ -187,11 +153,15 @@ class InterceptedOperations(Operations):
         return reply
 
 
-def _interceptor(extension: Any, params: ToolCallParams, call_next: CallNext) -> CallNext:
-    async def call(context: ExtensionContext) -> Any:
-        return await extension.intercept_tool_call(params, context, call_next)
+def _interceptor(
+    extension: ExtensionLike, params: ToolCallParams
+) -> Callable[[ServerRequestContext[Any, Any], CallNext], Awaitable[Any]]:
+    """The extension's interceptor as a link of a chain, the call's params bound."""
 
-    return call
+    def link(context: ServerRequestContext[Any, Any], call_next: CallNext) -> Awaitable[Any]:
+        return extension.intercept_tool_call(params, context, call_next)
+
+    return link
 
 
 def _result_of(reply: RoundReply) -> Any:
@@ -217,7 +187,7 @@ def _method(server: Host, binding: Any) -> ExtensionMethod:
         try:
             parsed = params_type.model_validate(params)
         except ValidationError as exc:
-            raise MCPError(INVALID_PARAMS, f"Invalid params for {name}: {exc}") from None
+            raise MCPError(INVALID_PARAMS, f"Invalid params for {name}: {summarize(exc)}") from None
         result = await handler(_context(server, scope, params), parsed)
         answer = wire_of(result)
         if not isinstance(answer, dict):
@@ -229,15 +199,17 @@ def _method(server: Host, binding: Any) -> ExtensionMethod:
 
 def _context(
     server: Host, scope: RequestScope, params: Mapping[str, Any] | None = None
-) -> ExtensionContext:
-    return ExtensionContext(
-        session=ClientSession(ClientCapabilities.declared(scope.capabilities)),
-        lifespan_context=server.lifespan_context,
-        protocol_version=scope.protocol_version,
+) -> ServerRequestContext[Any, Any]:
+    return ServerRequestContext(
         method=scope.method,
         params=params,
         request_id=scope.request_id,
         meta=scope.meta,
+        protocol_version=scope.protocol_version or "",
+        headers=scope.headers,
+        lifespan_context=server.lifespan_context,
+        session=ClientSession(scope.session, scope.capabilities),
+        access_token=scope.access_token,
     )
 
 
@@ -258,8 +230,6 @@ def _overrides(cls: type, name: str) -> bool:
 
 
 __all__ = [
-    "ClientSession",
-    "ExtensionContext",
     "InterceptedOperations",
     "ToolCallParams",
     "advertised",

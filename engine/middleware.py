@@ -12,7 +12,7 @@ The context is made only when the server has middleware: a server without any pa
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol
 
@@ -21,6 +21,8 @@ from typing_extensions import TypeVar
 
 from engine.auth.provider import AccessToken
 from engine.context import NO_SESSION, Session
+from engine.questions.session import covers
+from engine.types import ClientCapabilities, wire_of
 
 LifespanT = TypeVar("LifespanT", default=Any)
 TransportT = TypeVar("TransportT", default=Any)
@@ -52,12 +54,55 @@ class ServerRequestContext(Generic[LifespanT, TransportT]):
     access_token: AccessToken | None = None
 
 
+class ClientSession(Session):
+    """A message's session, with what its client declared: ``client_capabilities`` (by
+    attribute or as a mapping of its wire form) and ``check_client_capability``, as the
+    official request context's session reads them. Notifications go to ``session``."""
+
+    def __init__(self, session: Session, capabilities: Mapping[str, Any]) -> None:
+        super().__init__()
+        self._session = session
+        self._capabilities = capabilities
+
+    async def send_notification(self, method: str, params: dict[str, Any] | None = None) -> None:
+        await self._session.send_notification(method, params)
+
+    @property
+    def client_capabilities(self) -> ClientCapabilities:
+        return ClientCapabilities.declared(self._capabilities)
+
+    def check_client_capability(self, capability: Any) -> bool:
+        """Whether the client declared ``capability`` (a dict of the capabilities' wire form,
+        or a model of it), each of its settings that is given included."""
+        return covers(self._capabilities, wire_of(capability))
+
+
 HandlerResult = BaseModel | dict[str, Any] | None
 """What the rest of the chain returns, and what a middleware may return in its place: a dict of
 the result's wire form, a pydantic model of its shape, or ``None`` (an empty result)."""
 
 CallNext = Callable[[ServerRequestContext[Any, Any]], Awaitable[HandlerResult]]
 """The rest of the chain: the next middleware, then the server."""
+
+Link = Callable[[ServerRequestContext[Any, Any], CallNext], Awaitable[Any]]
+"""One link of a chain: ``link(ctx, call_next)``."""
+
+
+def chained(links: Sequence[Link], last: Callable[..., Awaitable[Any]]) -> CallNext:
+    """``last`` inside every link, the first outermost. Each link gets what follows it as its
+    ``call_next``, and the context it is called with: a link that passes on a changed copy
+    changes it for the rest of the chain."""
+    call: CallNext = last
+    for link in reversed(links):
+        call = _bound(link, call)
+    return call
+
+
+def _bound(link: Link, call_next: CallNext) -> CallNext:
+    def call(ctx: ServerRequestContext[Any, Any]) -> Awaitable[Any]:
+        return link(ctx, call_next)
+
+    return call
 
 
 class ServerMiddleware(Protocol[LifespanT]):
@@ -87,8 +132,11 @@ def checked_middleware(given: Iterable[Any] | None) -> list[ServerMiddleware[Any
 
 __all__ = [
     "CallNext",
+    "ClientSession",
     "HandlerResult",
+    "Link",
     "ServerMiddleware",
     "ServerRequestContext",
+    "chained",
     "checked_middleware",
 ]

@@ -10,21 +10,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel
-
-from engine.media import Media
-from engine.types import PromptMessage, Role, TextContent, WireModel, wire_of
+from engine.content_blocks import as_block
+from engine.types import PromptMessage, Role, TextContent
 
 
 def message_content(content: Any) -> Any:
-    """``content`` as a content block, or as a value the block union validates."""
+    """``content`` as a content block (:func:`~engine.content_blocks.as_block`), else as it is,
+    for the block union to validate (a dict of a block's wire form) or refuse."""
     if isinstance(content, str):
         return TextContent(text=content)
-    if isinstance(content, Media):
-        return content.to_content()
-    if isinstance(content, BaseModel) and not isinstance(content, WireModel):
-        return wire_of(content)
-    return content
+    block = as_block(content)
+    return content if block is None else block
 
 
 class Message(PromptMessage):

@@ -13,20 +13,14 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Self
 
 from engine.calls.execute import Outcome, execute_round
-from engine.context import RequestScope
+from engine.context import DETACHED, ServerHooks
 from engine.di.overrides import DependencyOverrides
-from engine.direct import HandedBack
-from engine.errors import ResourceError
+from engine.direct import HandedBack, asks_a_client, direct_scope
 from engine.handlers import prompt
-from engine.handlers.results import ReadResourceContents
 from engine.prompt_messages import AssistantMessage, Message, UserMessage
 from engine.questions.answers import StatelessAnswers
 from engine.state.call import CallState
 from engine.types import Icon
-
-ASKABLE: dict[str, Any] = {"elicitation": {"form": {}, "url": {}}, "sampling": {}, "roots": {}}
-"""What a render declares it can answer: a question the prompt asks ends the render, as a
-question nobody can answer here, rather than as a capability the client lacks."""
 
 
 class Prompt(prompt.Prompt):
@@ -68,19 +62,21 @@ class Prompt(prompt.Prompt):
         server (its lifespan value, resources and dependency overrides); without one the prompt
         runs on its own. Raises ``ValueError`` when the arguments do not fit, when the prompt
         fails (chained to what it raised), or when it asks a question through the engine (a
-        resolver, ``ctx.elicit``), which only a client can answer.
+        resolver, ``ctx.elicit``), which only a client can answer. Without a server, what needs
+        one (``ctx.read_resource``, a notification) fails the prompt.
         """
         server = _server_of(context)
-        hooks: Any = server if server is not None else _NoServer()
+        hooks: ServerHooks = server if server is not None else DETACHED
         overrides = getattr(server, "dependency_overrides", None)
         if not isinstance(overrides, DependencyOverrides):
             overrides = DependencyOverrides()
         state = CallState()
-        answers = StatelessAnswers(state, None, ASKABLE)
+        scope = direct_scope("prompts/get")
+        answers = StatelessAnswers(state, None, scope.capabilities)
         executed = await execute_round(
             self,
             dict(arguments) if arguments is not None else {},
-            RequestScope(method="prompts/get", capabilities=ASKABLE),
+            scope,
             "",
             1,
             state,
@@ -94,9 +90,7 @@ class Prompt(prompt.Prompt):
         if executed.outcome is Outcome.HANDLER_ASKED:
             return executed.returned
         if executed.outcome is not Outcome.COMPLETE:
-            raise ValueError(
-                f"Prompt {self.name!r} asks the client a question, so only a client can get it"
-            )
+            raise ValueError(asks_a_client(f"Prompt {self.name!r}"))
         return [_message(wire) for wire in executed.value["messages"]]
 
 
@@ -117,29 +111,6 @@ def _server_of(context: Any) -> Any:
         return None
     needed = ("lifespan_context", "read_resource_contents", "notify_list_changed")
     return server if all(hasattr(server, name) for name in needed) else None
-
-
-class _NoServer:
-    """What a prompt rendered without a server reaches: no lifespan value, no resources, and
-    notifications that go nowhere."""
-
-    @property
-    def lifespan_context(self) -> Any:
-        return {}
-
-    async def read_resource_contents(
-        self, uri: str, scope: RequestScope
-    ) -> list[ReadResourceContents]:
-        raise ResourceError(
-            f"Cannot read {uri!r}: this prompt is rendered without a server; pass render() the "
-            "Context of a server that has the resource"
-        )
-
-    async def notify_list_changed(self, kind: str) -> None:
-        return None
-
-    async def notify_resource_updated(self, uri: str) -> None:
-        return None
 
 
 __all__ = ["Prompt"]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import math
-import secrets
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -19,7 +18,7 @@ from engine.calls.runner import Principal, token_principal
 from engine.context import RequestScope
 from engine.settings import ServerOptions
 from engine.state.codec import CodecRing, RequestStateCodec
-from engine.state.seal import MIN_SECRET_BYTES, KeyRing, KeySpec
+from engine.state.seal import KeyRing, KeySpec
 
 log = logging.getLogger("engine.seal")
 
@@ -55,7 +54,7 @@ class RequestStateSecurity:
     def __init__(
         self,
         *,
-        keys: Sequence[KeySpec | bytearray] | None = None,
+        keys: Sequence[KeySpec | bytearray] | KeyRing | None = None,
         codec: RequestStateCodec | None = None,
         ttl: float = 600.0,
         bind_principal: Principal | None = authenticated_principal,
@@ -89,9 +88,7 @@ class RequestStateSecurity:
     def ephemeral(cls, *, ttl: float = 600.0, audience: str | None = None) -> RequestStateSecurity:
         """A key made now, known to this process only: its calls cannot be resumed by another
         replica, or after a restart (what a server given no keys does, without its warning)."""
-        security = cls(keys=[secrets.token_bytes(32)], ttl=ttl, audience=audience)
-        security.keys.ephemeral = True
-        return security
+        return cls(keys=KeyRing.ephemeral_ring(), ttl=ttl, audience=audience)
 
     @property
     def state_ttl(self) -> int:
@@ -129,29 +126,15 @@ class RequestStateSecurity:
         return binding, merged
 
 
-def _ring(keys: Sequence[Any]) -> KeyRing:
-    """The ring of ``keys``, each checked first so a refusal names the one at fault."""
+def _ring(keys: Sequence[Any] | KeyRing) -> KeyRing:
+    """The ring of ``keys`` (each checked by the ring, which names the one at fault)."""
+    if isinstance(keys, KeyRing):
+        return keys
     if isinstance(keys, str | bytes | bytearray) or not isinstance(keys, Sequence):
         raise TypeError("keys must be a list of secrets: keys=[secret] (a str or bytes each)")
     if not keys:
         raise ValueError("keys needs at least one secret")
-    specs: list[KeySpec] = []
-    for index, spec in enumerate(keys):
-        label, secret = spec if isinstance(spec, tuple) and len(spec) == 2 else (None, spec)
-        if not isinstance(secret, str | bytes | bytearray):
-            raise TypeError(
-                f"keys[{index}] is a {type(secret).__name__}; a requestState key is a str or bytes"
-            )
-        secret = bytes(secret) if isinstance(secret, bytearray) else secret
-        size = len(secret.encode() if isinstance(secret, str) else secret)
-        if size < MIN_SECRET_BYTES:
-            raise ValueError(
-                f"keys[{index}] has {size} bytes; a requestState key needs at least "
-                f"{MIN_SECRET_BYTES} bytes of secret randomness: generate one with "
-                "`python -m engine keygen`"
-            )
-        specs.append(secret if label is None else (label, secret))
-    return KeyRing(specs)
+    return KeyRing(list(keys))
 
 
 __all__ = ["RequestStateCodec", "RequestStateSecurity", "authenticated_principal"]

@@ -143,3 +143,4 @@ async def test_a_failing_completer_is_an_internal_error_naming_the_argument() ->
         with pytest.raises(ProtocolError) as malformed:
             await client.send("completion/complete", {"ref": PROMPT, "argument": {"name": "x"}})
         assert malformed.value.code == INVALID_PARAMS
+        assert malformed.value.message == "Invalid params: argument: value: Field required"

@@ -135,8 +135,10 @@ async def test_a_tools_failure_is_raised_not_returned() -> None:
 
 
 async def test_a_tool_that_asks_a_question_needs_a_client() -> None:
-    with pytest.raises(ToolError, match="asks the client a question"):
+    with pytest.raises(ToolError, match="asks the client a question") as asked:
         await mcp.call_tool("clear_shelf")
+    assert "engine.testing.Client" in str(asked.value)
+    assert "mcp.dependency_overrides[resolver]" in str(asked.value)
 
 
 async def test_a_handler_forwards_its_request_to_another_tool() -> None:

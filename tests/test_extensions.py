@@ -11,9 +11,9 @@ from mcp.server.extension import Extension as OfficialExtension
 from mcp.server.extension import ToolBinding as OfficialToolBinding
 from pydantic import BaseModel
 
-from engine import Context, MCPServer, require_client_extension
-from engine.errors import METHOD_NOT_FOUND, MISSING_CLIENT_CAPABILITY
-from engine.extensions import ExtensionContext
+import engine
+from engine import Context, MCPServer, ServerRequestContext, require_client_extension
+from engine.errors import INVALID_PARAMS, METHOD_NOT_FOUND, MISSING_CLIENT_CAPABILITY
 from engine.testing import Client, ProtocolError
 from engine.types import CallToolResult, TextContent
 from tests.conftest import KEY
@@ -77,7 +77,9 @@ class Loyalty:
         return [ResourceBinding(Card())]
 
     def methods(self) -> list[MethodBinding]:
-        async def balance(ctx: ExtensionContext, params: PointsParams) -> dict[str, Any]:
+        async def balance(
+            ctx: ServerRequestContext[Any, Any], params: PointsParams
+        ) -> dict[str, Any]:
             return {"member": params.member, "version": ctx.protocol_version}
 
         return [
@@ -178,3 +180,66 @@ async def test_a_tool_can_require_the_client_to_declare_an_extension() -> None:
 
     async with Client(mcp, capabilities={"extensions": {LOYALTY: {}}}) as declaring:
         assert (await declaring.call_tool("redeem")).text == "redeemed"
+
+
+class Vouchers(engine.Extension):
+    """An extension of ours: it overrides only what it adds."""
+
+    identifier = "com.example/vouchers"
+
+    def tools(self) -> list[engine.ToolBinding]:
+        def voucher(code: str) -> str:
+            """Check a voucher code."""
+            return f"{code} is valid"
+
+        return [engine.ToolBinding(voucher, kwargs={"title": "Voucher"})]
+
+    def resources(self) -> list[engine.ResourceBinding]:
+        return [engine.ResourceBinding(engine.TextResource(uri="vouchers://terms", text="1 each"))]
+
+    def methods(self) -> list[engine.MethodBinding]:
+        async def redeem(
+            ctx: ServerRequestContext[Any, Any], params: PointsParams
+        ) -> dict[str, Any]:
+            require_client_extension(ctx, self.identifier)
+            declared = ctx.session.client_capabilities.extensions  # type: ignore[attr-defined]
+            return {"member": params.member, "declared": sorted(declared)}
+
+        return [engine.MethodBinding("com.example/redeem", PointsParams, redeem)]
+
+
+async def test_an_extension_of_ours_overrides_only_what_it_adds() -> None:
+    mcp = MCPServer("Shop", keys=[KEY], extensions=[Vouchers()])
+    declared = {"extensions": {"com.example/vouchers": {}}}
+    async with Client(mcp, capabilities=declared) as client:
+        checked = await client.call_tool("voucher", {"code": "SPRING"})
+        terms = await client.read_resource("vouchers://terms")
+        redeemed = await client.send("com.example/redeem", {"member": "ada"})
+        discovered = await client.send("server/discover")
+        with pytest.raises(ProtocolError) as invalid:
+            await client.send("com.example/redeem", {"member": 7})
+    async with Client(mcp) as undeclared:
+        with pytest.raises(ProtocolError) as refused:
+            await undeclared.send("com.example/redeem", {"member": "ada"})
+    assert checked.text == "SPRING is valid"
+    assert terms.raw["contents"][0]["text"] == "1 each"
+    assert (redeemed["member"], redeemed["declared"]) == ("ada", ["com.example/vouchers"])
+    assert discovered["capabilities"]["extensions"] == {"com.example/vouchers": {}}
+    assert refused.value.code == MISSING_CLIENT_CAPABILITY
+    assert (invalid.value.code, invalid.value.message) == (
+        INVALID_PARAMS,
+        "Invalid params for com.example/redeem: member: Input should be a valid string",
+    )
+
+
+def test_an_extension_classs_identifier_is_checked_when_the_class_is_made() -> None:
+    with pytest.raises(TypeError, match=r"Loose\.identifier must be 'vendor\.prefix/name'"):
+
+        class Loose(engine.Extension):
+            identifier = "loose"
+
+    async def never(ctx: ServerRequestContext[Any, Any], params: PointsParams) -> None:
+        raise AssertionError("never served")
+
+    with pytest.raises(ValueError, match="empty protocol_versions"):
+        engine.MethodBinding("com.example/never", PointsParams, never, frozenset())

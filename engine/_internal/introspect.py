@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import functools
 import inspect
+import types
 import typing
-from typing import Any, Literal
+from typing import Any, Literal, Union, get_origin
 
 from engine.errors import InvalidSignature
 
@@ -52,3 +53,9 @@ def type_hints(fn: Any) -> dict[str, Any]:
             f"Cannot read the type hints of {callable_name(fn)!r}: {exc}. Import every name "
             "used in its annotations at module level."
         ) from exc
+
+
+def is_union(annotation: Any) -> bool:
+    """Whether ``annotation`` is a union: ``X | Y``, ``Union[X, Y]`` or ``Optional[X]``."""
+    origin = get_origin(annotation)
+    return origin is Union or origin is types.UnionType

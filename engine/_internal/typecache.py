@@ -10,7 +10,10 @@ lookup instead of the ABC check.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+_UNSEEN: Any = object()
 
 REMEMBERED_TYPES = 256
 """Distinct types a test remembers; a program that makes classes on the fly only refills it."""
@@ -31,3 +34,20 @@ def instance_test(*classes: type) -> Callable[[Any], bool]:
         return known
 
     return test
+
+
+def remembered(read: Callable[[type], T]) -> Callable[[type], T]:
+    """``lookup(kind)`` is ``read(kind)`` (a test of a type, or what it finds about one),
+    computed once per type."""
+    seen: dict[type, T] = {}
+
+    def lookup(kind: type) -> T:
+        known: T = seen.get(kind, _UNSEEN)
+        if known is _UNSEEN:
+            known = read(kind)
+            if len(seen) >= REMEMBERED_TYPES:
+                seen.clear()
+            seen[kind] = known
+        return known
+
+    return lookup

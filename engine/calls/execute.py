@@ -15,19 +15,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.calls.arguments import InvalidArguments, validate_arguments
-from engine.calls.handler_requests import handed_answers, input_required_of, keep_requests
+from engine.calls.handler_requests import handed_answers, keep_requests
 from engine.calls.walk import DEFERRED, SUSPENDED, BeforeBody, Round
 from engine.context import CallScope, RequestScope, ServerHooks
 from engine.di.overrides import DependencyOverrides
 from engine.errors import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
+    TEMPLATE_FAILED,
     MCPError,
     ResourceError,
     ToolError,
     protocol_error_of,
 )
 from engine.handlers.base import Handler
+from engine.input_requests import NEVER_ASKS, input_required_of
 from engine.questions.answers import AnswerSource
 from engine.role import Role
 from engine.state.call import CallState
@@ -92,7 +94,7 @@ def crashed(handler: Handler, target: str, exc: Exception) -> Executed:
     """A failure the handler did not mean: the client learns which handler failed, never the
     exception's text (it stays in the server log)."""
     if handler.role is Role.RESOURCE and getattr(handler, "is_template", False):
-        text = f"Error creating resource from template {target}"
+        text = f"{TEMPLATE_FAILED} {target}"
     else:
         text = f"{VERBS[handler.role]} {target}"
     return Executed(Outcome.FAILED, error=text, unexpected=exc)
@@ -149,7 +151,7 @@ async def execute_round(
             return Executed(Outcome.SUSPENDED)
         if value is DEFERRED:
             return Executed(Outcome.DEFERRED)
-        asked = input_required_of(value)
+        asked = None if type(value) in NEVER_ASKS else input_required_of(value)
         if asked is not None:
             requests = keep_requests(asked, signature, answers.next_state)
             return Executed(Outcome.HANDLER_ASKED, requests, returned=value)

@@ -1,11 +1,11 @@
 """Input a handler asks the client for itself, by returning an ``InputRequiredResult``.
 
-The returned value is recognised (ours, a dict of its wire form, or another library's model of
-its shape), checked against the rest of the call, and kept in the call's next state: the method
-of each request and the handler's own ``request_state`` string, which are sealed into the
-server's ``requestState`` like everything else the call carries. On the retry the handler gets
-that string back as ``ctx.request_state`` and the client's answers as ``ctx.input_responses``:
-only answers to requests it made, each as the model of what was asked.
+The returned value, once recognised (``engine/input_requests.py``), is checked against the rest
+of the call and kept in the call's next state: the method of each request and the handler's own
+``request_state`` string, which are sealed into the server's ``requestState`` like everything
+else the call carries. On the retry the handler gets that string back as ``ctx.request_state``
+and the client's answers as ``ctx.input_responses``: only answers to requests it made, each as
+the model of what was asked.
 """
 
 from __future__ import annotations
@@ -16,8 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from engine._internal.typecache import REMEMBERED_TYPES
-from engine.di.input_required import AnswerModels, is_input_required_model
+from engine.di.input_required import AnswerModels
 from engine.di.signature import Signature
 from engine.state.call import CallState, HandlerRequests
 from engine.types import InputRequiredResult, wire_of
@@ -28,29 +27,6 @@ ONE_CHANNEL = (
     "a call asks the client through one channel: let the resolvers and ctx.elicit / ctx.sample "
     "/ ctx.list_roots ask, or return the handler's own input requests, not both"
 )
-
-
-_KINDS: dict[type, bool] = {}
-"""Whether a value of each exact type may be input requests: one lookup per returned value."""
-
-
-def input_required_of(value: Any) -> InputRequiredResult | None:
-    """The input requests a handler returned instead of its value; ``None`` for any other value.
-
-    A dict counts only with ``"resultType": "input_required"``: a dict without it is a tool's
-    structured result."""
-    kind = type(value)
-    may_be = _KINDS.get(kind)
-    if may_be is None:
-        may_be = kind is dict or is_input_required_model(kind)
-        if len(_KINDS) >= REMEMBERED_TYPES:
-            _KINDS.clear()
-        _KINDS[kind] = may_be
-    if not may_be or (kind is dict and value.get("resultType") != "input_required"):
-        return None
-    wire = wire_of(value)
-    wire.pop("resultType", None)
-    return InputRequiredResult.model_validate(wire)
 
 
 def keep_requests(
@@ -114,4 +90,4 @@ def _as_answer(response: Any, kinds: tuple[type[BaseModel], ...]) -> BaseModel |
     return None
 
 
-__all__ = ["ONE_CHANNEL", "handed_answers", "input_required_of", "keep_requests"]
+__all__ = ["ONE_CHANNEL", "handed_answers", "keep_requests"]

@@ -7,11 +7,11 @@ Pure readings shared by the planner and :func:`~engine.di.signature.analyze`; th
 from __future__ import annotations
 
 import inspect
-import types
 import typing
 from collections.abc import Iterator
-from typing import Annotated, Any, Union, get_args, get_origin
+from typing import Annotated, Any, get_args, get_origin
 
+from engine._internal.introspect import is_union
 from engine.di.redacted import Redacted
 from engine.di.resolve import Resolve
 from engine.errors import InvalidSignature
@@ -76,10 +76,7 @@ def union_members(annotation: Any) -> tuple[Any, ...]:
     """The members of a union (through a ``type`` alias), or the annotation alone."""
     if isinstance(annotation, typing.TypeAliasType if hasattr(typing, "TypeAliasType") else ()):
         annotation = annotation.__value__
-    origin = get_origin(annotation)
-    if origin is Union or origin is types.UnionType:
-        return get_args(annotation)
-    return (annotation,)
+    return get_args(annotation) if is_union(annotation) else (annotation,)
 
 
 def resolve_marker(annotation: Any) -> tuple[Any, Resolve] | None:

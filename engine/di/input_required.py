@@ -18,7 +18,8 @@ from typing import Annotated, Any, Union, get_args, get_origin
 
 from pydantic import BaseModel
 
-from engine._internal.introspect import type_hints
+from engine._internal.introspect import is_union, type_hints
+from engine.input_requests import is_input_required_model
 from engine.types import (
     CreateMessageResult,
     CreateMessageResultWithTools,
@@ -42,16 +43,6 @@ ANSWER_MODELS: AnswerModels = types.MappingProxyType(
 """Ours: what the answers are when the annotation names no other library's models."""
 
 
-def is_input_required_model(annotation: Any) -> bool:
-    """Whether ``annotation`` is our ``InputRequiredResult`` or a pydantic model of its shape."""
-    if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
-        return False
-    if issubclass(annotation, InputRequiredResult):
-        return True
-    fields = annotation.model_fields
-    return "input_requests" in fields and "request_state" in fields
-
-
 def _arms(annotation: Any) -> Iterator[Any]:
     """Every arm of an annotation, through ``Annotated``, ``type`` aliases and unions."""
     if get_origin(annotation) is Annotated:
@@ -61,7 +52,7 @@ def _arms(annotation: Any) -> Iterator[Any]:
     if alias is not None:
         yield from _arms(alias)
         return
-    if _is_union(annotation):
+    if is_union(annotation):
         for arm in get_args(annotation):
             yield from _arms(arm)
         return
@@ -81,11 +72,6 @@ def _alias_value(annotation: Any) -> Any:
         if value is not None:
             return value
     return None
-
-
-def _is_union(annotation: Any) -> bool:
-    origin = get_origin(annotation)
-    return origin is Union or origin is types.UnionType
 
 
 def input_required_model(annotation: Any) -> type[BaseModel] | None:
@@ -112,7 +98,7 @@ def without_input_required(annotation: Any) -> Any:
         target = annotation = alias
     if is_input_required_model(target):
         return NO_RETURN
-    if not _is_union(target):
+    if not is_union(target):
         return annotation
     arms = get_args(target)
     kept = tuple(arm for arm in arms if input_required_model(arm) is None)
@@ -149,7 +135,6 @@ __all__ = [
     "AnswerModels",
     "answer_models",
     "input_required_model",
-    "is_input_required_model",
     "returns_input_required",
     "without_input_required",
 ]

@@ -12,6 +12,7 @@ from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel
 
+from engine import types as wire
 from engine._internal.introspect import callable_name, flavour, identity_of, type_hints
 from engine.di.annotations import (
     has_nested_resolve,
@@ -147,9 +148,15 @@ class Planner:
 
 
 def foreign_model(annotation: Any) -> type[BaseModel] | None:
-    """``annotation`` when it is a pydantic model this engine does not define."""
-    is_model = isinstance(annotation, type) and issubclass(annotation, BaseModel)
-    return annotation if is_model and not annotation.__module__.startswith("engine.") else None
+    """``annotation`` when it is another library's model of one of this engine's wire models
+    (of the same name: ``mcp_types.CreateMessageResult``): the only models an answer may need
+    to be delivered as. Any other annotation costs the round nothing."""
+    if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+        return None
+    if annotation.__module__.startswith("engine."):
+        return None
+    ours = getattr(wire, annotation.__name__, None)
+    return annotation if isinstance(ours, type) and issubclass(ours, wire.WireModel) else None
 
 
 def _form_model(name: str, arms: list[Any], value_type: Any) -> type[BaseModel] | None:

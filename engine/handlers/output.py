@@ -42,6 +42,7 @@ from pydantic.json_schema import GenerateJsonSchema, JsonSchemaWarningKind
 from typing_extensions import TypedDict as PydanticTypedDict
 from typing_extensions import is_typeddict
 
+from engine._internal.introspect import is_union
 from engine.errors import InvalidSignature
 from engine.handlers.content import is_result_class, returns_content
 
@@ -70,7 +71,7 @@ class OutputShape:
     def structured(self, value: Any) -> Any:
         """The ``structuredContent`` of ``value`` (pydantic's ``ValidationError`` when it does
         not fit the schema)."""
-        if self.scalar is not None and type(value) is self.scalar:
+        if type(value) is self.scalar:
             return {"result": value}
         model = self.model
         if model is not None and (type(value) is model or isinstance(value, model)):
@@ -111,7 +112,7 @@ def output_shape(
             )
         return NO_OUTPUT
     bare, metadata = _unannotated(annotation)
-    if _is_union(get_origin(bare)):
+    if is_union(bare):
         arms = [arm for arm in get_args(bare) if arm is not type(None)]
         if len(get_args(bare)) > 1 and any(is_result_class(arm) for arm in arms):
             raise InvalidSignature(
@@ -125,17 +126,20 @@ def output_shape(
         bare, _ = _unannotated(metadata[0])
     elif structured_output is None and returns_content(bare):
         return NO_OUTPUT
-    target, wrap = _output_type(fn_name, annotation, bare)
-    if target is not None:
-        try:
-            adapter = TypeAdapter(_readable_typeddict(target))
+    annotation = _readable_typeddicts(annotation)
+    bare, _ = _unannotated(annotation)
+    adapter: TypeAdapter[Any] | None = None
+    try:
+        target, wrap = _output_type(fn_name, annotation, bare)
+        if target is not None:
+            adapter = TypeAdapter(target)
             schema = _inline_root(adapter.json_schema(schema_generator=_StrictSchema))
-        except (PydanticUserError, NameError, TypeError, ValueError, pydantic_core.SchemaError):
-            pass  # no JSON schema for this type: the tool sends content only
-        else:
-            model = bare if not wrap and _is_model_class(bare) else None
-            scalar = bare if wrap and bare in _SCALARS and not metadata else None
-            return OutputShape(schema, wrap, adapter, scalar, model)
+    except (PydanticUserError, NameError, TypeError, ValueError, pydantic_core.SchemaError):
+        adapter = None  # no JSON schema for this type: the tool sends content only
+    if adapter is not None:
+        model = bare if not wrap and _is_model_class(bare) else None
+        scalar = bare if wrap and bare in _SCALARS and not metadata else None
+        return OutputShape(schema, wrap, adapter, scalar, model)
     if structured_output:
         raise InvalidSignature(
             f"Tool {fn_name!r}: return type {bare!r} is not serializable for structured output; "
@@ -167,6 +171,7 @@ def _output_type(fn_name: str, annotation: Any, bare: Any) -> tuple[Any, bool]:
         if name.startswith("_") or get_origin(hint) is ClassVar:
             continue
         default = getattr(bare, name, inspect.Parameter.empty)
+        hint = _readable_typeddicts(hint)
         fields[name] = hint if default is inspect.Parameter.empty else (hint, default)
     if not fields:
         return None, False
@@ -186,10 +191,6 @@ def _unannotated(annotation: Any) -> tuple[Any, tuple[Any, ...]]:
     return annotation, ()
 
 
-def _is_union(origin: Any) -> bool:
-    return origin is Union or origin is types.UnionType
-
-
 def _is_model_class(cls: Any) -> bool:
     return isinstance(cls, type) and issubclass(cls, BaseModel)
 
@@ -204,18 +205,49 @@ def _inline_root(schema: dict[str, Any]) -> dict[str, Any]:
     return {**definition, **{key: value for key, value in schema.items() if key != "$ref"}}
 
 
-def _readable_typeddict(target: Any) -> Any:
-    """Below Python 3.12 pydantic reads only ``typing_extensions.TypedDict``: a
-    ``typing.TypedDict`` is made again as one, with the same keys and requiredness."""
-    if sys.version_info >= (3, 12) or not is_typeddict(target):
-        return target
-    if type(target).__module__ != "typing":
-        return target
+def _readable_typeddicts(annotation: Any) -> Any:
+    """Below Python 3.12 pydantic reads only ``typing_extensions.TypedDict``: every
+    ``typing.TypedDict`` in ``annotation`` (itself, an argument of a generic such as
+    ``list[Row]``, the type of another's key) is made again as one, with the same keys and
+    requiredness."""
+    if sys.version_info >= (3, 12):
+        return annotation
+    return _rebuilt(annotation, {})
+
+
+def _rebuilt(annotation: Any, done: dict[Any, Any]) -> Any:
+    if is_typeddict(annotation):
+        if type(annotation).__module__ != "typing":
+            return annotation
+        if annotation not in done:
+            done[annotation] = annotation  # a TypedDict that names itself stays as it is
+            done[annotation] = _rebuilt_typeddict(annotation, done)
+        return done[annotation]
+    args = get_args(annotation)
+    if not args:
+        return annotation
+    origin = get_origin(annotation)
+    if origin is Annotated:
+        base = _rebuilt(args[0], done)
+        return annotation if base is args[0] else Annotated[(base, *args[1:])]
+    rebuilt = tuple(_rebuilt(arg, done) for arg in args)
+    if all(new is old for new, old in zip(rebuilt, args, strict=True)):
+        return annotation
+    if isinstance(annotation, types.GenericAlias):
+        return types.GenericAlias(origin, rebuilt)
+    if isinstance(annotation, types.UnionType):
+        return Union[rebuilt]  # noqa: UP007 (arms known only at run time)
+    copy_with = getattr(annotation, "copy_with", None)  # typing's own generics
+    return annotation if copy_with is None else copy_with(rebuilt)
+
+
+def _rebuilt_typeddict(target: Any, done: dict[Any, Any]) -> Any:
     required: frozenset[str] = target.__required_keys__
     keys: dict[str, Any] = {}
     for name, hint in get_type_hints(target, include_extras=True).items():
         while get_origin(hint) in (Required, NotRequired):
             (hint,) = get_args(hint)
+        hint = _rebuilt(hint, done)
         keys[name] = hint if name in required else NotRequired[hint]
     make: Any = PydanticTypedDict  # the functional form, with names known only at run time
     rebuilt = make(target.__name__, keys)

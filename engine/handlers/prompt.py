@@ -8,8 +8,9 @@ from typing import Any, Unpack
 
 import pydantic_core
 
+from engine.content_blocks import as_block, is_model
 from engine.handlers.base import Handler, HandlerOptions, description_of
-from engine.handlers.content import SEQUENCES, as_block, is_model
+from engine.handlers.content import SEQUENCES
 from engine.prompt_messages import Message
 from engine.role import Role
 from engine.types import GetPromptResult, Icon, PromptMessage

@@ -5,16 +5,12 @@ template whose variables are its arguments; or a resource object (``TextResource
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol, Unpack
+from typing import Any, Protocol, Unpack, cast
 
 from engine.errors import InvalidSignature
 from engine.handlers.base import Handler, HandlerOptions, description_of
 from engine.handlers.results import resource_contents
-from engine.resources.security import (
-    DEFAULT_RESOURCE_SECURITY,
-    ResourceSecurity,
-    ResourceSecurityError,
-)
+from engine.resources.security import DEFAULT_RESOURCE_SECURITY, ResourceSecurity
 from engine.resources.uri_template import UriTemplate
 from engine.role import Role
 from engine.types import Annotations, Icon
@@ -61,6 +57,26 @@ class ReadableResource(Protocol):
     async def read(self) -> str | bytes: ...
 
 
+class TemplateObject(Protocol):
+    """A resource template as an object (``engine.ResourceTemplate``, or anything with these
+    attributes): ``fn`` takes the template's variables as its arguments."""
+
+    uri_template: str
+    name: str
+    title: str | None
+    description: str | None
+    mime_type: str
+    icons: Sequence[Any] | None
+    annotations: Any
+    meta: dict[str, Any] | None
+    fn: Callable[..., Any]
+    security: ResourceSecurity
+
+
+ResourceObject = ReadableResource | TemplateObject
+"""What ``mcp.add_resource(obj)`` takes alone."""
+
+
 class Resource(Handler):
     """A resource at a fixed URI, or a template whose variables become arguments."""
 
@@ -98,27 +114,41 @@ class Resource(Handler):
         self.listing = {k: v for k, v in listing.items() if v is not None}
 
     def match(self, uri: str) -> dict[str, str | list[str]] | None:
-        """The template's values for ``uri``, or ``None`` when it does not fit; raises
-        :class:`ResourceSecurityError` when it fits but a value is refused, so that no later
-        template is tried in its place."""
+        """The template's values for ``uri`` (:meth:`ResourceSecurity.matched`)."""
         if self.template is None:
             return None
-        values = self.template.match(uri)
-        if values is None:
-            return None
-        refused = self.security.validate(values)
-        if refused is not None:
-            raise ResourceSecurityError(self.uri, refused)
-        return values
+        return self.security.matched(self.template, uri)
 
     def contents(self, uri: str, value: Any) -> dict[str, Any]:
         """The ``resources/read`` result for what the function returned, read at ``uri``."""
         return {"contents": resource_contents(uri, value, self.mime_type, self.meta)}
 
 
-def resource_of(resource: ReadableResource) -> Resource:
-    """The handler serving a resource object at its URI, taken as it is (never a template):
-    its fields are listed, and each read awaits its ``read()``."""
+def resource_of(resource: ResourceObject) -> Resource:
+    """The handler serving a resource object: a template object's function behind its
+    template; any other object at its URI, taken as it is (never a template), its fields
+    listed and each read awaiting its ``read()``."""
+    if isinstance(getattr(resource, "uri_template", None), str):
+        return _template_handler(cast(TemplateObject, resource))
+    return _read_handler(cast(ReadableResource, resource))
+
+
+def _template_handler(template: TemplateObject) -> Resource:
+    return Resource(
+        template.fn,
+        template.uri_template,
+        name=template.name,
+        title=template.title,
+        description=template.description,
+        mime_type=template.mime_type,
+        icons=template.icons,
+        annotations=template.annotations,
+        meta=template.meta,
+        security=template.security,
+    )
+
+
+def _read_handler(resource: ReadableResource) -> Resource:
 
     async def read() -> str | bytes:
         content: object = await resource.read()
@@ -180,7 +210,9 @@ __all__ = [
     "DEFAULT_MIME_TYPE",
     "ReadableResource",
     "Resource",
+    "ResourceObject",
     "ResourceOptions",
     "ResourceSignatureMismatch",
+    "TemplateObject",
     "resource_of",
 ]

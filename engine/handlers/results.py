@@ -12,7 +12,8 @@ import pydantic_core
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
-from engine.handlers.content import SEQUENCES, as_block
+from engine.content_blocks import as_block
+from engine.handlers.content import SEQUENCES
 from engine.types import BlobResourceContents, TextResourceContents
 
 

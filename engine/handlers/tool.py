@@ -81,7 +81,11 @@ class Tool(Handler):
                 return returned.to_wire()
             content = content_blocks(value)
         result: dict[str, Any] = {"content": content}
-        if self.shape.adapter is not None:
-            result["structuredContent"] = self.shape.structured(value)
+        shape = self.shape
+        if shape.adapter is not None:
+            if type(value) is shape.scalar:  # its own JSON: no call for the usual case
+                result["structuredContent"] = {"result": value}
+            else:
+                result["structuredContent"] = shape.structured(value)
         result["isError"] = False
         return result

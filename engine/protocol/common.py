@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from engine.errors import INVALID_PARAMS, MCPError
-from engine.protocol.served import Served
+from engine.errors import INVALID_PARAMS, METHOD_NOT_FOUND, MCPError
+from engine.protocol.served import ExtensionMethod, Served
 
 Listing = Callable[[Served], dict[str, Any]]
 
@@ -20,6 +20,15 @@ LISTINGS: dict[str, Listing] = {
     },
 }
 """Each listing method's result: every item, under its key (one page in both eras)."""
+
+
+def extension_method(server: Served, method: str) -> ExtensionMethod:
+    """What serves a method the protocol does not define: an extension's; ``Method not found``
+    (the method named in the error's data) when no extension serves it."""
+    serve = server.extension_methods.get(method)
+    if serve is None:
+        raise MCPError(METHOD_NOT_FOUND, "Method not found", method)
+    return serve
 
 
 def unannounced(capabilities: dict[str, Any]) -> dict[str, Any]:

@@ -21,7 +21,6 @@ from engine.context import NO_SESSION, RequestScope, Session
 from engine.errors import (
     INVALID_PARAMS,
     INVALID_REQUEST,
-    METHOD_NOT_FOUND,
     MCPError,
 )
 from engine.fleet.backchannel import BackChannelAnswers, Outbox
@@ -32,6 +31,7 @@ from engine.protocol.common import (
     Listing,
     arguments_param,
     complete,
+    extension_method,
     string_param,
     unannounced,
 )
@@ -223,10 +223,8 @@ def _round(method: str, target_param: str) -> Operation:
 
 
 def _extension_operation(server: Served, method: str) -> Operation:
-    """The operation of a method an extension serves; ``METHOD_NOT_FOUND`` when none does."""
-    serve = server.extension_methods.get(method)
-    if serve is None:
-        raise MCPError(METHOD_NOT_FOUND, "Method not found", method)
+    """The operation of a method an extension serves (:func:`extension_method`)."""
+    serve = extension_method(server, method)
     return lambda request: serve(request.params, request.scope)
 
 

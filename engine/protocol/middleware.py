@@ -10,15 +10,14 @@ serialised again, so a middleware may change it or answer with a result of its o
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from pydantic import BaseModel
 
 from engine.auth.provider import AccessToken
 from engine.context import NO_SESSION, Session
-from engine.errors import MCPError
-from engine.middleware import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
+from engine.middleware import HandlerResult, ServerRequestContext, chained
 from engine.protocol.jsonrpc import Message, dumps, loads
 from engine.protocol.served import Served
 from engine.types import wire_of
@@ -52,33 +51,6 @@ def message_context(
     )
 
 
-def _chain(middleware: Sequence[ServerMiddleware[Any]], last: CallNext) -> CallNext:
-    """``last`` inside every link of ``middleware``, the first outermost."""
-    call = last
-    for link in reversed(middleware):
-        call = _bound(link, call)
-    return call
-
-
-def _bound(link: ServerMiddleware[Any], call_next: CallNext) -> CallNext:
-    """One link with what follows it bound: the context is taken when called, so a link that
-    passes on a changed copy changes it for the rest of the chain."""
-
-    def call(ctx: ServerRequestContext[Any, Any]) -> Awaitable[HandlerResult]:
-        return link(ctx, call_next)
-
-    return call
-
-
-def as_mcp_error(exc: Exception) -> MCPError | None:
-    """An error of another library's class with a JSON-RPC error's shape (an int ``code`` and
-    a str ``message``, as the official SDK's ``MCPError``) as ours; ``None`` for any other."""
-    code, message = getattr(exc, "code", None), getattr(exc, "message", None)
-    if type(code) is int and isinstance(message, str):
-        return MCPError(code, message, getattr(exc, "data", None))
-    return None
-
-
 async def through_middleware(
     server: Served,
     message: Message,
@@ -87,7 +59,9 @@ async def through_middleware(
     *,
     modern: bool,
 ) -> bytes:
-    """The serialised result of ``message`` served through the middleware, ``serve`` last."""
+    """The serialised result of ``message`` served through the middleware, ``serve`` last.
+    What the chain raises ends the request as any handler's error does (``error_of`` at the
+    transport: an ``MCPError``, ours or another SDK's, as itself)."""
 
     async def last(ctx: ServerRequestContext[Any, Any]) -> HandlerResult:
         params = ctx.params
@@ -97,15 +71,7 @@ async def through_middleware(
         result: dict[str, Any] = loads(body)
         return result
 
-    try:
-        result = await _chain(list(server.middleware), last)(ctx)
-    except MCPError:
-        raise
-    except Exception as exc:
-        error = as_mcp_error(exc)
-        if error is None:
-            raise
-        raise error from exc
+    result = await chained(server.middleware, last)(ctx)
     return dumps(wire_result(result, ctx.method, modern=modern))
 
 
@@ -143,13 +109,12 @@ async def observe_notification(
         return None
 
     try:
-        await _chain(list(server.middleware), last)(ctx)
+        await chained(server.middleware, last)(ctx)
     except Exception:
         log.exception("middleware raised on the notification %s", message.method)
 
 
 __all__ = [
-    "as_mcp_error",
     "message_context",
     "observe_notification",
     "through_middleware",

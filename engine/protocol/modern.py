@@ -19,7 +19,6 @@ from engine.calls.reply import CallRequest, ReplyKind, RoundReply
 from engine.context import RequestScope
 from engine.errors import (
     INVALID_PARAMS,
-    METHOD_NOT_FOUND,
     UNSUPPORTED_PROTOCOL_VERSION,
     MCPError,
 )
@@ -29,6 +28,7 @@ from engine.protocol.common import (
     Listing,
     arguments_param,
     complete,
+    extension_method,
     string_param,
     unannounced,
 )
@@ -163,7 +163,8 @@ def round_result(reply: RoundReply) -> dict[str, Any]:
             result["requestState"] = reply.request_state
         return result
     result = error_result(reply.error or "error") if reply.kind is ReplyKind.ERROR else reply.value
-    result.setdefault("resultType", "complete")  # an extension's interceptor may answer another
+    if "resultType" not in result:  # an extension's interceptor may answer another
+        result["resultType"] = "complete"
     return result
 
 
@@ -215,10 +216,8 @@ OPERATIONS: dict[str, Operation] = {
 
 
 def _extension_operation(server: Served, method: str) -> Operation:
-    """The operation of a method an extension serves; ``METHOD_NOT_FOUND`` when none does."""
-    serve = server.extension_methods.get(method)
-    if serve is None:
-        raise MCPError(METHOD_NOT_FOUND, "Method not found", method)
+    """The operation of a method an extension serves (:func:`extension_method`)."""
+    serve = extension_method(server, method)
 
     def operation(
         server: Served, params: dict[str, Any], scope: RequestScope

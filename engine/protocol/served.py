@@ -76,9 +76,6 @@ class Served(Protocol):
         ...
 
     @property
-    def list_ttl_ms(self) -> int: ...
-
-    @property
     def serves_subscriptions(self) -> bool:
         """Whether ``subscriptions/listen`` is served (and its flags advertised)."""
         ...

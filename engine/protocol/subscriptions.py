@@ -177,7 +177,8 @@ def open_subscription(server: Served, raw: Any, exchange: Exchange) -> Subscript
 
 def _open(server: Served, message: Message, exchange: Exchange) -> Subscription:
     if not server.serves_subscriptions:
-        raise MCPError(METHOD_NOT_FOUND, "Method not found: subscriptions/listen is not served")
+        # The server was made with subscriptions=False: the method is not served at all.
+        raise MCPError(METHOD_NOT_FOUND, "Method not found", "subscriptions/listen")
     params = message.params
     version, _, _ = read_meta(params)
     if exchange.validate is not None and exchange.headers is not None:

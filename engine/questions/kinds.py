@@ -110,19 +110,19 @@ class Question:
         )
 
 
-def missing_form_capability(capabilities: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
-    """What a client lacks to be shown a form (an empty ``elicitation`` declares forms)."""
-    elicitation = capabilities.get("elicitation")
-    if isinstance(elicitation, dict) and (not elicitation or "form" in elicitation):
-        return None
-    return "form elicitation", {"elicitation": {"form": {}}}
-
-
 class _Elicitation(Question):
     """What both modes of ``elicitation/create`` share: how an answer is read, declined or
     cancelled; each mode says what an accepted answer gives."""
 
     method = "elicitation/create"
+
+    def missing_capability(self, capabilities: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+        """What a client lacks to be shown a form (an empty ``elicitation`` declares forms);
+        a URL elicitation says otherwise."""
+        elicitation = capabilities.get("elicitation")
+        if isinstance(elicitation, dict) and (not elicitation or "form" in elicitation):
+            return None
+        return "form elicitation", {"elicitation": {"form": {}}}
 
     def parse(self, answer: Any) -> Outcome:
         if not isinstance(answer, dict):
@@ -165,9 +165,6 @@ class Elicit(_Elicitation, Generic[ModelT]):
             "requestedSchema": elicitation_schema(self.schema),
         }
 
-    def missing_capability(self, capabilities: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
-        return missing_form_capability(capabilities)
-
     def accepted(self, content: Any) -> Outcome:
         if not isinstance(content, dict):
             raise BadAnswer("an accepted form elicitation needs content")
@@ -194,9 +191,6 @@ class ElicitForm(_Elicitation):
 
     def render(self) -> dict[str, Any]:
         return {"mode": "form", "message": self.message, "requestedSchema": self.requested_schema}
-
-    def missing_capability(self, capabilities: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
-        return missing_form_capability(capabilities)
 
     def accepted(self, content: Any) -> Outcome:
         if content is not None and not isinstance(content, dict):

@@ -32,11 +32,20 @@ from engine.types import (
 
 
 class Channel(Protocol):
-    """Where a session's notifications go (the 2025-11-25 session's standalone stream)."""
+    """Where a session's notifications go (the 2025-11-25 session's standalone stream):
+    ``engine.context.Session``."""
 
     async def send_notification(
         self, method: str, params: dict[str, Any] | None = None
     ) -> None: ...
+
+    async def send_tool_list_changed(self) -> None: ...
+
+    async def send_prompt_list_changed(self) -> None: ...
+
+    async def send_resource_list_changed(self) -> None: ...
+
+    async def send_resource_updated(self, uri: Any) -> None: ...
 
 
 class Asker(Protocol):
@@ -49,6 +58,9 @@ class Asker(Protocol):
     async def report_progress(
         self, progress: float, total: float | None = None, message: str | None = None
     ) -> None: ...
+
+    @property
+    def client_capabilities(self) -> ClientCapabilities: ...
 
 
 class RequestSession:
@@ -104,24 +116,27 @@ class RequestSession:
                 await notify_in_order(self._notify, method, sent or {})
 
     async def send_tool_list_changed(self) -> None:
-        await self._channel.send_notification("notifications/tools/list_changed")
+        await self._channel.send_tool_list_changed()
 
     async def send_prompt_list_changed(self) -> None:
-        await self._channel.send_notification("notifications/prompts/list_changed")
+        await self._channel.send_prompt_list_changed()
 
     async def send_resource_list_changed(self) -> None:
-        await self._channel.send_notification("notifications/resources/list_changed")
+        await self._channel.send_resource_list_changed()
 
     async def send_resource_updated(self, uri: Any) -> None:
-        await self._channel.send_notification("notifications/resources/updated", {"uri": str(uri)})
+        await self._channel.send_resource_updated(uri)
 
     async def send_elicit_complete(
         self, elicitation_id: str, related_request_id: Any = None
     ) -> None:
         """Tell the client the work behind a URL elicitation (``ctx.elicit_url(...,
-        elicitation_id)``) is done, so it may retry what waited for it."""
-        await self._channel.send_notification(
-            "notifications/elicitation/complete", {"elicitationId": elicitation_id}
+        elicitation_id)``) is done, so it may retry what waited for it. With
+        ``related_request_id`` it goes on this request's stream, else to the session's."""
+        await self.send_notification(
+            "notifications/elicitation/complete",
+            {"elicitationId": elicitation_id},
+            related_request_id=related_request_id,
         )
 
     async def send_log_message(
@@ -142,7 +157,7 @@ class RequestSession:
     def client_capabilities(self) -> ClientCapabilities:
         """The capabilities the client declared: by attribute (``.sampling``, ``.extensions``),
         as the official SDK's model reads, or as a mapping of their wire form."""
-        return ClientCapabilities.declared(self._capabilities)
+        return self._asker.client_capabilities
 
     def check_client_capability(self, capability: Any) -> bool:
         """Whether the client declared ``capability``: a dict of the capabilities' wire form,

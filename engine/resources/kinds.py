@@ -14,7 +14,8 @@ from pydantic import Field, field_validator
 
 from engine._internal.introspect import flavour
 from engine.handlers.results import json_text
-from engine.resources.base import Resource
+from engine.input_requests import input_required_of
+from engine.resources.base import Resource, listed_as
 from engine.types import Annotations, Icon
 
 _TEXT_APPLICATION_TYPES = frozenset({"application/json", "application/xml"})
@@ -53,7 +54,7 @@ class FunctionResource(Resource):
             result = await self.fn()
         else:
             result = await anyio.to_thread.run_sync(self.fn)
-        if getattr(result, "result_type", None) == "input_required":
+        if input_required_of(result) is not None:
             raise ValueError(
                 "static resources cannot return InputRequiredResult; only resource template "
                 "functions participate in the multi-round-trip flow"
@@ -79,14 +80,12 @@ class FunctionResource(Resource):
     ) -> FunctionResource:
         """The resource at ``uri`` that ``fn`` reads: named after it and described by its
         docstring unless told otherwise."""
-        resource_name = name or getattr(fn, "__name__", None)
-        if not resource_name or resource_name == "<lambda>":
-            raise ValueError("A lambda has no name to list: give the resource one with name=")
+        resource_name, listed_description = listed_as(fn, name, description, "resource")
         return cls(
             uri=uri,
             name=resource_name,
             title=title,
-            description=description or fn.__doc__ or "",
+            description=listed_description,
             mime_type=mime_type or "text/plain",
             fn=fn,
             icons=icons,

@@ -9,8 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Set
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from engine.resources.path_safety import contains_path_traversal, is_absolute_path
+
+if TYPE_CHECKING:
+    from engine.resources.uri_template import UriTemplate
 
 
 @dataclass(frozen=True)
@@ -29,6 +33,18 @@ class ResourceSecurity:
     """A NUL byte, which ends a path early in C and makes ``"..\\0"`` differ from ``".."``."""
     exempt_params: Set[str] = field(default_factory=frozenset)
     """Variables whose values are not checked (one that is not a path, say)."""
+
+    def matched(self, template: UriTemplate, uri: str) -> dict[str, str | list[str]] | None:
+        """The decoded values ``uri`` gives ``template``'s variables, or ``None`` when it does
+        not fit; raises :class:`ResourceSecurityError` when it fits but a value is refused, so
+        that no later template is tried in its place."""
+        values = template.match(uri)
+        if values is None:
+            return None
+        refused = self.validate(values)
+        if refused is not None:
+            raise ResourceSecurityError(template.template, refused)
+        return values
 
     def validate(self, params: Mapping[str, str | list[str]]) -> str | None:
         """The name of the first variable whose value (or one of its list items) is refused,

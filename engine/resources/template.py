@@ -12,47 +12,33 @@ from collections.abc import Callable
 from typing import Any
 
 import anyio.to_thread
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, validate_call
+from pydantic import ConfigDict, Field, PrivateAttr, validate_call
 
 from engine._internal.introspect import flavour, type_hints
 from engine.di.annotations import is_context_annotation
-from engine.errors import MCPError, ResourceError, UnexpectedResourceError
-from engine.resources.base import wire_shaped
+from engine.errors import TEMPLATE_FAILED, MCPError, ResourceError, UnexpectedResourceError
+from engine.input_requests import input_required_of
+from engine.resources.base import Listed, listed_as
 from engine.resources.kinds import FunctionResource
-from engine.resources.security import (
-    DEFAULT_RESOURCE_SECURITY,
-    ResourceSecurity,
-    ResourceSecurityError,
-)
+from engine.resources.security import DEFAULT_RESOURCE_SECURITY, ResourceSecurity
 from engine.resources.uri_template import UriTemplate
 from engine.types import Annotations, Icon
 
 
-class ResourceTemplate(BaseModel):
+class ResourceTemplate(Listed):
     """A function whose arguments are the variables of ``uri_template``; build one with
     :meth:`from_function`."""
 
-    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
+    model_config = ConfigDict(arbitrary_types_allowed=True)
 
     uri_template: str
     name: str
-    title: str | None = None
-    description: str | None = None
-    mime_type: str = "text/plain"
-    icons: list[Icon] | None = None
-    annotations: Annotations | None = None
-    meta: dict[str, Any] | None = None
     fn: Callable[..., Any] = Field(exclude=True)
     security: ResourceSecurity = Field(default=DEFAULT_RESOURCE_SECURITY, exclude=True)
     context_kwarg: str | None = None
     """The parameter that receives the request's ``Context``, if the function takes one."""
     _parsed: UriTemplate = PrivateAttr()
     _is_async: bool = PrivateAttr(default=False)
-
-    @field_validator("icons", "annotations", mode="before")
-    @classmethod
-    def _wire_shaped(cls, value: Any) -> Any:
-        return wire_shaped(value)
 
     def model_post_init(self, context: Any, /) -> None:
         self._parsed = UriTemplate.parse(self.uri_template)
@@ -76,9 +62,7 @@ class ResourceTemplate(BaseModel):
         """The template ``fn`` serves; a malformed ``uri_template`` raises
         :class:`~engine.resources.uri_template.InvalidUriTemplate`. The arguments a URI gives
         (strings) are converted to the function's parameter types when it is called."""
-        template_name = name or getattr(fn, "__name__", None)
-        if not template_name or template_name == "<lambda>":
-            raise ValueError("A lambda has no name to list: give the template one with name=")
+        template_name, listed_description = listed_as(fn, name, description, "template")
         UriTemplate.parse(uri_template)
         if context_kwarg is None:
             context_kwarg = next(
@@ -90,7 +74,7 @@ class ResourceTemplate(BaseModel):
             uri_template=uri_template,
             name=template_name,
             title=title,
-            description=description or fn.__doc__ or "",
+            description=listed_description,
             mime_type=mime_type or "text/plain",
             icons=icons,
             annotations=annotations,
@@ -103,13 +87,7 @@ class ResourceTemplate(BaseModel):
     def matches(self, uri: str) -> dict[str, str | list[str]] | None:
         """The decoded values ``uri`` gives the template's variables, or ``None`` when it does
         not fit; :class:`ResourceSecurityError` when it fits but a value is refused."""
-        values = self._parsed.match(uri)
-        if values is None:
-            return None
-        refused = self.security.validate(values)
-        if refused is not None:
-            raise ResourceSecurityError(self.uri_template, refused)
-        return values
+        return self.security.matched(self._parsed, uri)
 
     async def create_resource(self, uri: str, params: dict[str, Any], context: Any) -> Any:
         """Call the function with ``params`` (and ``context``, when it takes one) and return
@@ -127,10 +105,8 @@ class ResourceTemplate(BaseModel):
         except (ResourceError, MCPError):
             raise
         except Exception as exc:
-            raise UnexpectedResourceError(
-                f"Error creating resource from template {self.uri_template!r} for {uri!r}"
-            ) from exc
-        if getattr(result, "result_type", None) == "input_required":
+            raise UnexpectedResourceError(f"{TEMPLATE_FAILED} {uri}") from exc
+        if input_required_of(result) is not None:
             return result
         return FunctionResource(
             uri=uri,

@@ -47,28 +47,32 @@ class SealKey:
     aead: AESGCM
 
 
-def _secret_bytes(secret: str | bytes) -> bytes:
+def _secret_bytes(secret: object, index: int) -> bytes:
+    """The secret of the ring's key at ``index``; an error that names that place otherwise."""
     if isinstance(secret, str):
         secret = secret.encode()
     if not isinstance(secret, bytes | bytearray):
-        raise TypeError("a requestState key must be str or bytes")
+        raise TypeError(
+            f"keys[{index}] is a {type(secret).__name__}; a requestState key is a str or bytes"
+        )
     if len(secret) < MIN_SECRET_BYTES:
         raise ValueError(
-            f"A requestState key needs at least {MIN_SECRET_BYTES} bytes of secret; generate one "
-            "with `python -m engine keygen`"
+            f"keys[{index}] has {len(secret)} bytes; a requestState key needs at least "
+            f"{MIN_SECRET_BYTES} bytes of secret randomness: generate one with "
+            "`python -m engine keygen`"
         )
     return bytes(secret)
 
 
-def derive(spec: KeySpec) -> SealKey:
-    """HKDF-SHA256 from an operator secret to an AES-256-GCM key, with its key id."""
+def derive(spec: KeySpec, index: int = 0) -> SealKey:
+    """HKDF-SHA256 from an operator secret to an AES-256-GCM key, with its key id; ``index``,
+    the key's place in its ring, names it in an error."""
     label: str | None = None
-    if isinstance(spec, tuple):
+    secret: object = spec
+    if isinstance(spec, tuple) and len(spec) == 2:
         label, secret = spec
-    else:
-        secret = spec
     material = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=_INFO).derive(
-        _secret_bytes(secret)
+        _secret_bytes(secret, index)
     )
     if label is not None:
         kid = hashlib.sha256(b"engine/kid-label\0" + label.encode()).digest()[:_KID_LEN]
@@ -84,7 +88,7 @@ class KeyRing:
     def __init__(self, keys: Sequence[KeySpec]) -> None:
         if not keys:
             raise ValueError("A key ring needs at least one key")
-        derived = [derive(spec) for spec in keys]
+        derived = [derive(spec, index) for index, spec in enumerate(keys)]
         self._by_kid: dict[bytes, SealKey] = {}
         for key in derived:
             if key.kid in self._by_kid:
@@ -95,6 +99,7 @@ class KeyRing:
 
     @classmethod
     def ephemeral_ring(cls) -> KeyRing:
+        """A key made now, known to this process only."""
         ring = cls([secrets.token_bytes(32)])
         ring.ephemeral = True
         return ring

@@ -141,7 +141,7 @@ class StreamableHTTPApp:
 
     async def serve_endpoint(self, scope: Scope, receive: Receive, send: Send) -> None:
         """A request to the MCP endpoint: the Host and Origin checks, the bearer token, then
-        the request itself."""
+        the request itself (one frame for all of it: every request passes here)."""
         if self.draining:
             send = _closing(send)
         headers = request_headers(scope)
@@ -150,42 +150,33 @@ class StreamableHTTPApp:
             error = MCPError(INVALID_REQUEST, refused.message)
             await send_json(send, refused.status, error_bytes(None, error), self.replica_header)
             return
+        token: AccessToken | None = None
+        reset = None
         gate = self.gate
-        if gate is None:
-            await self._endpoint(scope, receive, send, headers, None)
-            return
-        verified = await gate.authenticate(headers)
-        if type(verified) is Refusal:
-            await gate.refuse(verified, scope, headers, send, self.replica_header)
-            return
-        assert isinstance(verified, AccessToken)
-        reset = current_token.set(verified)
+        if gate is not None:
+            verified = await gate.authenticate(headers)
+            if type(verified) is Refusal:
+                await gate.refuse(verified, scope, headers, send, self.replica_header)
+                return
+            assert isinstance(verified, AccessToken)
+            token = verified
+            reset = current_token.set(verified)
         try:
-            await self._endpoint(scope, receive, send, headers, verified)
+            method = scope["method"]
+            session_id = headers.get("mcp-session-id")
+            if method in ("GET", "DELETE") and session_id is not None:
+                replica = self.replica_header
+                await legacy_http.session_request(
+                    self.server, method, session_id, headers, replica, receive, send, token
+                )
+            elif method != "POST":
+                allow = (b"allow", b"POST")
+                await send_plain(send, 405, b"Method Not Allowed", self.replica_header, allow)
+            else:
+                await self._post(scope, receive, send, headers, token)
         finally:
-            current_token.reset(reset)
-
-    async def _endpoint(
-        self,
-        scope: Scope,
-        receive: Receive,
-        send: Send,
-        headers: dict[str, str],
-        token: AccessToken | None,
-    ) -> None:
-        """A request to the MCP endpoint, authenticated when the server requires it."""
-        method = scope["method"]
-        session_id = headers.get("mcp-session-id")
-        if method in ("GET", "DELETE") and session_id is not None:
-            await legacy_http.session_request(
-                self.server, method, session_id, headers, self.replica_header, receive, send, token
-            )
-            return
-        if method != "POST":
-            allow = (b"allow", b"POST")
-            await send_plain(send, 405, b"Method Not Allowed", self.replica_header, allow)
-            return
-        await self._post(scope, receive, send, headers, token)
+            if reset is not None:
+                current_token.reset(reset)
 
     async def _metadata(self, route: str, root: str, scope: Scope, send: Send) -> None:
         """The protected resource metadata, at the bare well-known path and at the one

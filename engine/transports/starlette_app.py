@@ -8,9 +8,10 @@ Starlette's fallback for any other path, is served by the one
 :class:`~engine.transports.http.StreamableHTTPApp`, which routes by itself.
 
 A request to the MCP endpoint does not go through Starlette at all while the app has no
-middleware: it is handed straight to the endpoint, so the hot path costs what the plain ASGI
-app costs. With middleware (``streamable_http_app(middleware=...)``, ``cors_origins``, or
-``app.add_middleware``), every request goes through Starlette's stack, and so through them.
+middleware: it is handed straight to the endpoint after one check of its scope, so the shell
+adds that check and one call to the hot path, and no routing. With middleware
+(``streamable_http_app(middleware=...)``, ``cors_origins``, or ``app.add_middleware``), every
+request goes through Starlette's stack, and so through them.
 """
 
 from __future__ import annotations

@@ -209,6 +209,39 @@ async def test_raising_refuses_the_message_with_that_error(error_class: type[Exc
     assert refused.value.status == 400
 
 
+class Reopening:
+    """Data with no JSON form of its own: sent as its string."""
+
+    def __str__(self) -> str:
+        return "Monday 9:00"
+
+
+class LooksLikeAnError(Exception):
+    """An int code and a str message, but no MCPError: an ordinary failure."""
+
+    def __init__(self) -> None:
+        super().__init__("closed")
+        self.code = INVALID_REQUEST
+        self.message = "No calls on Sundays."
+
+
+async def test_an_error_is_taken_by_its_class_and_its_data_made_json() -> None:
+    async def closed(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        if ctx.method == "tools/call":
+            raise OfficialMCPError(INVALID_REQUEST, "Closed.", {"reopens": Reopening()})
+        if ctx.method == "prompts/list":
+            raise LooksLikeAnError()
+        return await call_next(ctx)
+
+    async with Client(bookshop(closed)) as client:
+        with pytest.raises(ProtocolError) as refused:
+            await client.call_tool("search_books", {"query": "dune"})
+        with pytest.raises(ProtocolError) as failed:
+            await client.send("prompts/list")
+    assert refused.value.data == {"reopens": "Monday 9:00"}
+    assert failed.value.code == INTERNAL_ERROR
+
+
 async def test_an_error_of_the_server_rises_out_of_call_next() -> None:
     caught: list[int] = []
 

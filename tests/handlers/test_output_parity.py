@@ -172,3 +172,36 @@ def test_a_call_tool_result_cannot_be_one_arm_of_a_union() -> None:
 
     with pytest.raises(InvalidSignature, match="one arm of a union"):
         mcp.add_tool(report)
+
+
+class Shelf(TypedDict):
+    label: str
+    readings: list[Weather]
+
+
+async def test_typeddicts_inside_generics_have_a_schema_on_every_python() -> None:
+    mcp = MCPServer("Weather", keys=[KEY])
+
+    @mcp.tool()
+    def week() -> list[Weather]:
+        return [Weather(temperature=16.2, conditions="Overcast")]
+
+    @mcp.tool()
+    def shelf() -> Shelf:
+        return Shelf(label="north", readings=[Weather(temperature=9.0, conditions="Rain")])
+
+    listed = {tool.name: tool.output_schema for tool in await mcp.list_tools()}
+    assert listed["week"] is not None
+    assert listed["week"]["properties"]["result"]["items"] == {"$ref": "#/$defs/Weather"}
+    assert listed["shelf"] is not None
+    assert listed["shelf"]["properties"]["readings"]["items"] == {"$ref": "#/$defs/Weather"}
+    async with Client(mcp) as client:
+        week_result = await client.call_tool("week")
+        shelf_result = await client.call_tool("shelf")
+    assert week_result.structured_content == {
+        "result": [{"temperature": 16.2, "conditions": "Overcast"}]
+    }
+    assert shelf_result.structured_content == {
+        "label": "north",
+        "readings": [{"temperature": 9.0, "conditions": "Rain"}],
+    }

@@ -71,6 +71,17 @@ def test_a_message_takes_a_string_a_helper_or_an_official_block() -> None:
     assert UserMessage(mcp_types.TextContent(text="x")) == UserMessage(TextContent(text="x"))
 
 
+def test_a_model_that_is_no_block_is_refused_as_content() -> None:
+    class Note(BaseModel):
+        """Text by its fields, but its type is any string: not a block's shape."""
+
+        type: str = "text"
+        text: str
+
+    with pytest.raises(ValueError, match="content"):
+        UserMessage(Note(text="hi"))
+
+
 async def test_bare_content_becomes_user_messages() -> None:
     block = mcp_types.ImageContent(data="aW1n", mime_type="image/png")
     assert await messages_of(Image(data=b"img")) == [{"role": "user", "content": PNG}]

@@ -9,7 +9,10 @@ rest of each file is kept byte for byte.
 A name ``engine`` does not export (an official internal, such as ``ToolManager`` or a private
 helper of the official resolver) is bound to a placeholder that fails when a test uses it, so
 that one module-level import of an internal does not take every test of its file down: the
-tests that use one are in excluded.txt, or fail.
+tests that use one are in excluded.txt, or fail. A public name (one of the official package's
+``__all__``) that ``engine`` lacks is no internal: user code importing it would get an
+``ImportError``, so the rewrite stops with :class:`MissingExport` naming it, unless it is one
+of the few :data:`NOT_PROVIDED` on purpose.
 """
 
 from __future__ import annotations
@@ -26,6 +29,29 @@ MOVED_ONE_BY_ONE = {
 """Names outside ``mcp.server.mcpserver`` that come from ``engine`` too: ``MCPServer``, which
 ``mcp.server`` re-exports, and ``get_access_token``, which reads the request being served."""
 
+NOT_PROVIDED = {
+    "AESGCMRequestStateCodec": (
+        "the official requestState token's own byte format; this server seals its own tokens "
+        "(RequestStateSecurity(keys=...)), and takes a codec of yours with codec="
+    ),
+    "RequestStateBoundary": (
+        "sealing middleware for the official low-level Server; this server seals every round itself"
+    ),
+}
+"""Public names of ``mcp.server.mcpserver`` that ``engine`` does not provide, on purpose, with
+why (docs/porting.md lists them): bound to placeholders, as internals are."""
+
+
+class MissingExport(Exception):
+    """A public name of the official package that ``engine`` does not export."""
+
+
+def official_public_names() -> frozenset[str]:
+    """``mcp.server.mcpserver.__all__``: what the official SDK calls its public API."""
+    import importlib
+
+    return frozenset(importlib.import_module(OFFICIAL_PACKAGE).__all__)
+
 
 def _is_official_server_module(module: str) -> bool:
     return module == OFFICIAL_PACKAGE or module.startswith(OFFICIAL_PACKAGE + ".")
@@ -40,6 +66,16 @@ def _from_engine(module: str, aliases: list[ast.alias]) -> str:
 
     exported = [a for a in aliases if a.name != "*" and hasattr(engine, a.name)]
     missing = [a for a in aliases if a not in exported]
+    public = official_public_names()
+    lacking = [a.name for a in missing if a.name in public and a.name not in NOT_PROVIDED]
+    if lacking:
+        raise MissingExport(
+            f"{', '.join(lacking)} (imported from {module}) is public in the official SDK "
+            f"({OFFICIAL_PACKAGE}.__all__), and engine does not export it: code written for the "
+            "official server would fail to import. Export it from engine/__init__.py, or, if "
+            "engine must not provide it, add it to NOT_PROVIDED in tests/official/rewrite.py "
+            "with the reason (and to docs/porting.md)"
+        )
     statements = [f"from engine import {_names(exported)}"] if exported else []
     if missing:
         statements.append("from official_internal import unbound")

@@ -170,6 +170,7 @@ def announcer() -> MCPServer:
             "notifications/example/lap", {"lap": 1}, related_request_id=ctx.request_id
         )
         await ctx.session.send_notification("notifications/example/elsewhere", {})
+        await ctx.session.send_elicit_complete("sign-in-7", related_request_id=ctx.request_id)
         return "liftoff"
 
     return mcp
@@ -186,6 +187,7 @@ async def test_a_notification_for_this_request_rides_its_own_stream() -> None:
         ("notifications/message", {"level": "info", "logger": "countdown", "data": "2"}),
         ("notifications/message", {"level": "info", "logger": "countdown", "data": "1"}),
         ("notifications/example/lap", {"lap": 1}),
+        ("notifications/elicitation/complete", {"elicitationId": "sign-in-7"}),
     ]
 
 
@@ -193,7 +195,7 @@ async def test_log_lines_for_this_request_need_the_client_to_ask_for_them() -> N
     async with Client(announcer()) as client:
         await client.call_tool("count_down", {})
         heard = [n["method"] for n in client.notifications]
-    assert heard == ["notifications/example/lap"]
+    assert heard == ["notifications/example/lap", "notifications/elicitation/complete"]
 
 
 # --- 2025-11-25: asked in place -----------------------------------------------------------------

@@ -11,6 +11,7 @@ import pytest
 
 from engine import (
     Context,
+    FunctionResource,
     InvalidUriTemplate,
     MCPServer,
     ReadResourceContents,
@@ -23,6 +24,7 @@ from engine import (
     safe_join,
 )
 from engine.testing import Client, ProtocolError
+from engine.types import InputRequiredResult
 from tests.conftest import KEY
 
 pytestmark = pytest.mark.anyio
@@ -259,6 +261,35 @@ async def test_a_template_object_matches_checks_and_makes_the_resource() -> None
     assert (resource.uri, resource.name, resource.meta) == ("items://a/7", "item", {"kind": "item"})
 
 
+async def test_add_resource_serves_a_template_object_behind_its_template() -> None:
+    def item(shelf: str, number: int, ctx: Context) -> dict[str, object]:
+        """One item of a shelf."""
+        return {"shelf": shelf, "number": number, "in_a_request": ctx.request_id is not None}
+
+    template = ResourceTemplate.from_function(
+        item, "items://{shelf}/{number}", meta={"kind": "item"}
+    )
+    mcp = MCPServer("Bookshop", keys=[KEY])
+    mcp.add_resource(template)
+
+    assert await mcp.list_resource_templates() == [
+        mcp_types.ResourceTemplate(
+            uri_template="items://{shelf}/{number}",
+            name="item",
+            description="One item of a shelf.",
+            mime_type="text/plain",
+            _meta={"kind": "item"},
+        )
+    ]
+    async with Client(mcp) as client:
+        read = await client.read_resource("items://a/7")
+        with pytest.raises(ProtocolError) as refused:
+            await client.read_resource("items://..%2F..%2Fetc/7")
+    [content] = read.raw["contents"]
+    assert json.loads(content["text"]) == {"shelf": "a", "number": 7, "in_a_request": True}
+    assert refused.value.code == -32602
+
+
 async def test_a_template_object_wraps_a_crash_and_passes_a_resource_error() -> None:
     def broken(x: str) -> str:
         raise KeyError(x)
@@ -267,11 +298,37 @@ async def test_a_template_object_wraps_a_crash_and_passes_a_resource_error() -> 
         raise ResourceError("not today")
 
     crash = ResourceTemplate.from_function(broken, "broken://{x}")
-    with pytest.raises(UnexpectedResourceError, match="Error creating resource from template"):
+    with pytest.raises(UnexpectedResourceError) as direct:
         await crash.create_resource("broken://a", {"x": "a"}, None)
+    mcp = MCPServer("Bookshop", keys=[KEY])
+    mcp.add_resource(crash)
+    async with Client(mcp) as client:
+        with pytest.raises(ProtocolError) as served:
+            await client.read_resource("broken://a")
+    assert str(direct.value) == served.value.message
+    assert served.value.message == "Error creating resource from template broken://a"
     refusal = ResourceTemplate.from_function(deliberate, "refuse://{x}")
     with pytest.raises(ResourceError, match="not today"):
         await refusal.create_resource("refuse://a", {"x": "a"}, None)
+
+
+ASKS = {
+    "ours": InputRequiredResult(request_state="page-2"),
+    "wire_dict": {"resultType": "input_required", "requestState": "page-2"},
+    "official": mcp_types.InputRequiredResult(request_state="page-2"),
+}
+
+
+@pytest.mark.parametrize("shape", list(ASKS))
+async def test_a_template_object_hands_back_input_requests_of_any_shape(shape: str) -> None:
+    def ask(x: str) -> object:
+        return ASKS[shape]
+
+    template = ResourceTemplate.from_function(ask, "ask://{x}")
+    assert await template.create_resource("ask://a", {"x": "a"}, None) is ASKS[shape]
+    resource = FunctionResource(uri="ask://fixed", fn=lambda: ASKS[shape])
+    with pytest.raises(ValueError, match="static resources cannot return InputRequiredResult"):
+        await resource.read()
 
 
 async def test_a_template_object_gives_the_context_to_a_function_that_takes_it() -> None:

@@ -411,6 +411,13 @@ def test_a_short_secret_is_refused_with_a_hint_to_generate_one(spec: Any) -> Non
         bookshop(KEY, spec)
 
 
+def test_a_bad_secret_is_named_by_its_place_in_the_ring() -> None:
+    with pytest.raises(ValueError, match=r"^keys\[1\] has 9 bytes; a requestState key needs"):
+        KeyRing([KEY, "too short"])
+    with pytest.raises(TypeError, match=r"^keys\[2\] is a int; a requestState key is a str"):
+        KeyRing([KEY, OTHER_KEY, 42])  # type: ignore[list-item]
+
+
 def test_a_32_byte_secret_is_enough() -> None:
     assert len(KeyRing(["x" * 32]).labels) == 1
 

@@ -41,7 +41,7 @@ async def test_a_tool_call_answers_with_a_json_result(client: httpx.AsyncClient)
 async def test_every_result_carries_result_type_and_server_info(client: httpx.AsyncClient) -> None:
     result = assert_result(await post(client, call("test_simple_text")))
     assert result["resultType"] == "complete"
-    assert result["_meta"][SERVER_INFO] == {"name": "engine-conformance", "version": ""}
+    assert result["_meta"][SERVER_INFO] == {"name": "engine-conformance", "version": "1.0.0"}
 
 
 @pytest.mark.parametrize(
