@@ -69,7 +69,7 @@ wheel: $(STAMP)
 	ENGINE_WHEEL=1 $(BIN)/python tests/redis_server.py -- $(BIN)/pytest tests/packaging $(PYTEST_ARGS)
 
 e2e: $(STAMP)
-	ENGINE_E2E=1 $(BIN)/python tests/redis_server.py -- $(BIN)/pytest tests/e2e $(PYTEST_ARGS)
+	ENGINE_E2E=1 $(BIN)/python tests/redis_server.py -- $(BIN)/pytest tests/e2e tests/faults $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(call PIP_INSTALL,$(BIN)) $(BENCH_TOOLS)

@@ -151,12 +151,14 @@ class Lease:
             try:
                 held = await self._renew()
             except StoreUnavailable as exc:
-                log.warning(
-                    "task %s: the store did not confirm the hold before step %r, asking again: %s",
-                    self.task_id,
-                    step,
-                    exc,
-                )
+                if delay == RETRY_FIRST:
+                    log.warning(
+                        "task %s: the store did not confirm the hold before step %r, asking "
+                        "again while the hold is young enough: %s",
+                        self.task_id,
+                        step,
+                        exc,
+                    )
                 await anyio.sleep(delay)
                 delay = min(delay * 2, RETRY_MOST)
                 continue
