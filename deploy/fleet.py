@@ -389,6 +389,8 @@ class Fleet:
     install_nginx: bool = True
     env: Mapping[str, str] = field(default_factory=dict)
     """Extra environment for the replicas."""
+    replica_envs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    """Extra environment for one replica, by name (``fleet-3``: a clock set ahead, say)."""
     keys: str = field(default_factory=lambda: secrets.token_hex(32))
     prefix: str = field(default_factory=lambda: f"fleet-{secrets.token_hex(4)}")
     """The Redis key prefix: the fleet's keys never mix with anyone else's on a shared server."""
@@ -523,6 +525,7 @@ class Fleet:
             PYTHONUNBUFFERED="1",
         )
         env.update(self.env)
+        env.update(self.replica_envs.get(name, {}))
         return env
 
     def start_replica(self, name: str, wait: bool = True) -> Replica:

@@ -124,6 +124,10 @@ class MCPServer(Generic[LifespanT]):
       :class:`~engine.context.RequestScope`); a token then opens only for that principal, and
       a 2025-11-25 session and its streams serve only the principal that initialized it.
     - ``state_ttl``: seconds a requestState stays valid (and rounds are kept in the store).
+    - ``clock_skew``: seconds another replica's clock may be off from this one's, either way,
+      and its requestStates still open here (120; ``ENGINE_CLOCK_SKEW``): a token is taken up
+      to that long before it was minted and after it expired, by this clock, and rounds are
+      kept twice that long beyond ``state_ttl``.
     - ``max_token_chars``: longer requestStates are refused unopened.
     - ``max_inline_state``: without a store, the largest state carried in a token (bytes).
     - ``request_state_security``: a :class:`~engine.request_state.RequestStateSecurity`, the
@@ -158,6 +162,8 @@ class MCPServer(Generic[LifespanT]):
       ``ENGINE_TASK_LEASE``): how long the task of a replica that died waits before another
       takes it over.
     - ``max_running_tasks``: task bodies one replica runs at once (100); the others wait.
+    - ``max_task_takeovers``: times a task may be taken over from a run whose hold lapsed (3;
+      ``ENGINE_MAX_TASK_TAKEOVERS``); the next time it fails instead of running its steps again.
 
     Clients of 2025-11-25 (see docs/legacy.md):
 

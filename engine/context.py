@@ -585,6 +585,9 @@ class Context(Generic[LifespanT, RequestT]):
         if key in call.state.checkpoints:
             recorded = call.state.checkpoints[key]
             return adapter.validate_python(recorded) if adapter is not None else recorded  # type: ignore[no-any-return]
+        fence = call.asker.before_once
+        if fence is not None:
+            await fence(key)
         if inspect.iscoroutinefunction(fn):
             value = await fn(*args, **kwargs)
         else:

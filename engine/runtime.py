@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -72,13 +73,16 @@ class Runtime:
             StoreServices(
                 self.store,
                 keys=self.keys,
-                ttl=settings.tokens.state_ttl,
+                # Kept as long as a replica whose clock is off within clock_skew, either way,
+                # still takes the tokens that reach them.
+                ttl=settings.tokens.state_ttl + 2 * math.ceil(settings.tokens.clock_skew),
                 wait_duplicates=settings.store.duplicate_wait,
                 journal_ttl=settings.journal.ttl,
                 metrics=self.metrics,
                 lease=settings.store.claim_lease,
                 journal_sample=settings.journal.sample,
                 journal_max_event_bytes=settings.journal.max_event_bytes,
+                skew_tolerance=min(settings.tasks.lease, settings.store.claim_lease) / 4,
             )
             if self.store is not None
             else None
@@ -170,6 +174,9 @@ class Runtime:
             details["store"] = f"unavailable: no answer within {HEALTH_TIMEOUT:g} s"
             return False, details
         details["store"] = "ok"
+        skew = None if self.store_services is None else self.store_services.clock.details()
+        if skew is not None:  # leases are on the store's clock: worth a look, not a 503
+            details["clock_skew"] = skew
         return True, details
 
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
 
 from engine._internal.tracing import TRACING_MODES, TracingMode
 from engine.caching import CacheHint, cache_hints_of
+from engine.state.claims import CLOCK_SKEW
 from engine.state.seal import KeyRing, KeySpec
 from engine.types import Icon
 
@@ -62,6 +63,8 @@ class ServerOptions(TypedDict, total=False):
     task_poll_interval: float
     task_lease: float
     max_running_tasks: int
+    max_task_takeovers: int
+    clock_skew: float
     tracer_provider: Any
     log_level: str
     debug: bool
@@ -76,6 +79,14 @@ DEFAULT_CLAIM_LEASE = 10.0
 """Seconds a round's claim lives unless renewed: how long the round of a replica that died stays
 taken before a retry may run it (renewing costs one store write per running round per quarter of
 it)."""
+
+DEFAULT_MAX_TASK_TAKEOVERS = 3
+"""Takeovers of a lapsed hold after which a task fails instead of running again."""
+
+DEFAULT_CLOCK_SKEW = CLOCK_SKEW
+"""Seconds two replicas' clocks may be apart before one refuses the other's requestStates as
+minted in the future or expired (and, for that, the seconds rounds and spilled state are kept
+beyond their TTL on each side)."""
 
 JOURNAL_MAX_EVENT_BYTES = 64 * 1024
 """The default cap on a journal event's payload."""
@@ -93,6 +104,9 @@ class TokenSettings:
     max_token_chars: int
     max_inline_state: int
     trust_unsolicited_answers: bool
+    clock_skew: float = DEFAULT_CLOCK_SKEW
+    """Seconds a token may seem minted in the future, or past its expiry, by this replica's
+    clock: other replicas' clocks may be off by that much."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +144,8 @@ class TaskSettings:
     replica that died waits before another replica takes it over."""
     max_running: int
     """Bodies of tasks this replica runs at once; the others wait, their leases renewed."""
+    max_takeovers: int = DEFAULT_MAX_TASK_TAKEOVERS
+    """Times a task may be taken over from a run whose hold lapsed; at the next, it fails."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -336,6 +352,7 @@ class Settings:
                     else max_token_chars * 3 // 4 - 256
                 ),
                 trust_unsolicited_answers=options.get("trust_unsolicited_answers", False),
+                clock_skew=_clock_skew(options, env),
             ),
             store=StoreSettings(
                 store=store if store is not None else env.get("ENGINE_STORE") or None,
@@ -426,12 +443,41 @@ def _task_settings(options: ServerOptions, env: Environ) -> TaskSettings:
     running = options.get("max_running_tasks", 100)
     if isinstance(running, bool) or not isinstance(running, int) or running < 1:
         raise ValueError(f"max_running_tasks must be a whole number, at least 1, got {running!r}")
+    takeovers: float | None = options.get("max_task_takeovers")
+    if takeovers is None:
+        takeovers = env_number(
+            env,
+            "ENGINE_MAX_TASK_TAKEOVERS",
+            default=DEFAULT_MAX_TASK_TAKEOVERS,
+            hint="a whole number, at least 0",
+        )
+    if (
+        isinstance(takeovers, bool)
+        or not isinstance(takeovers, (int, float))
+        or not math.isfinite(takeovers)
+        or takeovers != int(takeovers)
+        or takeovers < 0
+    ):
+        raise ValueError(
+            f"max_task_takeovers must be a whole number, at least 0, got {takeovers!r}"
+        )
     return TaskSettings(
         ttl=float(values["task_ttl"]),
         poll_interval=float(values["task_poll_interval"]),
         lease=float(values["task_lease"]),
         max_running=running,
+        max_takeovers=int(takeovers),
     )
+
+
+def _clock_skew(options: ServerOptions, env: Environ) -> float:
+    """``clock_skew``, or ``ENGINE_CLOCK_SKEW``, or the default; checked."""
+    skew: float | None = options.get("clock_skew")
+    if skew is None:
+        skew = env_number(env, "ENGINE_CLOCK_SKEW", default=DEFAULT_CLOCK_SKEW, hint="of seconds")
+    if isinstance(skew, bool) or not isinstance(skew, (int, float)) or not 0 <= skew < math.inf:
+        raise ValueError(f"clock_skew must be a number of seconds, at least 0, got {skew!r}")
+    return float(skew)
 
 
 def _connection_limits(options: ServerOptions, env: Environ) -> ConnectionLimits:

@@ -77,14 +77,18 @@ def check_task_id(task_id: str) -> None:
         raise ValueError(f"task_id must be a non-empty string, got {task_id!r}")
 
 
-def check_task_write(row: Any, ttl: float) -> None:
-    """What `Store.put_task` is given: a `TaskRow` of a positive version, and a TTL."""
+def check_task_write(row: Any, ttl: float, due_in: float | None) -> None:
+    """What `Store.put_task` is given: a `TaskRow` of a positive version and a fence, a TTL,
+    and when the task is due, if it is."""
     if not isinstance(row, TaskRow):
         raise TypeError(f"put_task takes a TaskRow, got {type(row).__name__}")
     check_task_id(row.task_id)
     if not isinstance(row.version, int) or isinstance(row.version, bool) or row.version < 1:
         raise ValueError(f"a task's version is a positive integer, got {row.version!r}")
+    check_fence(row.fence)
     check_ttl(ttl)
+    if due_in is not None:
+        check_lease(due_in, "due_in")
 
 
 SYNCHRONOUS = ("normal", "full")
@@ -102,3 +106,14 @@ def check_synchronous(value: object) -> str:
             f"(they survive a power loss too), got {value!r}"
         )
     return str(mode)
+
+
+def check_fence(fence: int) -> None:
+    if not isinstance(fence, int) or isinstance(fence, bool) or fence < 0:
+        raise ValueError(f"a task's fence is a non-negative integer, got {fence!r}")
+
+
+def check_lease(seconds: float, name: str = "lease") -> None:
+    """A lease (or a due time from now) is finite and not negative; 0 means now."""
+    if not isinstance(seconds, (int, float)) or not math.isfinite(seconds) or seconds < 0:
+        raise ValueError(f"{name} must be a non-negative number of seconds, got {seconds!r}")

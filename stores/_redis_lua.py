@@ -357,42 +357,108 @@ listing, which skips it with a warning); and those left without a summary. Targe
 named inside the script, as in `INDEX`.
 """
 
-PUT_TASK = """
-local stored = redis.call('HGET', KEYS[1], 'version')
-local version = tonumber(ARGV[2])
-if stored then
-  if tonumber(stored) ~= version - 1 then
+_NOW_FUNCTION = """
+local function now()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) + tonumber(t[2]) / 1000000
+end
+"""
+"""The Redis server's time in epoch seconds: what task due times are decided on, whatever the
+clocks of the replicas that call the scripts. (Redis 5 and later replicate a script's effects,
+not the script, so reading the time before writing is allowed.)"""
+
+PUT_TASK = (
+    _NOW_FUNCTION
+    + """
+local clock = now()
+local held = redis.call('HMGET', KEYS[1], 'version', 'fence', 'due')
+local version, fence = tonumber(ARGV[2]), tonumber(ARGV[9])
+if held[1] then
+  if tonumber(held[1]) ~= version - 1 then
+    return 0
+  end
+  local stored = tonumber(held[2] or '0')
+  if fence < stored or (fence > stored and held[3] and tonumber(held[3]) > clock) then
     return 0
   end
 elseif version ~= 1 then
   return 0
 end
 redis.call('HSET', KEYS[1], 'version', ARGV[2], 'status', ARGV[3], 'target', ARGV[4],
-  'created', ARGV[5], 'updated', ARGV[6], 'record', ARGV[7])
+  'created', ARGV[5], 'updated', ARGV[6], 'record', ARGV[7], 'fence', ARGV[9])
+local due = ''
+if ARGV[10] == '' then
+  redis.call('HDEL', KEYS[1], 'due')
+else
+  due = string.format('%.6f', clock + tonumber(ARGV[10]))
+  redis.call('HSET', KEYS[1], 'due', due)
+end
 redis.call('PEXPIRE', KEYS[1], ARGV[8])
 if KEYS[2] then
-  if ARGV[9] == '' then
+  if due == '' then
     redis.call('ZREM', KEYS[2], ARGV[1])
   else
-    redis.call('ZADD', KEYS[2], ARGV[9], ARGV[1])
+    redis.call('ZADD', KEYS[2], due, ARGV[1])
   end
-  redis.call('ZADD', KEYS[3], ARGV[10], ARGV[1])
-  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', ARGV[11])
+  redis.call('ZADD', KEYS[3], string.format('%.6f', clock + tonumber(ARGV[8]) / 1000), ARGV[1])
+  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', string.format('%.6f', clock))
 end
-return 1
+return {1, due}
 """
+)
 """KEYS: the task's hash[, the due index, the listing index (a single Redis only: on a
 cluster they live on another node and are written apart)]. ARGV: task id, version, status,
-target, created, updated, record, ttl ms, due (epoch seconds, '' for none), expiry and now
-(epoch seconds: the listing is scored by expiry, and expired tasks leave it). Returns 1 when
-written, 0 when the stored version is not the one before ``version``.
+target, created, updated, record, ttl ms, fence, due in (seconds from now, '' for none).
+Returns 0 when the stored version is not the one before ``version`` or the fence refuses the
+write (`stores._fences`), else ``{1, due}``: when the task is due (epoch seconds on this
+server's clock, '' for none), for a cluster's due index. The listing is scored by expiry, and
+expired tasks leave it.
 """
 
-GET_TASK = """
-return redis.call('HMGET', KEYS[1], 'version', 'status', 'target', 'created', 'updated', 'record')
+RENEW_TASK = (
+    _NOW_FUNCTION
+    + """
+local held = redis.call('HMGET', KEYS[1], 'fence', 'due')
+if not held[2] or tonumber(held[1] or '0') ~= tonumber(ARGV[2]) then
+  return 0
+end
+local due = string.format('%.6f', now() + tonumber(ARGV[3]))
+redis.call('HSET', KEYS[1], 'due', due)
+if KEYS[2] then
+  redis.call('ZADD', KEYS[2], due, ARGV[1])
+end
+return {1, due}
 """
-"""KEYS: the task's hash. Returns its fields (all nil for none): a script so that a serving
-store reads tasks over its shared connection, as it writes them."""
+)
+"""KEYS: the task's hash[, the due index (a single Redis only)]. ARGV: task id, fence, lease
+(seconds). Returns ``{1, due}`` when the task, held under ``fence``, is now due ``lease``
+seconds from this server's now; 0 when it is not held under that fence (or not at all)."""
+
+GET_TASK = (
+    _NOW_FUNCTION
+    + """
+local found = redis.call('HMGET', KEYS[1], 'version', 'status', 'target', 'created', 'updated',
+  'record', 'fence', 'due')
+found[9] = string.format('%.6f', now())
+return found
+"""
+)
+"""KEYS: the task's hash. Returns its fields (all nil for none) and this server's time, so the
+reader learns how long the task has until it is due: a script so that a serving store reads
+tasks over its shared connection, as it writes them."""
+
+DUE_TASKS = (
+    _NOW_FUNCTION
+    + """
+return redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', string.format('%.6f', now()), 'LIMIT', 0,
+  tonumber(ARGV[1]))
+"""
+)
+"""KEYS: the due index. ARGV: how many at most. The ids due by this server's time, earliest
+first."""
+
+CLOCK = _NOW_FUNCTION + "return string.format('%.6f', now())\n"
+"""This server's time in epoch seconds (a string: a script's numbers come back as integers)."""
 
 PUBLISH = """
 return redis.call('PUBLISH', ARGV[1], ARGV[2])

@@ -26,22 +26,25 @@ WAL_SIZE_LIMIT = 64 * 1024 * 1024
 is reused, not shrunk, otherwise). A checkpoint after a failed one cuts it to nothing
 (`checkpoint` with ``TRUNCATE``)."""
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """1: the first schema. 2: ``rounds.owner``, the token of the claim that created the record.
 3: ``tasks``, the records of calls that run in the background. 4: ``journal`` as a rowid table:
 events of a kilobyte or more stay in its leaf pages, where a table without rowid gives each its
 own overflow page. 5: the listing moves into the journal: each row carries its call's listing as
-of its event (``calls`` becomes a view of the last rows), so an event adds a row, rewriting none."""
+of its event (``calls`` becomes a view of the last rows), so an event adds a row, rewriting none.
+6: ``tasks.fence``, the fencing token of a task's hold."""
 
-_TASKS = (
-    """CREATE TABLE IF NOT EXISTS tasks (
-        task_id TEXT PRIMARY KEY, version INTEGER NOT NULL, status TEXT NOT NULL,
-        target TEXT NOT NULL, created REAL NOT NULL, updated REAL NOT NULL, record BLOB NOT NULL,
-        expires_at REAL NOT NULL, due REAL
-    )""",
+_TASKS_TABLE = """CREATE TABLE IF NOT EXISTS tasks (
+    task_id TEXT PRIMARY KEY, version INTEGER NOT NULL, status TEXT NOT NULL,
+    target TEXT NOT NULL, created REAL NOT NULL, updated REAL NOT NULL, record BLOB NOT NULL,
+    expires_at REAL NOT NULL, due REAL{fence}
+)"""
+_TASK_INDEXES = (
     "CREATE INDEX IF NOT EXISTS tasks_by_due ON tasks (due) WHERE due IS NOT NULL",
     "CREATE INDEX IF NOT EXISTS tasks_by_created ON tasks (created)",
 )
+_FENCE = ", fence INTEGER NOT NULL DEFAULT 0"
+_TASKS = (_TASKS_TABLE.format(fence=_FENCE), *_TASK_INDEXES)
 
 _JOURNAL_V4 = """CREATE TABLE IF NOT EXISTS {name} (
     call_id TEXT NOT NULL, seq INTEGER NOT NULL, event BLOB NOT NULL, PRIMARY KEY (call_id, seq)
@@ -87,7 +90,7 @@ _SCHEMA = (
 
 _MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: ("ALTER TABLE rounds ADD COLUMN owner BLOB",),
-    2: _TASKS,
+    2: (_TASKS_TABLE.format(fence=""), *_TASK_INDEXES),
     3: (
         _JOURNAL_V4.format(name="journal_v4"),
         "INSERT INTO journal_v4 SELECT call_id, seq, event FROM journal",
@@ -104,6 +107,7 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
         "ALTER TABLE journal_v5 RENAME TO journal",
         *_LISTING,
     ),
+    5: (f"ALTER TABLE tasks ADD COLUMN {_FENCE[2:]}",),
 }
 """Statements that bring a file of version N to N + 1, applied in place on open.
 

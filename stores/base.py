@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 DEFAULT_OP_TIMEOUT = 2.0
@@ -60,6 +60,10 @@ class TaskRow:
     ``version`` counts the writes of the task (1 for the first): `Store.put_task` writes a row
     only over the version before it, so two writers never both win. ``record`` is opaque to the
     store (the engine seals it).
+
+    ``fence`` is the fencing token of the task's hold: the engine raises it each time a run
+    takes the task, and the store refuses a write that carries a lower one, and a higher one
+    while the hold it replaces is still live on the store's clock (see `Store.put_task`).
     """
 
     task_id: str
@@ -70,6 +74,10 @@ class TaskRow:
     """Epoch seconds."""
     updated: float
     record: bytes
+    fence: int = 0
+    due_in: float | None = field(default=None, compare=False)
+    """Set by reads: seconds until the task is due on the store's clock (0 or less: due now,
+    its hold has lapsed), or ``None`` when it is not due. Ignored by writes."""
 
 
 class StoreUnavailable(Exception):
@@ -215,20 +223,29 @@ class Store(Protocol):
         ...
 
     # --- tasks: records of calls that run in the background, written compare-and-set ---
-    async def put_task(self, row: TaskRow, *, ttl: float, due: float | None) -> bool:
+    async def put_task(self, row: TaskRow, *, ttl: float, due_in: float | None) -> bool:
         """Write `row` if the stored task is at version ``row.version - 1`` (no task, or an
-        expired one, for version 1). The task is then kept `ttl` s, and is due at `due` (epoch
-        seconds, as `due_tasks` compares them; ``None``: not due). False, writing nothing, when
-        another write came first.
+        expired one, for version 1), and its fence allows it: never lower than the stored
+        fence, and higher only when the stored task is not due later than now (no live hold).
+        The task is then kept `ttl` s, and is due `due_in` seconds from now on the store's
+        clock (``None``: not due). False, writing nothing, when another write came first or
+        the fence refused it.
         """
+        ...
+
+    async def renew_task(self, task_id: str, fence: int, lease: float) -> bool:
+        """Make the task due `lease` seconds from now on the store's clock, if its fence is
+        still `fence` and it is due (held); False otherwise, changing nothing. The version is
+        left as it is: a renewal never makes another write of the task lose. ``lease=0``
+        gives the hold back (the task is due at once)."""
         ...
 
     async def get_task(self, task_id: str) -> TaskRow | None:
         """The task, or None when it is unknown or expired."""
         ...
 
-    async def due_tasks(self, until: float, *, limit: int = 100) -> list[str]:
-        """Ids of live tasks due at or before `until`, the earliest first."""
+    async def due_tasks(self, *, limit: int = 100) -> list[str]:
+        """Ids of live tasks due now or earlier on the store's clock, the earliest first."""
         ...
 
     async def tasks(self, *, limit: int = 50, status: str | None = None) -> list[TaskRow]:
@@ -245,6 +262,12 @@ class Store(Protocol):
         ...
 
     # --- lifecycle ---
+    async def clock(self) -> float:
+        """The store's time, in epoch seconds: the clock its expiries and due times are
+        decided on (Redis: ``TIME``; SQLite and memory: this host's wall clock). A replica
+        compares it with its own to see how far apart they are."""
+        ...
+
     async def ping(self) -> None:
         """Raise `StoreUnavailable` unless the backend answers; SQLite also checks that it takes
         a write (a full disk refuses every round while reads still answer)."""

@@ -7,6 +7,7 @@ swept from time to time on writes. The store is meant for one event loop and is 
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
@@ -18,6 +19,8 @@ import anyio.lowlevel
 from ._bus import DEFAULT_BUFFER, LocalBus
 from ._checks import (
     check_call_id,
+    check_fence,
+    check_lease,
     check_limit,
     check_owner,
     check_round_key,
@@ -27,6 +30,7 @@ from ._checks import (
     check_ttl,
 )
 from ._claims import FRESH, claim_found
+from ._fences import fence_allows, seconds_until
 from ._journal import decode_event, encode_batch
 from ._waiters import Waiters, wait_settled
 from .base import CallSummary, ClaimResult, TaskRow
@@ -281,29 +285,51 @@ class MemoryStore:
             return None
         return task
 
-    async def put_task(self, row: TaskRow, *, ttl: float, due: float | None) -> bool:
-        check_task_write(row, ttl)
+    async def put_task(self, row: TaskRow, *, ttl: float, due_in: float | None) -> bool:
+        check_task_write(row, ttl, due_in)
         now = await self._enter()
         # No await from here on: the compare and the write are atomic within the event loop.
         current = self._live_task(row.task_id, now)
-        if row.version != (0 if current is None else current.row.version) + 1:
+        if current is None:
+            if row.version != 1:
+                return False
+        elif row.version != current.row.version + 1 or not fence_allows(
+            current.row.fence, current.due, now, row.fence
+        ):
             return False
-        self._tasks[row.task_id] = _Task(row, due, now + ttl)
+        stored = dataclasses.replace(row, due_in=None)
+        self._tasks[row.task_id] = _Task(
+            stored, None if due_in is None else now + due_in, now + ttl
+        )
         self._purge(now)
+        return True
+
+    async def renew_task(self, task_id: str, fence: int, lease: float) -> bool:
+        check_task_id(task_id)
+        check_fence(fence)
+        check_lease(lease)
+        now = await self._enter()
+        task = self._live_task(task_id, now)
+        if task is None or task.row.fence != fence or task.due is None:
+            return False
+        task.due = now + lease
         return True
 
     async def get_task(self, task_id: str) -> TaskRow | None:
         check_task_id(task_id)
-        task = self._live_task(task_id, await self._enter())
-        return None if task is None else task.row
+        now = await self._enter()
+        task = self._live_task(task_id, now)
+        if task is None:
+            return None
+        return dataclasses.replace(task.row, due_in=seconds_until(task.due, now))
 
-    async def due_tasks(self, until: float, *, limit: int = 100) -> list[str]:
+    async def due_tasks(self, *, limit: int = 100) -> list[str]:
         check_limit(limit)
         now = await self._enter()
         due = [
             (task.due, task_id)
             for task_id, task in self._tasks.items()
-            if task.due is not None and task.due <= until and task.expires > now
+            if task.due is not None and task.due <= now and task.expires > now
         ]
         return [task_id for _, task_id in sorted(due)[:limit]]
 
@@ -328,6 +354,10 @@ class MemoryStore:
         return self._bus.subscribe(topic)
 
     # --- lifecycle ---
+
+    async def clock(self) -> float:
+        await self._enter()
+        return time.time()  # this process's: no replica is ever skewed from it
 
     async def ping(self) -> None:
         await self._enter()  # memory always takes a write

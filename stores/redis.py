@@ -36,6 +36,8 @@ from redis.commands.core import AsyncScript
 from . import _redis_lua as lua
 from ._checks import (
     check_call_id,
+    check_fence,
+    check_lease,
     check_limit,
     check_owner,
     check_round_key,
@@ -645,17 +647,23 @@ class RedisStore:
 
     # --- tasks (see `stores._redis_tasks`) ---
 
-    async def put_task(self, row: TaskRow, *, ttl: float, due: float | None) -> bool:
-        check_task_write(row, ttl)
-        return await self._tasks.put(row, ttl, due)
+    async def put_task(self, row: TaskRow, *, ttl: float, due_in: float | None) -> bool:
+        check_task_write(row, ttl, due_in)
+        return await self._tasks.put(row, ttl, due_in)
+
+    async def renew_task(self, task_id: str, fence: int, lease: float) -> bool:
+        check_task_id(task_id)
+        check_fence(fence)
+        check_lease(lease)
+        return await self._tasks.renew(task_id, fence, lease)
 
     async def get_task(self, task_id: str) -> TaskRow | None:
         check_task_id(task_id)
         return await self._tasks.get(task_id)
 
-    async def due_tasks(self, until: float, *, limit: int = 100) -> list[str]:
+    async def due_tasks(self, *, limit: int = 100) -> list[str]:
         check_limit(limit)
-        return await self._tasks.due(until, limit)
+        return await self._tasks.due(limit)
 
     async def tasks(self, *, limit: int = 50, status: str | None = None) -> list[TaskRow]:
         check_limit(limit)
@@ -678,6 +686,10 @@ class RedisStore:
         return self._subscription(f"{self.prefix}:bus:{topic}", f"subscribe to {topic!r}")
 
     # --- lifecycle ---
+
+    async def clock(self) -> float:
+        """The Redis server's ``TIME``: the clock task due times are decided on."""
+        return await self._tasks.clock()
 
     async def ping(self) -> None:
         """Redis takes a write (see `stores._redis_health`): a Redis out of memory under

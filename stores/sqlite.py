@@ -47,6 +47,8 @@ from . import _sqlite_tasks as task_sql
 from ._bus import DEFAULT_BUFFER, LocalBus
 from ._checks import (
     check_call_id,
+    check_fence,
+    check_lease,
     check_limit,
     check_owner,
     check_round_key,
@@ -473,11 +475,21 @@ class SQLiteStore:
 
     # --- tasks ---
 
-    async def put_task(self, row: TaskRow, *, ttl: float, due: float | None) -> bool:
-        check_task_write(row, ttl)
-        write = functools.partial(task_sql.put_task, row=row, ttl=ttl, due=due)
+    async def put_task(self, row: TaskRow, *, ttl: float, due_in: float | None) -> bool:
+        check_task_write(row, ttl, due_in)
+        write = functools.partial(task_sql.put_task, row=row, ttl=ttl, due_in=due_in)
         written: bool = await self._write_sized("put_task", write, len(row.record))
         return written
+
+    async def renew_task(self, task_id: str, fence: int, lease: float) -> bool:
+        check_task_id(task_id)
+        check_fence(fence)
+        check_lease(lease)
+        return await self._run_quick(
+            "renew_task",
+            lambda conn, clock: task_sql.renew_task(conn, clock, task_id, fence, lease),
+            write=True,
+        )
 
     async def get_task(self, task_id: str) -> TaskRow | None:
         check_task_id(task_id)
@@ -485,12 +497,10 @@ class SQLiteStore:
             "get_task", lambda conn, clock: task_sql.get_task(conn, clock, task_id), write=False
         )
 
-    async def due_tasks(self, until: float, *, limit: int = 100) -> list[str]:
+    async def due_tasks(self, *, limit: int = 100) -> list[str]:
         check_limit(limit)
         return await self._run_quick(
-            "due_tasks",
-            lambda conn, clock: task_sql.due_tasks(conn, clock, until, limit),
-            write=False,
+            "due_tasks", lambda conn, clock: task_sql.due_tasks(conn, clock, limit), write=False
         )
 
     async def tasks(self, *, limit: int = 50, status: str | None = None) -> list[TaskRow]:
@@ -550,6 +560,14 @@ class SQLiteStore:
             if conn is not None:  # the last connection to close checkpoints: not on the loop
                 with anyio.CancelScope(shield=True):
                     await anyio.to_thread.run_sync(conn.close)
+
+    async def clock(self) -> float:
+        """This host's wall clock (or the ``clock`` given): every process on the file reads
+        the same one."""
+        if self._conn is None:
+            raise RuntimeError("this SQLiteStore is closed; open a new store")
+        await anyio.lowlevel.checkpoint()
+        return self._clock()
 
     async def ping(self) -> None:
         """The file accepts a write (see `stores._sqlite_sql.probe_write`): a full disk refuses

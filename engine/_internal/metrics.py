@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -90,6 +90,8 @@ class Metrics:
         self._store: dict[str, Histogram] = {}
         self.store_spans: StoreSpans | None = None
         """Where store operations also become spans, once the server traces."""
+        self.gauges: list[Callable[[], list[str]]] = []
+        """Lines of gauges measured elsewhere (the store clock's skew), read when scraped."""
 
     def inc(self, name: str, **labels: str) -> None:
         """Count one; call sites pass labels in a fixed order, so they are not sorted here."""
@@ -166,6 +168,8 @@ class Metrics:
             lines.append(f"# TYPE {name} histogram")
             for label_text, histogram in histograms:
                 lines.extend(histogram.lines(name, label_text))
+        for gauge in self.gauges:
+            lines.extend(gauge())
         lines.extend(extra)
         return "\n".join(lines) + "\n"
 

@@ -153,7 +153,7 @@ class RoundRunner:
         else:
             claims = Claims.decode(self.keys.open(token, self.tokens.max_token_chars))
             binding = self._binding(request)
-            claims.verify(binding, principal)
+            claims.verify(binding, principal, skew=self.tokens.clock_skew)
             call_id, round_no = claims.call_id, claims.round_no + 1
         self._log_as(handler, call_id, round_no, principal)
         rounds = self._round(
@@ -222,6 +222,8 @@ class RoundRunner:
                     )
                 else:
                     answers = in_place
+                if claimed is not None and services is not None:  # once: only while held
+                    answers.before_once = functools.partial(services.claims.confirm, claimed)
                 executed = await execute_round(
                     handler,
                     request.arguments,

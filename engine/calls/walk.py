@@ -189,9 +189,13 @@ class Round:
         return False
 
     async def _resolve(self, node: Node) -> Any:
-        checkpoint = self.call.state.checkpoints.get(node.key) if node.once else None
-        if checkpoint is not None:
-            return await self._from_checkpoint(node, checkpoint)
+        if node.once:
+            checkpoint = self.call.state.checkpoints.get(node.key)
+            if checkpoint is not None:
+                return await self._from_checkpoint(node, checkpoint)
+            fence = self.asker.before_once
+            if fence is not None:
+                await fence(node.key)
         value = await self._call(node)
         if isinstance(value, Question):
             # A URL question is re-decided by its resolver every round, so it is never frozen.

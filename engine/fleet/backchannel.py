@@ -205,6 +205,7 @@ class BackChannelAnswers:
         self.accepted: dict[str, Any] = {}
         self.asked_in_place: dict[str, dict[str, Any]] = {}
         self.on_checkpoint: Callable[[str], Awaitable[None]] | None = None
+        self.before_once: Callable[[str], Awaitable[None]] | None = None
         self._asking = 0
         """Questions of this call waiting now: the call holds one pending slot while any do."""
 

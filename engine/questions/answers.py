@@ -39,6 +39,10 @@ class AnswerSource(Protocol):
     on_checkpoint: Callable[[str], Awaitable[None]] | None
     """Called with its key as soon as a checkpoint is taken, before the round goes on: a task
     keeps it in the store at once, so a replica that takes the task over does not repeat it."""
+    before_once: Callable[[str], Awaitable[None]] | None
+    """Called with its key before a ``once`` step runs (``ctx.once``, a ``once=True``
+    resolver): where the round or task holds a claim, it makes sure the hold is still its own,
+    and raises or stops the run otherwise, so a step runs nowhere its successor may run it."""
 
     async def ask(self, key: str, question: Rendered, asker: str) -> Any:
         """The outcome of the question, or :data:`PENDING`."""
@@ -77,6 +81,7 @@ class StatelessAnswers:
         self.accepted: dict[str, Any] = {}
         """Answers taken from this round's ``inputResponses``."""
         self.on_checkpoint: Callable[[str], Awaitable[None]] | None = None
+        self.before_once: Callable[[str], Awaitable[None]] | None = None
 
     def new_checkpoints(self) -> dict[str, Any]:
         old = self.state.checkpoints

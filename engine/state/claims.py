@@ -26,7 +26,10 @@ TRACED_CLAIMS_VERSION = 2
 """Claims that carry a trace context: one field more. A token without one keeps version 1,
 byte for byte as before, so replicas of an earlier release open it during a rolling deploy."""
 MAX_TRACE_BYTES = 64
-FUTURE_SKEW = 60
+CLOCK_SKEW = 120.0
+"""Seconds a token may seem minted in the future, or past its expiry, by the clock of the
+replica checking it (the default of ``clock_skew``): a replica 90 s off still opens the others'
+tokens."""
 CALL_ID_TIME_BYTES = 6
 CALL_ID_RANDOM_BYTES = 16
 CALL_ID_BYTES = CALL_ID_TIME_BYTES + CALL_ID_RANDOM_BYTES
@@ -227,12 +230,19 @@ class Claims:
             raise InvalidRequestState("claims")
         return cls(iat, ttl, binding, tags, principal, call_id, round_no, state, trace)
 
-    def verify(self, binding: Binding, principal: str | None, now: float | None = None) -> None:
-        """Raise the frozen error, with the precise reason for the log, unless all checks pass."""
+    def verify(
+        self,
+        binding: Binding,
+        principal: str | None,
+        now: float | None = None,
+        skew: float = CLOCK_SKEW,
+    ) -> None:
+        """Raise the frozen error, with the precise reason for the log, unless all checks pass.
+        ``skew``: seconds the minting replica's clock may be off from this one's, either way."""
         now = time.time() if now is None else now
-        if self.issued_at > now + FUTURE_SKEW:
+        if self.issued_at > now + skew:
             raise InvalidRequestState("minted in the future")
-        if now >= self.issued_at + self.ttl:
+        if now >= self.issued_at + self.ttl + skew:
             raise InvalidRequestState("expired")
         if self.binding != binding.digest():
             live = binding.tags()

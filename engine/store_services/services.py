@@ -13,15 +13,16 @@ from engine.store_services.journal_writer import MAX_EVENT_BYTES, JournalWriter
 from engine.store_services.retries import DeferredWrites
 from engine.store_services.single_use import RoundClaims
 from engine.store_services.spill import StateSpill
+from engine.store_services.store_clock import StoreClock
 from stores import Store
 
 
 class StoreServices:
     """What a store adds to a server's calls: single-use rounds (``claims``), state by
-    reference (``state``), the journal (``journal``), and the writes retried while the store
-    is down (``retries``)."""
+    reference (``state``), the journal (``journal``), the writes retried while the store
+    is down (``retries``), and how far this replica's clock is from the store's (``clock``)."""
 
-    __slots__ = ("claims", "journal", "retries", "state")
+    __slots__ = ("claims", "clock", "journal", "retries", "state")
 
     def __init__(
         self,
@@ -35,6 +36,7 @@ class StoreServices:
         lease: float = DEFAULT_CLAIM_LEASE,
         journal_sample: float = 1.0,
         journal_max_event_bytes: int = MAX_EVENT_BYTES,
+        skew_tolerance: float | None = None,
     ) -> None:
         self.retries = DeferredWrites(ttl=ttl)
         self.claims = RoundClaims(
@@ -55,11 +57,16 @@ class StoreServices:
             metrics=metrics,
             max_event_bytes=journal_max_event_bytes,
         )
+        tolerance = lease / 4 if skew_tolerance is None else skew_tolerance
+        self.clock = StoreClock(store, tolerance=tolerance)
+        if metrics is not None:
+            metrics.gauges.append(self.clock.gauge)
 
     async def run(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
         """The background work, until cancelled: retrying failed writes, writing the journal,
-        renewing the leases of held claims."""
+        renewing the leases of held claims, measuring the store's clock."""
         async with anyio.create_task_group() as tg:
+            await tg.start(self.clock.run)
             await tg.start(self.retries.run)
             await tg.start(self.journal.run)
             await tg.start(self.claims.run)

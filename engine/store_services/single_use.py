@@ -23,7 +23,7 @@ from pydantic_core import to_json
 
 from engine._internal.metrics import Metrics
 from engine._internal.random_pool import random_bytes
-from engine.errors import InvalidRequestState
+from engine.errors import INTERNAL_ERROR, InvalidRequestState, MCPError, StoreOutage
 from engine.settings import DEFAULT_CLAIM_LEASE
 from engine.state.claims import sorted_keys
 from engine.state.seal import KeyRing
@@ -49,17 +49,33 @@ def responses_fingerprint(responses: Any) -> bytes:
 
 @dataclass(slots=True, eq=False)
 class Hold:
-    """A round this attempt claimed: what it must settle, renew or give back (never changed
-    once made; not frozen, since one is built every claimed round and a frozen dataclass is
-    slower to build).
+    """A round this attempt claimed: what it must settle, renew or give back (not frozen,
+    since one is built every claimed round and a frozen dataclass is slower to build).
 
     Compared and hashed by identity: each attempt's hold is its own, even for the same round.
+    The owner token is the hold's fence: a claim that lapsed and was taken again has another.
     """
 
     call_id: str
     round_no: int
     fingerprint: bytes
     owner: bytes
+    renewed: float
+    """When (``perf_counter``) the last claim or renewal the store took was sent: the claim
+    lives at least a lease from then, on the store's clock."""
+
+
+class ClaimLapsed(StoreOutage):
+    """A round's claim lapsed under it, so a ``once`` step did not run: a retry runs the round
+    where it is held now, or gets its response."""
+
+    def __init__(self) -> None:
+        MCPError.__init__(
+            self,
+            INTERNAL_ERROR,
+            "This round's claim lapsed while it ran (the replica was paused or lost the store "
+            "for longer than claim_lease), so it stopped before a once step. Retry the request.",
+        )
 
 
 class _Holding:
@@ -120,8 +136,8 @@ class RoundClaims:
 
     async def admit(self, call_id: str, round_no: int, fingerprint: bytes) -> Admission:
         """Claim a round for this attempt, with a short lease (see :meth:`keep_alive`)."""
-        hold = Hold(call_id, round_no, fingerprint, random_bytes(16))
         started = perf_counter()
+        hold = Hold(call_id, round_no, fingerprint, random_bytes(16), started)
         try:
             claim = await self.store.claim(
                 call_id, round_no, fingerprint, self.lease, owner=hold.owner
@@ -176,7 +192,36 @@ class RoundClaims:
                 for hold in list(self._held):
                     tg.start_soon(self._renew, hold)
 
+    async def confirm(self, hold: Hold, step: str) -> None:
+        """Before the ``once`` step ``step`` of a claimed round: raise `ClaimLapsed` unless the
+        claim is surely still this attempt's. Its last renewal must be younger than a lease on
+        this process's clock, then the store must renew it for this owner (one compare-and-set),
+        answering within a lease. A round that was paused past its lease stops here, so the step
+        does not also run where a retry took the round."""
+        if perf_counter() - hold.renewed < self.lease:
+            sent = perf_counter()
+            if (
+                await self.store.renew(
+                    hold.call_id, hold.round_no, hold.fingerprint, hold.owner, self.lease
+                )
+                and perf_counter() - sent < self.lease
+            ):
+                hold.renewed = sent
+                return
+        log.warning(
+            "the claim on round %s of call %s lapsed or was taken while it ran (last renewed "
+            "%.1f s ago; the lease is %g s): step %r does not run, the round stops",
+            hold.round_no,
+            hold.call_id,
+            perf_counter() - hold.renewed,
+            self.lease,
+            step,
+        )
+        self._held.discard(hold)
+        raise ClaimLapsed
+
     async def _renew(self, hold: Hold) -> None:
+        sent = perf_counter()
         try:
             held = await self.store.renew(
                 hold.call_id, hold.round_no, hold.fingerprint, hold.owner, self.lease
@@ -184,7 +229,9 @@ class RoundClaims:
         except StoreUnavailable as exc:
             log.warning("could not renew the claim on call %s: %s", hold.call_id, exc)
             return
-        if not held and hold in self._held:
+        if held:
+            hold.renewed = sent
+        elif hold in self._held:
             log.warning(
                 "lost the claim on round %s of call %s while running it",
                 hold.round_no,

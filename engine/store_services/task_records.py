@@ -38,16 +38,19 @@ class TaskRecords:
             return None
         try:
             data = self.keys.open_record(row.record, TASK_RECORD)
-            return TaskRecord.decode(task_id, data, row.version)
+            return TaskRecord.decode(task_id, data, row.version, row.fence, row.due_in)
         except InvalidRequestState as exc:
             log.warning("task %s cannot be read (%s): is its key still in the ring?", task_id, exc)
             return None
 
-    async def save(self, record: TaskRecord, *, due: float | None) -> bool:
-        """Write ``record`` over the version it was read at; its version moves on when written.
+    async def save(self, record: TaskRecord, *, due_in: float | None) -> bool:
+        """Write ``record`` over the version it was read at, under its fence; its version moves
+        on when written.
 
-        False when another write came first (read it again), or the task's TTL has passed.
-        ``due``: when the task next needs a runner (a lease that lapses then), or ``None``.
+        False when another write came first (read it again), the fence refused it (the hold is
+        another run's, or a live one stands in the way of taking it), or the task's TTL has
+        passed. ``due_in``: seconds from now, on the store's clock, until the task next needs a
+        runner (its hold lapses then), or ``None``.
         """
         left = record.created + record.ttl - time.time()
         if left <= 0:
@@ -61,14 +64,22 @@ class TaskRecords:
             record.created,
             record.updated,
             sealed,
+            record.fence,
         )
-        if not await self.store.put_task(row, ttl=left, due=due):
+        if not await self.store.put_task(row, ttl=left, due_in=due_in):
             return False
         record.version += 1
+        record.due_in = due_in
         return True
 
-    async def due(self, now: float, limit: int = 100) -> list[str]:
-        return await self.store.due_tasks(now, limit=limit)
+    async def renew(self, task_id: str, fence: int, lease: float) -> bool:
+        """Hold the task ``lease`` seconds more on the store's clock, if ``fence`` still holds
+        it; one compare-and-set, which writes nothing else."""
+        return await self.store.renew_task(task_id, fence, lease)
+
+    async def due(self, limit: int = 100) -> list[str]:
+        """The tasks due now on the store's clock: their holds lapsed, or were given back."""
+        return await self.store.due_tasks(limit=limit)
 
     async def listing(self, *, limit: int = 50, status: str | None = None) -> list[TaskRow]:
         return await self.store.tasks(limit=limit, status=status)

@@ -17,6 +17,8 @@ from engine.errors import InvalidRequestState
 from stores.packing import pack
 
 RECORD_VERSION = 1
+FIELDS_BEFORE_TAKEOVERS = 22
+"""The length of a record written before it counted takeovers (a field was added at its end)."""
 
 
 class Status(enum.StrEnum):
@@ -56,9 +58,10 @@ class TaskRecord:
     updated: float = 0.0
     message: str | None = None
     owner: bytes | None = None
-    """The replica whose run holds the task, while one does."""
+    """The run that holds the task, while one does (``None`` once it gave the task back)."""
     lease_until: float = 0.0
-    """Epoch seconds after which the owner's hold has lapsed."""
+    """Unused: the hold's end is the task's due time, on the store's clock (``due_in``). Kept
+    in the record's layout, as 0, for the records earlier versions wrote."""
     questions: dict[str, str] = field(default_factory=dict)
     """Outstanding questions: their wire key (in ``inputRequests``) → the question's key."""
     requests: dict[str, Any] = field(default_factory=dict)
@@ -69,8 +72,17 @@ class TaskRecord:
     """Every wire key this task ever used: none is used twice."""
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
+    takeovers: int = 0
+    """How many times a run took the task over from one that neither finished nor gave it
+    back (a replica that died, paused, or lost the store)."""
     version: int = 0
     """The version of the stored task this record was read at (0: never stored)."""
+    fence: int = 0
+    """The fencing token of the task's hold, as the store keeps it: one more at each run that
+    takes the task (`stores.TaskRow.fence`)."""
+    due_in: float | None = None
+    """When read: seconds until the task is due on the store's clock (0 or less: its hold has
+    lapsed), or ``None`` when it is not due."""
 
     def encode(self) -> bytes:
         return pack(
@@ -97,15 +109,25 @@ class TaskRecord:
                 self.issued,
                 self.result,
                 self.error,
+                self.takeovers,
             ]
         )
 
     @classmethod
-    def decode(cls, task_id: str, data: bytes, version: int) -> TaskRecord:
+    def decode(
+        cls,
+        task_id: str,
+        data: bytes,
+        version: int,
+        fence: int = 0,
+        due_in: float | None = None,
+    ) -> TaskRecord:
         try:
             raw = msgpack.unpackb(data, raw=False, strict_map_key=True, max_ext_len=0)
             if not isinstance(raw, list) or not raw or raw[0] != RECORD_VERSION:
                 raise ValueError("record version")
+            if len(raw) == FIELDS_BEFORE_TAKEOVERS:  # written before takeovers were counted
+                raw.append(0)
             (
                 _,
                 target,
@@ -129,6 +151,7 @@ class TaskRecord:
                 issued,
                 result,
                 error,
+                takeovers,
             ) = raw
             return cls(
                 task_id,
@@ -153,7 +176,10 @@ class TaskRecord:
                 issued,
                 result,
                 error,
+                int(takeovers),
                 version,
+                fence,
+                due_in,
             )
         except (ValueError, TypeError, msgpack.UnpackException) as exc:
             raise InvalidRequestState(f"task record: {type(exc).__name__}") from None

@@ -32,7 +32,6 @@ from engine.state.call import CallState
 from engine.store_services.journal_writer import JournalWriter
 from engine.tasks.lease import Lease
 from engine.tasks.record import Status, TaskRecord
-from stores import StoreUnavailable
 
 log = logging.getLogger("engine.tasks")
 
@@ -73,18 +72,17 @@ async def run_body(lease: Lease, context: RunContext) -> None:
             dict(state.asked),
             dict(answers.next_state.checkpoints),
         )
-        try:
-            written = await lease.write(state=kept.encode())
-        except StoreUnavailable as exc:
+        if not await lease.keep(f"checkpoint {key!r}", state=kept.encode()):
             log.warning(
-                "task %s: checkpoint %r not kept, the run stops: %s", record.task_id, key, exc
+                "task %s: step %r ran, but the hold was lost before its checkpoint was kept: "
+                "where the task is taken over, the step runs again",
+                record.task_id,
+                key,
             )
-            lease.lose()
-            written = False
-        if not written:
             await anyio.lowlevel.checkpoint()  # the cancelled run stops here
 
     answers.on_checkpoint = keep_checkpoint
+    answers.before_once = lease.confirm
     request = task_request(record)
     scope = request.scope
     protocol_error: MCPError | None = None
@@ -168,16 +166,10 @@ async def _finish(
     started: float,
 ) -> None:
     """Write the run's outcome as the task's status; then journal it and tell listeners."""
-    try:
-        written = await lease.write(
-            **outcome, updated=time.time(), owner=None, lease_until=0.0, answers={}
-        )
-    except StoreUnavailable as exc:
-        # The hold lapses and another run (here or elsewhere) does this one again; its
-        # checkpoints are kept, so what ran once does not run twice.
-        log.warning("task %s: its outcome was not written; it runs again: %s", lease.task_id, exc)
-        lease.lose()
-        return
+    # Tried until the store takes or refuses it: a run that stopped here would be run again.
+    written = await lease.keep(
+        "its outcome", **outcome, updated=time.time(), owner=None, lease_until=0.0, answers={}
+    )
     if not written:
         return
     record = lease.record

@@ -55,6 +55,9 @@ SWEEPS_PER_LEASE = 2
 the replicas of a fleet do not all look at once)."""
 DUE_BATCH = 100
 """Lapsed tasks one look takes at most."""
+MAX_BACKOFF_DOUBLINGS = 4
+"""Looks at the due index that failed in a row double the wait before the next, this often at
+most."""
 WATCH_SECONDS = 25.0
 """How long a watching ``tasks/get`` waits for its task to stop working, at most: under the
 idle timeouts of the proxies between a client and a replica."""
@@ -112,6 +115,7 @@ class Tasks:
         now = time.time()
         owner = random_bytes(16)
         scope = request.scope
+        taken = time.monotonic()
         record = TaskRecord(
             task_id=call_id.hex(),
             target=tool.name,
@@ -126,11 +130,11 @@ class Tasks:
             round_no=round_no + 1,
             updated=now,
             owner=owner,
-            lease_until=now + self.settings.lease,
+            fence=1,
         )
-        if not await self.records.save(record, due=record.lease_until):
+        if not await self.records.save(record, due_in=self.settings.lease):
             raise MCPError(INTERNAL_ERROR, f"Task {record.task_id} exists already; call again")
-        lease = Lease(self.records, record, owner, self.settings.lease)
+        lease = Lease(self.records, record, owner, self.settings.lease, taken=taken)
         reply = RoundReply(ReplyKind.TASK, task_fields(record), record.task_id, round_no)
         reply.launch = partial(self.launch, lease)
         return reply
@@ -161,7 +165,7 @@ class Tasks:
                 draft = changed(
                     record, questions=questions, requests=requests, answers=answers, updated=now
                 )
-                if await self.records.save(draft, due=None):
+                if await self.records.save(draft, due_in=None):
                     await self._changed(draft)
                     return
                 continue
@@ -174,11 +178,12 @@ class Tasks:
                 answers=answers,
                 updated=now,
                 owner=owner,
-                lease_until=now + self.settings.lease,
+                fence=record.fence + 1,
                 round_no=record.round_no + 1,
             )
-            if await self.records.save(draft, due=draft.lease_until):
-                self.launch(Lease(self.records, draft, owner, self.settings.lease))
+            taken = time.monotonic()
+            if await self.records.save(draft, due_in=self.settings.lease):
+                self.launch(Lease(self.records, draft, owner, self.settings.lease, taken=taken))
                 await self._changed(draft)
                 return
         raise _busy(task_id)
@@ -195,11 +200,10 @@ class Tasks:
                 message="Cancelled at the client's request",
                 updated=time.time(),
                 owner=None,
-                lease_until=0.0,
                 questions={},
                 requests={},
             )
-            if await self.records.save(draft, due=None):
+            if await self.records.save(draft, due_in=None):
                 break
         else:
             raise _busy(task_id)
@@ -314,45 +318,94 @@ class Tasks:
 
     async def _take_over_lapsed(self) -> None:
         interval = self.settings.lease / SWEEPS_PER_LEASE
+        failures = 0
         while True:
-            await anyio.sleep(interval * (0.5 + random.random()))
+            # A store that refuses writes makes every takeover fail: look less often meanwhile
+            # (up to 16 times the interval), so a run waiting to keep a checkpoint comes first.
+            backoff = 2 ** min(failures, MAX_BACKOFF_DOUBLINGS)
+            await anyio.sleep(interval * backoff * (0.5 + random.random()))
             try:
-                due = await self.records.due(time.time(), DUE_BATCH)
+                due = await self.records.due(DUE_BATCH)
                 for task_id in due:
                     if task_id not in self.held:
                         lease = await self._take(task_id)
                         if lease is not None:
                             self.launch(lease)
             except StoreUnavailable as exc:
-                log.warning("could not look for tasks to take over: %s", exc)
+                failures += 1
+                log.warning(
+                    "could not look for tasks to take over (looking again in about %g s): %s",
+                    interval * 2 ** min(failures, MAX_BACKOFF_DOUBLINGS),
+                    exc,
+                )
+            else:
+                failures = 0
 
     async def _take(self, task_id: str) -> Lease | None:
-        """Hold a task whose hold lapsed; ``None`` when it needs none (or another replica came
-        first)."""
+        """Hold a task whose hold lapsed on the store's clock (or was given back); ``None``
+        when it needs none, another replica came first, or it was taken over too often (it
+        then fails)."""
         record = await self.records.load(task_id)
         if record is None:
             return None
-        now = time.time()
         if record.status is not Status.WORKING:  # a stale entry of the due index
-            await self.records.save(changed(record), due=None)
+            await self.records.save(changed(record), due_in=None)
             return None
-        if record.owner is not None and record.lease_until > now:
+        if record.due_in is not None and record.due_in > 0:  # held, on the store's clock
             return None
         owner = random_bytes(16)
-        # The same round again: the run that died journaled nothing, and its checkpoints are
-        # in the record.
-        draft = changed(record, owner=owner, lease_until=now + self.settings.lease)
-        if not await self.records.save(draft, due=draft.lease_until):
+        # A hold that lapsed (rather than one given back) left steps that may have run without
+        # their checkpoint: counted, so a task that keeps losing its runner ends.
+        takeovers = record.takeovers + (record.owner is not None)
+        if takeovers > self.settings.max_takeovers:
+            await self._fail_taken_over(record, takeovers)
             return None
-        log.info("task %s: taken over, its hold had lapsed", task_id)
+        # The same round again: the run that died journaled nothing, and its checkpoints are
+        # in the record. The fence moves on: the run before can write nothing more.
+        draft = changed(record, owner=owner, fence=record.fence + 1, takeovers=takeovers)
+        taken = time.monotonic()
+        if not await self.records.save(draft, due_in=self.settings.lease):
+            return None
+        log.info("task %s: taken over, its hold had lapsed or was given back", task_id)
         self.metrics.inc("engine_task_takeovers_total")
-        return Lease(self.records, draft, owner, self.settings.lease)
+        return Lease(self.records, draft, owner, self.settings.lease, taken=taken)
+
+    async def _fail_taken_over(self, record: TaskRecord, takeovers: int) -> None:
+        """End a task whose runs kept losing their hold, rather than run its steps again."""
+        message = (
+            f"Task {record.task_id} was taken over {takeovers - 1} times (the replicas running "
+            "it died, paused or lost the store), more than max_task_takeovers "
+            f"({self.settings.max_takeovers}); it is not run again, so that its steps do not "
+            "repeat. Call the tool again, and check the replicas' logs and the store's health."
+        )
+        error = MCPError(INTERNAL_ERROR, message, {"taskId": record.task_id})
+        draft = changed(
+            record,
+            status=Status.FAILED,
+            error=error.to_error(),
+            message=message,
+            updated=time.time(),
+            owner=None,
+            fence=record.fence + 1,
+            takeovers=takeovers,
+        )
+        if not await self.records.save(draft, due_in=None):
+            return
+        log.error("%s", message)
+        self.metrics.inc("engine_task_runs_total", status=Status.FAILED.value)
+        await self._changed(draft)
+        tool = self.context.tools.get(draft.target)
+        if tool is not None:
+            request = task_request(draft)
+            await journal_run(
+                self.context, tool, draft, request, "failed", None, time.perf_counter()
+            )
 
     async def _give_back(self) -> None:
         for lease in list(self.held.values()):
             lease.lose()
             try:
-                await self.records.save(changed(lease.record, owner=None, lease_until=0.0), due=0.0)
+                await self.records.save(changed(lease.record, owner=None), due_in=0.0)
             except StoreUnavailable:
                 return  # its hold lapses by itself
         self.held.clear()

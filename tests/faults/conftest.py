@@ -1,4 +1,5 @@
-"""Fault tests on real processes: stores that cannot write, held locks, full and failing disks.
+"""Fault tests on real processes: stores that cannot write, held locks, full and failing disks;
+replicas paused (SIGSTOP) or with their clocks set ahead (libfaketime), Redis killed.
 
 They start servers, Redis servers and filesystems (a tmpfs, a loop-mounted ext4: the tests run
 as root, as CI does), and take minutes, so a plain ``pytest`` (``make test``) does not collect

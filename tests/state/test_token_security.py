@@ -471,30 +471,31 @@ async def test_the_order_book_token_is_under_half_the_sdk_size(token: str) -> No
 # --- claims: time ------------------------------------------------------------------------------
 
 
-async def test_a_token_expires_after_state_ttl(
+async def test_a_token_expires_after_state_ttl_and_the_allowed_skew(
     clock: Clock, caplog: pytest.LogCaptureFixture
 ) -> None:
-    shop = bookshop(KEY, state_ttl=60)
+    shop = bookshop(KEY, state_ttl=60, clock_skew=30)
     token = await first_round(shop)
-    clock.now += 59
+    clock.now += 89  # another replica's clock may be 30 s ahead of the one that minted it
     assert await second_round(shop, token) == BACKORDERED
     clock.now += 1
     assert await second_round(shop, token) == FROZEN
     assert rejections(caplog) == ["expired"]
 
 
-@pytest.mark.parametrize("skew", [1, 59, 60])
-async def test_a_token_minted_up_to_60_seconds_ahead_is_accepted(
+@pytest.mark.parametrize("skew", [1, 90, 120])
+async def test_a_token_minted_up_to_the_allowed_skew_ahead_is_accepted(
     shop: MCPServer, clock: Clock, skew: int
 ) -> None:
+    assert shop.settings.tokens.clock_skew == 120  # the default: a replica 90 s off still works
     clock.now += skew  # the minting replica's clock runs ahead
     token = await first_round(shop)
     clock.now -= skew
     assert await second_round(shop, token) == BACKORDERED
 
 
-@pytest.mark.parametrize("skew", [61, 3600])
-async def test_a_token_minted_more_than_60_seconds_ahead_is_rejected(
+@pytest.mark.parametrize("skew", [121, 3600])
+async def test_a_token_minted_more_than_the_allowed_skew_ahead_is_rejected(
     shop: MCPServer, clock: Clock, skew: int, caplog: pytest.LogCaptureFixture
 ) -> None:
     clock.now += skew
@@ -502,6 +503,23 @@ async def test_a_token_minted_more_than_60_seconds_ahead_is_rejected(
     clock.now -= skew
     assert await second_round(shop, token) == FROZEN
     assert rejections(caplog) == ["minted in the future"]
+
+
+async def test_a_replica_90_seconds_behind_takes_tokens_to_their_last_second(
+    shop: MCPServer, clock: Clock
+) -> None:
+    clock.now += 90  # minted by a replica 90 s ahead, as late as a token can be used
+    token = await first_round(shop)
+    clock.now += shop.settings.tokens.state_ttl - 1 - 90
+    assert await second_round(shop, token) == BACKORDERED
+
+
+def test_the_allowed_skew_is_a_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert bookshop(KEY, clock_skew=5).settings.tokens.clock_skew == 5
+    monkeypatch.setenv("ENGINE_CLOCK_SKEW", "30")
+    assert bookshop(KEY).settings.tokens.clock_skew == 30
+    with pytest.raises(ValueError, match="clock_skew must be a number of seconds"):
+        bookshop(KEY, clock_skew=-1)
 
 
 # --- claims: the request binding ---------------------------------------------------------------
@@ -639,7 +657,7 @@ async def test_the_log_names_the_reason_but_never_the_token_a_key_or_the_plainte
     await second_round(bookshop(OTHER_KEY), token)
     await second_round(shop, token_of(raw[:-1] + bytes([raw[-1] ^ 1])))
     await second_round(bookshop(KEY, principal=who), token, headers=as_user("alice"))
-    clock.now += shop.settings.tokens.state_ttl
+    clock.now += shop.settings.tokens.state_ttl + shop.settings.tokens.clock_skew
     await second_round(shop, token)
     assert rejections(caplog) == [
         "request binding: arguments",

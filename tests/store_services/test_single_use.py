@@ -229,3 +229,90 @@ def test_the_answers_fingerprint_ignores_key_order_and_never_changes() -> None:
         ).hex()
     )
     assert responses_fingerprint({"a": [2, 1]}) != responses_fingerprint({"a": [1, 2]})
+
+
+# --- fencing: once steps run only while the round's claim is this attempt's ---
+
+
+def once_server(
+    store: MemoryStore, effects: list[str], arrived: anyio.Event, gate: anyio.Event
+) -> Any:
+    """A tool that asks, then, in its second round, waits at ``gate`` before a once step."""
+    from pydantic import BaseModel
+
+    from engine import Context, MCPServer
+    from tests.conftest import KEY
+
+    class Go(BaseModel):
+        go: bool
+
+    mcp = MCPServer("fenced", keys=[KEY], store=store)
+
+    @mcp.tool()
+    async def ship(ctx: Context) -> str:
+        answer = await ctx.elicit("Ship it?", Go)
+        arrived.set()
+        await gate.wait()
+        await ctx.once(effects.append, "shipped")
+        return f"shipped: {answer.action}"
+
+    return mcp
+
+
+async def test_a_round_whose_claim_was_taken_by_a_retry_stops_before_its_once_step(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from engine.state.claims import Claims
+    from engine.store_services.single_use import responses_fingerprint
+
+    store, effects, arrived, gate = MemoryStore(), [], anyio.Event(), anyio.Event()
+    mcp = once_server(store, effects, arrived, gate)
+    answer = {"action": "accept", "content": {"go": True}}
+    async with Client(mcp, elicitation=lambda params: answer) as client:
+        first = await client.send("tools/call", {"name": "ship", "arguments": {}})
+        (key,) = first["inputRequests"]
+        claims = Claims.decode(mcp.keys.open(first["requestState"], 10_000))
+        call_id, round_no = claims.call_id.hex(), claims.round_no
+        fingerprint = responses_fingerprint({key: answer})
+        second = {
+            "name": "ship",
+            "arguments": {},
+            "inputResponses": {key: answer},
+            "requestState": first["requestState"],
+        }
+        errors: list[ProtocolError] = []
+
+        async def attempt() -> None:
+            try:
+                await client.send("tools/call", second)
+            except ProtocolError as exc:
+                errors.append(exc)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(attempt)
+            with anyio.fail_after(5):  # the round holds its claim and waits at the gate
+                await arrived.wait()
+            # Its claim lapsed meanwhile (a paused replica), and a retry took the round.
+            await store.release(call_id, round_no, fingerprint)
+            await store.claim(call_id, round_no, fingerprint, 30, owner=b"the retry")
+            gate.set()
+    assert effects == []  # the step did not run here: the retry's replica runs it
+    (error,) = errors
+    assert error.code == -32603 and "claim lapsed while it ran" in error.message
+    assert "step 'once#2' does not run, the round stops" in caplog.text
+
+
+async def test_a_claim_renewed_long_ago_is_not_confirmed_without_asking_the_store() -> None:
+    from engine.store_services.single_use import ClaimLapsed
+
+    store = MemoryStore()
+    mcp = order_server(store, [])
+    assert mcp.runtime.store_services is not None
+    claims = mcp.runtime.store_services.claims
+    admission = await claims.admit("call-1", 1, b"fp")
+    hold = admission.hold
+    assert hold is not None
+    await claims.confirm(hold, "once#1")  # fresh, and the store still has it as ours
+    hold.renewed -= claims.lease  # a lease without a renewal: the process was paused
+    with pytest.raises(ClaimLapsed):
+        await claims.confirm(hold, "once#2")

@@ -86,7 +86,7 @@ async def test_a_task_shares_its_id_slot_and_its_indexes_the_index_slot(
 ) -> None:
     store = await redis_replicas()
     task = "task/with:odd{chars"
-    await store.put_task(TaskRow(task, 1, "working", "job", 1.0, 1.0, b"r"), ttl=30, due=5.0)
+    await store.put_task(TaskRow(task, 1, "working", "job", 1.0, 1.0, b"r"), ttl=30, due_in=5.0)
     keys = [k.decode() async for k in redis_client.scan_iter(match=f"{store.prefix}:*")]
     shared = f"{store.prefix}:index:"
     keys.remove(f"{store.prefix}:~health")  # written by the fixture's health check
@@ -607,14 +607,14 @@ async def test_redis_cluster(private_cluster: str) -> None:
         # Tasks spread over the primaries too; their indexes live apart, on the index's node.
         for i in range(6):
             row = TaskRow(f"task-{i}", 1, "working", "job", float(i), float(i), b"r%d" % i)
-            assert await store.put_task(row, ttl=30, due=100.0 + i if i % 2 else None)
+            assert await store.put_task(row, ttl=30, due_in=0.0 if i % 2 else None)
         assert not await store.put_task(
-            TaskRow("task-1", 1, "working", "job", 1.0, 1.0, b"again"), ttl=30, due=None
+            TaskRow("task-1", 1, "working", "job", 1.0, 1.0, b"again"), ttl=30, due_in=None
         )
         done = TaskRow("task-3", 2, "completed", "job", 3.0, 9.0, b"done")
-        assert await store.put_task(done, ttl=30, due=None)
+        assert await store.put_task(done, ttl=30, due_in=None)
         assert await store.get_task("task-3") == done
-        assert await store.due_tasks(1e12) == ["task-1", "task-5"]
+        assert await store.due_tasks() == ["task-1", "task-5"]
         assert [row.task_id for row in await store.tasks(status="working", limit=2)] == [
             "task-5",
             "task-4",

@@ -381,13 +381,15 @@ async def test_a_version_1_file_is_migrated_in_place(tmp_path: Path) -> None:
 
     store = SQLiteStore(path)
     try:
-        assert _schema_of(path) == (5, V2_ROUNDS)
+        assert _schema_of(path) == (6, V2_ROUNDS)
         assert await store.get_blob("c1", "state") == b"old"
         assert await store.events("c1") == [OLD_EVENT]  # version 4 moved the journal
         await store.append("c1", {"round": 2, "kind": "y", "ts": 2.0}, ttl=60)
         assert [e["kind"] for e in await store.events("c1")] == ["x", "y"]
         task = TaskRow("t1", 1, "working", "slow_compute", 1.0, 1.0, b"record")
-        assert await store.put_task(task, ttl=60, due=None)  # version 3 added the tasks
+        assert await store.put_task(
+            task, ttl=60, due_in=None
+        )  # version 3 added the tasks, 6 fences
         assert await store.get_task("t1") == task
         done = ClaimResult(Claim.DUPLICATE, b"done")
         assert await store.claim("c1", 1, b"fp", ttl=60, owner=b"me") == done
@@ -408,7 +410,7 @@ async def test_a_version_1_file_is_migrated_in_place(tmp_path: Path) -> None:
         assert await store.claim("c1", 1, b"fp", ttl=60) == ClaimResult(Claim.DUPLICATE, b"done")
     finally:
         await store.aclose()
-    assert _schema_of(path) == (5, V2_ROUNDS)
+    assert _schema_of(path) == (6, V2_ROUNDS)
 
 
 async def test_two_stores_opening_a_version_1_file_migrate_it_once(tmp_path: Path) -> None:
@@ -424,7 +426,7 @@ async def test_two_stores_opening_a_version_1_file_migrate_it_once(tmp_path: Pat
     finally:
         for store in stores:
             await store.aclose()
-    assert _schema_of(path) == (5, V2_ROUNDS)
+    assert _schema_of(path) == (6, V2_ROUNDS)
 
 
 V4_SCHEMA = """
@@ -490,7 +492,7 @@ async def test_a_version_4_file_keeps_its_journals_and_listing(tmp_path: Path) -
     _version_4_file(path)
     store = SQLiteStore(path)
     try:
-        assert _schema_of(path) == (5, V2_ROUNDS)
+        assert _schema_of(path) == (6, V2_ROUNDS)
         assert await store.events("c1") == V4_EVENTS
         assert await store.events("c2") == [{"ts": 2.0}]
         assert await store.events("gone") == []
@@ -517,7 +519,7 @@ async def test_a_version_4_file_keeps_its_journals_and_listing(tmp_path: Path) -
 async def test_a_new_file_gets_the_current_schema(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "engine.db")
     await store.aclose()
-    assert _schema_of(tmp_path / "engine.db") == (5, V2_ROUNDS)
+    assert _schema_of(tmp_path / "engine.db") == (6, V2_ROUNDS)
 
 
 async def test_a_file_from_another_schema_is_refused(tmp_path: Path) -> None:
@@ -527,8 +529,8 @@ async def test_a_file_from_another_schema_is_refused(tmp_path: Path) -> None:
     with pytest.raises(StoreUnavailable, match="schema version 99"):
         SQLiteStore(path)
     with sqlite3.connect(path) as conn:
-        conn.execute("PRAGMA user_version = 6")  # the next version, unknown to this engine
-    with pytest.raises(StoreUnavailable, match="schema version 6"):
+        conn.execute("PRAGMA user_version = 7")  # the next version, unknown to this engine
+    with pytest.raises(StoreUnavailable, match="schema version 7"):
         SQLiteStore(path)
 
 

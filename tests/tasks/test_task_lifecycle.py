@@ -314,7 +314,7 @@ async def test_a_replica_that_stops_gives_its_tasks_back_to_the_others() -> None
     assert a.cancelled.is_set()  # a stopped: its body was cancelled...
     row = await store.get_task(task_id)
     assert row is not None and row.status == "working"
-    assert await store.due_tasks(0.0) == [task_id]  # ...and the task is due at once
+    assert await store.due_tasks() == [task_id]  # ...and the task is due at once
     async with Client(b.mcp, tasks=True) as other:
         with anyio.fail_after(10):
             await b.started.wait()  # b took it over

@@ -165,3 +165,46 @@ async def test_a_killed_replicas_task_is_finished_by_another_process(
         await store.aclose()
     kinds = [(event["round"], event["kind"]) for event in events]
     assert kinds == [(1, "task"), (2, "complete")]  # the killed run journaled nothing
+
+
+@pytest.mark.anyio
+async def test_a_replica_paused_past_its_lease_does_not_run_the_step_its_successor_runs(
+    setting: dict[str, Any],
+) -> None:
+    """SIGSTOP while the body naps, for three leases: another process takes the task over;
+    resumed, the paused one reaches the ``once`` step first, and stops there."""
+    first, second = setting["replica"](), setting["replica"]()
+    naps = Path(str(setting["effects"]) + ".naps")
+    async with first.client() as a, second.client() as b:
+        call = request(
+            "tools/call", {"name": "nap_then_once", "arguments": {"n": 7}}, capabilities=TASKS
+        )
+        task_id = assert_result(await post(a, call))["taskId"]
+        deadline = time.monotonic() + 10
+        while effects(naps) == []:  # the body naps now
+            assert time.monotonic() < deadline, first.log.read_text()
+            await anyio.sleep(0.02)
+        first.process.send_signal(signal.SIGSTOP)
+        try:
+            deadline = time.monotonic() + 10
+            while len(effects(naps)) < 2:  # the second process took the task over
+                assert time.monotonic() < deadline, second.log.read_text()
+                await anyio.sleep(0.05)
+        finally:
+            first.process.send_signal(signal.SIGCONT)  # its nap is over: the step is next
+        deadline = time.monotonic() + 20
+        while True:
+            get = request("tasks/get", {"taskId": task_id}, capabilities=TASKS)
+            task = assert_result(await post(b, get))
+            if task["status"] != "working":
+                break
+            assert time.monotonic() < deadline, second.log.read_text()
+            await anyio.sleep(0.1)
+    assert task["status"] == "completed", task
+    assert [line.split()[:2] for line in effects(setting["effects"])] == [[task_id, "7"]]
+    (ran,) = effects(setting["effects"])
+    assert ran.split()[2] == str(second.process.pid)  # the successor ran it, the paused one not
+    # Resumed, it learns it lost the task from its own clock before the step, or from the
+    # store when its renewal (due at once) comes first: either way the step did not run there.
+    told = first.log.read_text()
+    assert "does not run here, and the run stops" in told or "is another run's now" in told
