@@ -1,6 +1,7 @@
 """A connection that carries one JSON-RPC message at a time, each way: stdio, or memory streams.
 
-Requests are served concurrently; ``notifications/cancelled`` cancels the request it names
+Requests are served concurrently, except a 2025-11-25 ``initialize``: the messages after it
+wait for its session. ``notifications/cancelled`` cancels the request it names
 (including a ``subscriptions/listen``). A connection speaks 2026-07-28 until its client sends a
 2025-11-25 ``initialize``; then it is that session's. End of input ends the connection once
 in-flight requests finish.
@@ -70,6 +71,11 @@ class MessageSession:
                 scope.cancel()
             if not self.server.middleware:
                 return  # with middleware, it is served (observed) as any other notification
+        if self.session is None and is_legacy(raw) and raw.get("method") == "initialize":
+            # What follows belongs to the session this opens: a client that sends its first
+            # call without waiting for the answer must not see that call served outside it.
+            await self.serve(raw)
+            return
         tg.start_soon(self.serve, raw)
 
     async def serve(self, raw: Any) -> None:

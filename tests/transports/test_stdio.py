@@ -1,8 +1,10 @@
 """stdio: newline-delimited JSON-RPC on stdin/stdout, the same rounds as over HTTP."""
 
 import json
+import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -109,3 +111,72 @@ def test_bad_lines_get_errors_and_the_server_keeps_going() -> None:
         expect=1,
     )
     assert process_lines[0]["error"]["code"] == -32601
+
+
+def test_a_call_sent_right_after_initialize_is_served_in_its_session(tmp_path: Path) -> None:
+    """A 2025-11-25 client may send its first call without waiting for ``initialize``'s answer.
+
+    With the embedded SQLite store, opening the session takes a write; here another process
+    holds the write lock for a moment, so the calls arrive while the session is being stored.
+    They must still be served in the session they follow, not as 2026-07-28 requests without
+    their version.
+    """
+    database = tmp_path / "engine.db"
+    env = {
+        "PYTHONPATH": str(ROOT),
+        "ENGINE_KEYS": "k" * 64,
+        "ENGINE_STORE": f"sqlite:///{database}",
+        "PATH": "/usr/bin:/bin",
+    }
+    command = [sys.executable, "-m", "engine", "serve", "examples/seeds/search_books.py", "--stdio"]
+    subprocess.run(command, cwd=ROOT, env=env, input=b"", check=True, timeout=30)
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "eager", "version": "1"},
+        },
+    }
+    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    ping = {"jsonrpc": "2.0", "id": 0, "method": "ping", "params": {"_meta": META}}
+    calls = [
+        {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "method": "tools/call",
+            "params": {"name": "search_books", "arguments": {"query": "dune"}},
+        }
+        for request_id in range(2, 10)
+    ]
+    process = subprocess.Popen(
+        command,
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    assert process.stdin and process.stdout
+    process.stdin.write(json.dumps(ping).encode() + b"\n")
+    process.stdin.flush()
+    assert json.loads(process.stdout.readline())["id"] == 0  # started: its schema is in place
+    holder = sqlite3.connect(database, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    for message in (initialize, initialized, *calls):
+        process.stdin.write(json.dumps(message).encode() + b"\n")
+    process.stdin.flush()
+    time.sleep(1)
+    holder.execute("COMMIT")
+    holder.close()
+    replies = [json.loads(process.stdout.readline()) for _ in range(1 + len(calls))]
+    process.stdin.close()
+    assert process.wait(timeout=10) == 0
+    assert replies[0]["id"] == 1
+    assert replies[0]["result"]["protocolVersion"] == "2025-11-25"
+    answers = sorted(replies[1:], key=lambda reply: reply["id"])
+    assert [reply["id"] for reply in answers] == list(range(2, 10))
+    for answer in answers:
+        assert answer["result"]["content"][0]["text"].endswith("Found 3 books matching 'dune'.")
