@@ -11,7 +11,10 @@ sent with it becomes a link too.
 
 Nothing a client sent as data reaches a span: no argument, answer, requestState or token, no
 resource URI (a template's parameters are arguments), and no exception message (one may quote
-any of them): an error is its type, its frames and a JSON-RPC code.
+any of them): an error is its type, its frames and a JSON-RPC code. The frames are file, line
+and function, without the source text of the line (a line may quote a value, and reading
+source files is no work for a request). What a client names (the method, the tool or prompt,
+the request id, the protocol version) is cut to :data:`SPAN_TEXT_LIMIT` characters.
 """
 
 from __future__ import annotations
@@ -42,6 +45,9 @@ from engine._internal.trace_field import carried_fields, carry
 INSTRUMENTATION = "mcp-engine"
 MAX_LINKS = 128
 """Links on a journal batch's span at most: the SDK's default limit (it drops the rest)."""
+SPAN_TEXT_LIMIT = 256
+"""Characters at most of a text a client chose (a request id, a method, a tool's name) in a
+span's name or attributes; a longer one is cut and ends in ``...``."""
 PREVIOUS_ROUND = {"engine.link": "previous round"}
 INCOMING = {"engine.link": "request parent"}
 
@@ -61,20 +67,50 @@ def carried_context(data: bytes) -> tuple[SpanContext, SpanContext | None] | Non
     return parent, previous
 
 
+def bounded(text: str) -> str:
+    """``text`` cut to :data:`SPAN_TEXT_LIMIT` characters."""
+    if len(text) <= SPAN_TEXT_LIMIT:
+        return text
+    return text[: SPAN_TEXT_LIMIT - 3] + "..."
+
+
 def record_error(span: Span, error: BaseException) -> None:
     """An error on a span, without its message: status ERROR, ``error.type``, and the
-    exception event with the type and the frames it went through."""
+    ``exception`` event with the type and the frames it went through.
+
+    The event is added as the semantic conventions describe it, not with ``record_exception``:
+    that one formats the message and the source lines, which are left out here.
+    """
     code = getattr(error, "code", None)
     kind = str(code) if isinstance(code, int) else type(error).__qualname__
     span.set_attribute("error.type", kind)
-    span.record_exception(
-        error,
-        attributes={
+    span.add_event(
+        "exception",
+        {
+            "exception.type": exception_type(error),
             "exception.message": type(error).__qualname__,
-            "exception.stacktrace": "".join(traceback.format_tb(error.__traceback__)),
+            "exception.stacktrace": stacktrace(error),
         },
     )
     span.set_status(Status(StatusCode.ERROR, kind))
+
+
+def exception_type(error: BaseException) -> str:
+    """``module.QualName`` of an exception's class (only ``QualName`` for a built-in one)."""
+    kind = type(error)
+    if kind.__module__ in ("builtins", ""):
+        return kind.__qualname__
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
+def stacktrace(error: BaseException) -> str:
+    """A traceback of ``error`` as Python prints one, without the source lines and without the
+    message: the file, line and function of each frame, then the exception's type."""
+    frames = [
+        f'  File "{frame.f_code.co_filename}", line {line}, in {frame.f_code.co_name}\n'
+        for frame, line in traceback.walk_tb(error.__traceback__)
+    ]
+    return "Traceback (most recent call last):\n" + "".join(frames) + exception_type(error)
 
 
 def _engine_version() -> str | None:
@@ -161,8 +197,10 @@ class RequestSpan:
     ) -> None:
         self.start = time_ns()
         self.spans = spans
-        self.method = method
-        self.target = target if isinstance(target, str) and method != "resources/read" else None
+        self.method = bounded(method)
+        self.target = (
+            bounded(target) if isinstance(target, str) and method != "resources/read" else None
+        )
         self.headers = headers
         self.meta = meta
         self.span: Span | None = None
@@ -178,9 +216,9 @@ class RequestSpan:
             "engine.replica": self.spans.replica_id,
         }
         if version is not None:
-            attributes["mcp.protocol.version"] = version
+            attributes["mcp.protocol.version"] = bounded(version)
         if isinstance(request_id, str | int) and not isinstance(request_id, bool):
-            attributes["jsonrpc.request.id"] = str(request_id)
+            attributes["jsonrpc.request.id"] = bounded(str(request_id))
         if self.target is not None:
             if self.method == "tools/call":
                 attributes["gen_ai.operation.name"] = "execute_tool"

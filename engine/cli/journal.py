@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import os
 import secrets
 import sys
@@ -23,6 +22,7 @@ from typing import Any, TypeVar
 
 import anyio
 
+from engine._internal.inert import inert, inert_json
 from engine.cli.shared import (
     CLIError,
     default_store,
@@ -186,7 +186,7 @@ def calls(args: argparse.Namespace) -> int:
             }
             for c in found
         ]
-        print(json.dumps(rows, indent=2))
+        print(inert_json(rows, indent=2))
         return 0
     if not found:
         print("No recorded calls" + (" matching the filters." if args.tool or since else "."))
@@ -201,9 +201,9 @@ def calls(args: argparse.Namespace) -> int:
         started = datetime.fromtimestamp(c.first_ts, UTC).strftime("%Y-%m-%d %H:%M:%S")
         principal = principals[c.call_id]
         print(
-            f"{c.call_id:<46}{(c.target or '?'):<22}{c.events:>6}  {(c.last_kind or '?'):<16}"
-            f"{started:<21}{_ago(now - c.last_ts):<12}"
-            f"{principal if principal is not None else '-'}".rstrip()
+            f"{inert(c.call_id):<46}{inert(c.target or '?'):<22}{c.events:>6}  "
+            f"{inert(c.last_kind or '?'):<16}{started:<21}{_ago(now - c.last_ts):<12}"
+            f"{inert(principal) if principal is not None else '-'}".rstrip()
         )
     if keys is None and any(p == SEALED for p in principals.values()):
         print(f"(principals are sealed: {HOW_TO_OPEN})")
@@ -262,7 +262,7 @@ def tasks(args: argparse.Namespace) -> int:
             }
             for t in found
         ]
-        print(json.dumps(rows, indent=2))
+        print(inert_json(rows, indent=2))
         return 0
     if not found:
         print("No tasks" + (f" {args.status}." if args.status else "."))
@@ -271,7 +271,10 @@ def tasks(args: argparse.Namespace) -> int:
     print(f"{'TASK ID':<26}{'TOOL':<22}{'STATUS':<16}{'CREATED (UTC)':<21}UPDATED")
     for t in found:
         created = datetime.fromtimestamp(t.created, UTC).strftime("%Y-%m-%d %H:%M:%S")
-        print(f"{t.task_id:<26}{t.target:<22}{t.status:<16}{created:<21}{_ago(now - t.updated)}")
+        print(
+            f"{inert(t.task_id):<26}{inert(t.target):<22}{inert(t.status):<16}{created:<21}"
+            f"{_ago(now - t.updated)}"
+        )
     return 0
 
 
@@ -365,7 +368,7 @@ def inspect(args: argparse.Namespace) -> int:
                 shown["state"] = "the blob in the store does not match the token's digest"
             else:
                 shown["state"] = describe_state(blob)
-    print(json.dumps(shown, indent=2, ensure_ascii=False))
+    print(inert_json(shown, indent=2))
     return 0
 
 

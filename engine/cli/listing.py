@@ -3,15 +3,16 @@
 ``server/discover``, then ``tools/list``, ``prompts/list``, ``resources/list`` and
 ``resources/templates/list`` (every page of each); a method the server does not have lists
 nothing. On a terminal each tool is shown with its parameters (type, required, description)
-and its input and output schemas; ``--json`` prints everything as one JSON object.
+and its input and output schemas; ``--json`` prints everything as one JSON object. Whatever the
+server sent is shown inert (:mod:`engine._internal.inert`).
 """
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any, TextIO
 
+from engine._internal.inert import inert, inert_json, inert_lines
 from engine.cli.connections import Connection
 from engine.cli.http_session import ProtocolFailure
 from engine.cli.style import Style
@@ -66,9 +67,10 @@ def print_listing(found: dict[str, Any], out: TextIO | None = None) -> None:
     name = info.get("name", "?")
     version = f" {info['version']}" if info.get("version") else ""
     eras = ", ".join(map(str, server.get("supportedVersions") or []))
-    say(style.header(f"server {name}{version}") + (f" (speaks {eras})" if eras else ""))
+    say(style.header(f"server {name}{version}") + inert(f" (speaks {eras})" if eras else ""))
     if server.get("instructions"):
-        say(f"  {server['instructions']}")
+        for line in inert_lines(str(server["instructions"])):
+            say(f"  {line}")
     for key, title in (
         ("tools", "tools"),
         ("prompts", "prompts"),
@@ -93,7 +95,7 @@ def _headline(item: dict[str, Any], label: str, say: Any, style: Style) -> None:
     say(f"  {style.bold(label)}")
     text = item.get("description") or item.get("title")
     if text:
-        for line in str(text).strip().splitlines():
+        for line in inert_lines(str(text).strip()):
             say(f"    {line}")
 
 
@@ -108,9 +110,9 @@ def _tool(tool: dict[str, Any], say: Any, style: Style) -> None:
             say("      " + describe_field(name, prop, name in required))
     else:
         say("    parameters: none")
-    say("    input schema: " + json.dumps(schema, ensure_ascii=False))
+    say("    input schema: " + inert_json(schema))
     if tool.get("outputSchema"):
-        say("    output schema: " + json.dumps(tool["outputSchema"], ensure_ascii=False))
+        say("    output schema: " + inert_json(tool["outputSchema"]))
 
 
 def _prompt(prompt: dict[str, Any], say: Any, style: Style) -> None:
@@ -119,7 +121,7 @@ def _prompt(prompt: dict[str, Any], say: Any, style: Style) -> None:
         if isinstance(argument, dict):
             need = "required" if argument.get("required") else "optional"
             about = f": {argument['description']}" if argument.get("description") else ""
-            say(f"      {argument.get('name')} ({need}){about}")
+            say(inert(f"      {argument.get('name')} ({need}){about}"))
 
 
 def _resource(resource: dict[str, Any], say: Any, style: Style) -> None:

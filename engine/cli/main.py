@@ -22,6 +22,7 @@ from typing import Any
 
 from engine import __version__
 from engine._internal import logs
+from engine._internal.inert import inert, inert_json
 from engine.cli import journal as cli_journal
 from engine.cli.shared import (
     DEFAULT_STORE_SHOWN,
@@ -196,8 +197,6 @@ def _token(args: argparse.Namespace) -> str | None:
 
 
 def _list(args: argparse.Namespace) -> int:
-    import json
-
     from engine.cli.connections import open_connection
     from engine.cli.http_session import ProtocolFailure
     from engine.cli.listing import gather, print_listing
@@ -208,12 +207,12 @@ def _list(args: argparse.Namespace) -> int:
     try:
         found = gather(connection)
     except ProtocolFailure as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(inert(f"error: {exc}"), file=sys.stderr)
         return 2
     finally:
         connection.close()
     if args.json:
-        print(json.dumps(found, indent=2, ensure_ascii=False))
+        print(inert_json(found, indent=2))
     else:
         print_listing(found)
     return 0
@@ -484,7 +483,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         log_format = logs.log_format()
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(inert(f"error: {exc}"), file=sys.stderr)
         return 2
     logs.configure(log_format, "INFO" if args.command == "serve" else "WARNING")
     from engine.debug.journal import ReplayError
@@ -492,7 +491,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result: int = args.func(args)
     except (CLIError, ReplayError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(inert(f"error: {exc}"), file=sys.stderr)
         return exc.code if isinstance(exc, CLIError) else 2
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)

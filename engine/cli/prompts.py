@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from engine._internal.inert import inert, inert_lines
 from engine.debug.render import describe_field, field_options
 
 _MISSING = object()
@@ -28,15 +29,25 @@ class NoMoreInput(Exception):
 
 @dataclass
 class Console:
-    """Where prompts go and answers come from (the terminal, or a script on stdin)."""
+    """Where prompts go and answers come from (the terminal, or a script on stdin).
+
+    What it says and asks is made inert: one line each, whatever the server put in it (a
+    message that is meant to have lines of its own is said a line at a time).
+    """
 
     stdin: TextIO = field(default_factory=lambda: sys.stdin)
     stdout: TextIO = field(default_factory=lambda: sys.stdout)
 
     def say(self, text: str = "") -> None:
-        print(text, file=self.stdout, flush=True)
+        print(inert(text), file=self.stdout, flush=True)
+
+    def say_block(self, indent: str, text: str) -> None:
+        """A text of several lines, each said indented (a result's text, a server's message)."""
+        for line in inert_lines(text) or [""]:
+            self.say(indent + line)
 
     def ask(self, prompt: str) -> str:
+        prompt = inert(prompt)
         if self.stdin is sys.stdin and self.stdout is sys.stdout and sys.stdin.isatty():
             try:
                 return input(prompt)  # line editing, where the platform has it
@@ -143,7 +154,7 @@ def _pick(text: str, options: list[Any]) -> Any:
 
 def answer_elicitation(console: Console, params: Mapping[str, Any]) -> dict[str, Any]:
     mode = params.get("mode", "form")
-    console.say(f"  {params.get('message', '')}")
+    console.say_block("  ", str(params.get("message", "")))
     if mode == "url":
         console.say(f"  Open this URL in a browser: {params.get('url')}")
         return {"action": ask_action(console, "(you opened it)")}
@@ -163,14 +174,14 @@ def answer_elicitation(console: Console, params: Mapping[str, Any]) -> dict[str,
 def answer_sampling(console: Console, params: Mapping[str, Any]) -> dict[str, Any]:
     console.say("  The server asks the model. You are the model:")
     if params.get("systemPrompt"):
-        console.say(f"    system: {params['systemPrompt']}")
+        console.say_block("    system: ", str(params["systemPrompt"]))
     for message in params.get("messages") or []:
         content = message.get("content") if isinstance(message, dict) else None
         blocks = content if isinstance(content, list) else [content]
         for block in blocks:
             text = block.get("text") if isinstance(block, dict) else None
             shown = text if isinstance(text, str) else json.dumps(block)
-            console.say(f"    {message.get('role', '?')}: {shown}")
+            console.say_block(f"    {message.get('role', '?')}: ", shown)
     console.say(f"    (at most {params.get('maxTokens')} tokens)")
     reply = console.ask("  Type the model's reply: ")
     return {

@@ -1,7 +1,8 @@
 """Terminal output: colour and a progress bar redrawn in place on a TTY, plain lines otherwise.
 
 Escape codes are written only to a terminal, and not when ``NO_COLOR`` is set (or ``TERM`` is
-``dumb``); piped output is plain text, one line per event.
+``dumb``); piped output is plain text, one line per event. The only escape codes written are
+these: what a server sent (a log message, a progress note) is made inert first.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import os
 import sys
 from dataclasses import dataclass
 from typing import Any, TextIO
+
+from engine._internal.inert import inert
 
 LEVEL_COLOURS = {"debug": "2", "info": "", "notice": "36", "warning": "33"}
 """SGR codes per log level; ``error`` and above are red."""
@@ -26,6 +29,8 @@ class Style:
         return cls(colour=tty and not plain)
 
     def paint(self, code: str, text: str) -> str:
+        """``text``, inert, in colour on a terminal."""
+        text = inert(text)
         return f"\x1b[{code}m{text}\x1b[0m" if self.colour and code else text
 
     def header(self, text: str) -> str:
@@ -70,7 +75,7 @@ class Live:
         amount = f"{number:g}" if number is not None else "?"
         if whole:
             amount = f"{amount}/{whole:g}"
-        note = f" {message}" if isinstance(message, str) and message else ""
+        note = f" {inert(message)}" if isinstance(message, str) and message else ""
         if not self.tty:
             self._line(f"  progress {amount}{note}")
             return
@@ -87,9 +92,10 @@ class Live:
         data = params.get("data")
         text = data if isinstance(data, str) else _json(data)
         logger = f" {params['logger']}" if params.get("logger") else ""
-        self._line(self.style.level(level, f"  log {level}{logger}: {text}"))
+        self._line(self.style.level(level, inert(f"  log {level}{logger}: {text}")))
 
     def _line(self, text: str) -> None:
+        """A line above the progress bar; ``text`` is already inert (and perhaps painted)."""
         if self.tty and self.drawn:
             self.stream.write("\r\x1b[2K" + text + "\n" + self.drawn)
         else:

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine._internal.inert import inert
 from engine.cli.connections import Connection, open_connection
 from engine.cli.http_session import ProtocolFailure, param_headers
 from engine.cli.prompts import ANSWERERS, Console, NoMoreInput, schema_types
@@ -168,20 +169,22 @@ def run_call(options: CallOptions, console: Console | None = None) -> int:
             token=options.token,
         )
     except ProtocolFailure as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(inert(f"error: {exc}"), file=sys.stderr)
         return EXIT_PROTOCOL
     session.notify = live
     try:
         return _run(options, console, session, live)
     except ProtocolFailure as exc:
         live.done()
-        print(f"error: {exc}", file=sys.stderr)
+        print(inert(f"error: {exc}"), file=sys.stderr)
         return EXIT_PROTOCOL
     except NoMoreInput as exc:
         why = f"{exc.args[0]}, and " if exc.args else ""
         print(
-            f"error: {why}standard input ended while a question needed an answer; answer it "
-            "with --answer KEY=JSON (the key is shown in brackets above)",
+            inert(
+                f"error: {why}standard input ended while a question needed an answer; answer "
+                "it with --answer KEY=JSON (the key is shown in brackets above)"
+            ),
             file=sys.stderr,
         )
         return EXIT_PROTOCOL

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine._internal.inert import inert_json
 from engine.errors import InvalidRequestState
 from engine.protocol.modern import MODERN
 from engine.state.seal import KeyRing, KeySpec, record_key_id
@@ -184,8 +185,9 @@ class RecordedCall:
         return {"format": FORMAT, "call_id": self.call_id, "events": self.events}
 
     def dumps(self) -> str:
-        """The fixture text: indented JSON, one call."""
-        return json.dumps(self.to_document(), indent=2, ensure_ascii=False) + "\n"
+        """The fixture text: indented JSON, one call, its control and bidi characters escaped
+        (it is printed by ``show --json`` and ``export``)."""
+        return inert_json(self.to_document(), indent=2) + "\n"
 
     @property
     def first(self) -> RecordedRound:

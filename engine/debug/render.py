@@ -4,21 +4,26 @@
 (:mod:`engine.cli.terminal_client`) shows questions and results with the same
 :func:`describe_field` and :func:`describe_result`, and a replay report
 (:mod:`engine.debug.replay`) abbreviates values with :func:`compact`.
+
+Everything here is text from a journal or a server, made inert (:mod:`engine._internal.inert`):
+each line the functions return is one line on a terminal, its control and bidi characters
+escaped; a result's text keeps its line breaks as lines of its own, indented under its label.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from engine._internal.inert import inert, inert_json, inert_lines
 from engine.debug.journal import RecordedCall
 
 
 def compact(value: Any, limit: int = 400) -> str:
-    """``value`` as one line of JSON, cut to ``limit`` characters; ``(nothing)`` for ``None``."""
-    text = "(nothing)" if value is None else json.dumps(value, ensure_ascii=False)
+    """``value`` as one line of inert JSON, cut to ``limit`` characters; ``(nothing)`` for
+    ``None``."""
+    text = "(nothing)" if value is None else inert_json(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -30,7 +35,8 @@ def when(ts: float | None) -> str:
 
 
 def timeline(call: RecordedCall) -> str:
-    """A readable account of a call: each round's questions, answers, checkpoints and result."""
+    """A readable account of a call: each round's questions, answers, checkpoints and result,
+    every line inert."""
     rounds = call.rounds
     first, last = rounds[0], rounds[-1]
     plural = "s" if len(rounds) != 1 else ""
@@ -45,7 +51,7 @@ def timeline(call: RecordedCall) -> str:
     lines.append(
         "  arguments "
         + (
-            json.dumps(arguments, ensure_ascii=False)
+            inert_json(arguments)
             if arguments is not None
             else "(not recorded: serve with ENGINE_JOURNAL_ARGUMENTS=1 to record them)"
         )
@@ -96,7 +102,7 @@ def timeline(call: RecordedCall) -> str:
             lines.append("  failed  " + compact(recorded.result.get("error"), 300))
         elif recorded.kind not in ("input_required", "cancelled"):
             lines += ["  " + line for line in describe_result(recorded.result)]
-    return "\n".join(lines)
+    return "\n".join(inert(line) for line in lines)
 
 
 def _state_of(kind: str) -> str:
@@ -119,7 +125,11 @@ def _checkpoint(value: Any) -> str:
 
 
 def describe_question(request: Any) -> list[str]:
-    """A question in a few lines: its method, its message, its form fields."""
+    """A question in a few inert lines: its method, its message, its form fields."""
+    return [inert(line) for line in _question_lines(request)]
+
+
+def _question_lines(request: Any) -> list[str]:
     if not isinstance(request, dict):
         return [compact(request)]
     method = str(request.get("method"))
@@ -152,7 +162,12 @@ def describe_question(request: Any) -> list[str]:
 
 
 def describe_field(name: str, prop: Any, required: bool) -> str:
-    """``name (type, required, default x) — description``, for forms on the terminal."""
+    """``name (type, required, default x) — description``, for forms on the terminal: one inert
+    line."""
+    return inert(_field_text(name, prop, required))
+
+
+def _field_text(name: str, prop: Any, required: bool) -> str:
     if not isinstance(prop, dict):
         return name
     kind = prop.get("type", "any")
@@ -163,7 +178,7 @@ def describe_field(name: str, prop: Any, required: bool) -> str:
     elif prop.get("default") is None:
         parts.append("optional")
     else:
-        parts.append(f"default {json.dumps(prop['default'], ensure_ascii=False)}")
+        parts.append(f"default {inert_json(prop['default'])}")
     text = f"{name} ({', '.join(parts)})"
     described = str(prop.get("description") or prop.get("title") or "")
     if not described or described.lower().replace(" ", "_") == name.lower():
@@ -185,14 +200,15 @@ def field_options(prop: Mapping[str, Any]) -> list[Any]:
 
 
 def describe_result(result: Any) -> list[str]:
-    """A final result in a few lines: its text, its structured content, whether it failed."""
+    """A final result in a few inert lines: its text (a line of the text a line), its
+    structured content, whether it failed."""
     if not isinstance(result, dict):
         return [f"result  {compact(result)}"]
     label = "error   " if result.get("isError") else "result  "
     lines: list[str] = []
     for block in result.get("content") or []:
         if isinstance(block, dict) and block.get("type") == "text":
-            for line in str(block.get("text", "")).splitlines() or [""]:
+            for line in inert_lines(str(block.get("text", ""))) or [""]:
                 lines.append(label + line)
                 label = "        "
         else:

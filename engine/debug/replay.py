@@ -30,6 +30,7 @@ from typing import Any
 
 from pydantic_core import to_json
 
+from engine._internal.inert import inert, inert_json
 from engine.app import MCPServer
 from engine.debug.journal import RecordedCall, RecordedRound, ReplayError, load_fixture
 from engine.debug.live_round import Detached, LiveRound, lifespan, run_live_round
@@ -61,6 +62,10 @@ class Divergence:
     live: Any
 
     def render(self) -> str:
+        return "\n".join(self.lines())
+
+    def lines(self) -> list[str]:
+        """The divergence as lines to print, each inert."""
         where = f"round {self.round}" + (f", question {self.key!r}" if self.key else "")
         lines = [f"DIVERGED at {where}: {self.summary}"]
         if isinstance(self.recorded, dict) and isinstance(self.live, dict):
@@ -68,7 +73,7 @@ class Divergence:
         else:
             lines.append(f"  recorded: {compact(self.recorded)}")
             lines.append(f"  live:     {compact(self.live)}")
-        return "\n".join(lines)
+        return [inert(line) for line in lines]
 
 
 @dataclass(slots=True)
@@ -105,6 +110,8 @@ class ReplayReport:
         return self.divergence is None
 
     def render(self) -> str:
+        """The report as a terminal shows it: every line inert (a recorded value or a traceback
+        may hold any character)."""
         plural = "s" if self.recorded_rounds != 1 else ""
         lines = [
             f"Replaying call {self.call_id} ({self.method} {self.target}, "
@@ -123,7 +130,7 @@ class ReplayReport:
                 lines.append(f"  the handler raised ({verb}):")
                 lines += ["    " + line for line in check.traceback.rstrip().splitlines()]
         if self.divergence is not None:
-            lines.append(self.divergence.render())
+            lines += self.divergence.lines()
             lines.append(
                 "The live code does not do what was recorded: calls like this one, in flight when "
                 "it is deployed, would go on as shown above. Fix the code, or keep the change "
@@ -138,7 +145,7 @@ class ReplayReport:
             lines.append("The round matches the record.")
         else:
             lines.append(f"All {len(self.rounds)} rounds match the record.")
-        return "\n".join(lines)
+        return "\n".join(inert(line) for line in lines)
 
     def __str__(self) -> str:
         return self.render()
@@ -402,8 +409,8 @@ def _compare(recorded: RecordedRound, live: LiveRound, *, is_last: bool) -> Dive
 
 
 def _diff(recorded: Any, live: Any) -> list[str]:
-    a = json.dumps(recorded, indent=2, ensure_ascii=False, sort_keys=True).splitlines()
-    b = json.dumps(live, indent=2, ensure_ascii=False, sort_keys=True).splitlines()
+    a = inert_json(recorded, indent=2, sort_keys=True).split("\n")
+    b = inert_json(live, indent=2, sort_keys=True).split("\n")
     diff = difflib.unified_diff(a, b, "recorded", "live", lineterm="", n=2)
     return ["  " + line for line in diff]
 
