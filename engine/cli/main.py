@@ -31,6 +31,7 @@ from engine.cli.shared import (
     CLIError,
     StoreChoice,
     given_keys,
+    held_logs,
     json_object,
     load_server,
     local_keys,
@@ -70,8 +71,12 @@ def _serve(args: argparse.Namespace) -> int:
     from engine.transports.serving import CannotListen, check_listenable
 
     try:
-        check_listenable(args.host, args.port)  # before the import, whose logs would come first
-        server = load_server(args.target, traceback=args.traceback)
+        # The file first, so a mistake in it is the line shown whatever listens on the port;
+        # the import's logs wait for the port's check, so a port in use is one line too.
+        with held_logs() as held:
+            server = load_server(args.target, traceback=args.traceback)
+            check_listenable(args.host, args.port)
+            held.keep()
         store.announce()
         if kept is not None:
             kept.announce()
@@ -371,6 +376,12 @@ def build_parser() -> argparse.ArgumentParser:
     calls.add_argument("--store", help=store_help)
     calls.add_argument("--tool", help="only calls of this tool (or prompt, or resource)")
     calls.add_argument(
+        "--server",
+        metavar="NAME",
+        help="only calls served by the server of this name (MCPServer(NAME)), among the "
+        f"{cli_journal.MATCHED_AMONG} most recently active",
+    )
+    calls.add_argument(
         "--since",
         metavar="WHEN",
         help="only calls active since WHEN: an ISO time (UTC unless it has an offset) or an age "
@@ -397,9 +408,7 @@ def build_parser() -> argparse.ArgumentParser:
     listed_tasks.set_defaults(func=cli_journal.tasks)
 
     show = command("show", "show a recorded call as a timeline of its rounds")
-    show.add_argument(
-        "call_id", metavar="CALL_ID", help="the call id, or a unique start or end of it"
-    )
+    show.add_argument("call_id", metavar="CALL_ID", help="the call id, or a unique part of it")
     show.add_argument("--store", help=store_help)
     show.add_argument("--json", action="store_true", help="print the recorded events as JSON")
     _key_options(show)
@@ -417,7 +426,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     replay.add_argument("call_id", metavar="CALL_ID", nargs="?", help="a call id from the store")
     replay.add_argument("--file", help="replay an exported call (fixture JSON) instead")
-    replay.add_argument("--app", required=True, help="FILE.py[:ATTR]: the server code to run")
+    replay.add_argument("--app", help="FILE.py[:ATTR]: the server code to run (required)")
     replay.add_argument("--store", help=store_help)
     replay.add_argument(
         "--args",
@@ -438,9 +447,7 @@ def build_parser() -> argparse.ArgumentParser:
         "print a recorded call as JSON, to keep as a test fixture",
         "example:\n  python -m engine export 6f0c2a... > tests/fixtures/order.json",
     )
-    export.add_argument(
-        "call_id", metavar="CALL_ID", help="the call id, or a unique start or end of it"
-    )
+    export.add_argument("call_id", metavar="CALL_ID", help="the call id, or a unique part of it")
     export.add_argument("--store", help=store_help)
     _key_options(export)
     export.set_defaults(func=cli_journal.export)

@@ -89,6 +89,10 @@ class Live:
         logger = f" {params['logger']}" if params.get("logger") else ""
         self._line(self.style.level(level, f"  log {level}{logger}: {text}"))
 
+    def status(self, message: str) -> None:
+        """A working task's status message (its body's progress), as a line of its own."""
+        self._line(f"  status: {message}")
+
     def _line(self, text: str) -> None:
         if self.tty and self.drawn:
             self.stream.write("\r\x1b[2K" + text + "\n" + self.drawn)

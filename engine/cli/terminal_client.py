@@ -19,6 +19,7 @@ protocol error (the server refused the request, could not be reached, or the tas
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 from collections.abc import Mapping
@@ -223,6 +224,7 @@ def _run(options: CallOptions, console: Console, session: Connection, live: Live
             console.say(f"round {number} ← {kind} (replica {session.replica})")
             for line in describe_result(result):
                 console.say("  " + line)
+            _explain(console, result)
             _unused(console, scripted)
             return EXIT_ERROR_RESULT if result.get("isError") else EXIT_OK
         requests = result.get("inputRequests") or {}
@@ -272,6 +274,8 @@ def _answers(
                 console.say(f"  answered from --answer: {json.dumps(given)}")
                 continue
             console.say(f"  --answer {key} does not fit the question: {rejected}")
+        elif unmatched := [given for given in scripted if given not in requests]:
+            raise ProtocolFailure(_no_such_question(unmatched, requests))
         answer = ANSWERERS.get(str(method))
         if answer is None:
             raise ProtocolFailure(f"the server asked {method!r}, which this client cannot answer")
@@ -282,6 +286,18 @@ def _answers(
                 raise
             raise NoMoreInput(f"--answer {key} does not fit the question ({rejected})") from None
     return responses
+
+
+def _no_such_question(given: list[str], requests: Mapping[str, Any]) -> str:
+    """An ``--answer`` whose key the server does not ask, while it asks one that has none: a
+    mistyped or miscounted key (a body's ``kind#n`` counts its ``ctx.once`` steps too), never
+    one to skip silently."""
+    plural = "s" if len(given) > 1 else ""
+    return (
+        f"--answer {', '.join(given)}: no question with that key{plural}; the server asks "
+        f"{', '.join(requests)} (the keys in brackets above): give --answer KEY=JSON with "
+        "those keys, or leave --answer out to be asked at the terminal"
+    )
 
 
 def _follow(
@@ -297,6 +313,8 @@ def _follow(
     status = created.get("status")
     console.say(f"task {task_id}: {status}")
     answered: set[str] = set()
+    reported = _StatusMessages(live)
+    session.notify = reported
     try:
         while True:
             # A progressToken asks the server to hold the request while the task works, and
@@ -309,10 +327,13 @@ def _follow(
                 status = task.get("status")
                 message = f": {task['statusMessage']}" if task.get("statusMessage") else ""
                 console.say(f"task {task_id}: {status} (replica {session.replica}){message}")
+            else:
+                reported("notifications/tasks/status", task)  # a poll that found it working
             if status == "completed":
                 result = task.get("result") or {}
                 for line in describe_result(result):
                     console.say("  " + line)
+                _explain(console, result)
                 _unused(console, scripted)
                 return EXIT_ERROR_RESULT if result.get("isError") else EXIT_OK
             if status == "failed":
@@ -342,6 +363,46 @@ def _follow(
         except ProtocolFailure as exc:
             console.say(f"  the cancel did not reach the server: {exc}")
         raise
+
+
+class _StatusMessages:
+    """While a task works, each new ``statusMessage`` it shows (what its body reports as
+    progress) as a line; other notifications go to ``live``."""
+
+    def __init__(self, live: Live) -> None:
+        self.live = live
+        self.shown: str | None = None
+
+    def __call__(self, method: str, params: dict[str, Any]) -> None:
+        if method != "notifications/tasks/status":
+            self.live(method, params)
+            return
+        message = params.get("statusMessage")
+        working = params.get("status") == "working"
+        if working and isinstance(message, str) and message and message != self.shown:
+            self.shown = message
+            self.live.status(message)
+
+
+REFUSED_FORM = re.compile(r"could not resolve: elicitation was (decline|cancel)\b")
+"""The error a resolver's declined or cancelled form ends a call with: the official SDK's
+words, which clients may match, so the wire keeps them and ``call`` says it plainly."""
+REFUSALS = {"decline": "declined", "cancel": "cancelled"}
+
+
+def _explain(console: Console, result: Mapping[str, Any]) -> None:
+    """After an error result that only a protocol reader would follow, a plain line."""
+    if not result.get("isError"):
+        return
+    for block in result.get("content") or []:
+        text = block.get("text") if isinstance(block, dict) else None
+        found = REFUSED_FORM.search(text) if isinstance(text, str) else None
+        if found is not None:
+            console.say(
+                f"  the form was {REFUSALS[found.group(1)]}, so the tool did not run (the "
+                "error text is the one MCP servers send for it, kept as it is)"
+            )
+            return
 
 
 def _unused(console: Console, scripted: Mapping[str, Any]) -> None:
