@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -237,3 +238,32 @@ def test_call_shows_the_progress_a_task_reports_and_tasks_lines_up(
         # the task no longer shows what its body reported while it worked
         got = json.loads(engine("tasks", "--store", counter.store, "--json").stdout)
         assert got[0]["status"] == "completed"
+
+
+# --- make fleet -----------------------------------------------------------------------------------
+
+
+def test_the_fleet_prints_how_the_journal_commands_open_its_calls(
+    files: Path, tmp_path: Path
+) -> None:
+    from deploy.fleet import Fleet
+
+    notes = str(files / "notes.py")
+    with Fleet(
+        replicas_count=1, redis="private", workdir=tmp_path / "fleet", server=notes
+    ) as fleet:
+        said = [line.strip() for line in fleet.describe().splitlines()]
+        assert f"keys: {fleet.keys_file}  (removed with the fleet)" in said
+        called = engine("call", fleet.url, "ping", "--arg", "n=5")
+        assert called.returncode == 0, called.stderr
+
+        [listing] = [line for line in said if line.startswith("python -m engine calls ")]
+        listed = engine(*shlex.split(listing)[3:], "--json")
+        assert listed.returncode == 0, listed.stderr
+        [row] = json.loads(listed.stdout)
+        assert (row["server"], row["target"]) == ("Notes", "ping")
+
+        [show] = [line for line in said if line.startswith("python -m engine show CALL_ID ")]
+        shown = engine(*shlex.split(show.replace("CALL_ID", row["call_id"]))[3:])
+        assert shown.returncode == 0, shown.stderr
+        assert "result  pong 5" in shown.stdout
