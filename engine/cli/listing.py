@@ -90,11 +90,19 @@ def print_listing(found: dict[str, Any], out: TextIO | None = None) -> None:
 
 
 def _headline(item: dict[str, Any], label: str, say: Any, style: Style) -> None:
-    say(f"  {style.bold(label)}")
-    text = item.get("description") or item.get("title")
-    if text:
-        for line in str(text).strip().splitlines():
+    """The name (and the title a host shows for it), the description, the annotations."""
+    annotations = item.get("annotations")
+    annotations = annotations if isinstance(annotations, dict) else {}
+    title = item.get("title") or annotations.get("title")
+    say(f"  {style.bold(label)}" + (f" — {title}" if title else ""))
+    if item.get("description"):
+        for line in str(item["description"]).strip().splitlines():
             say(f"    {line}")
+    hints = [
+        f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in annotations.items() if k != "title"
+    ]
+    if hints:
+        say("    annotations: " + ", ".join(hints))
 
 
 def _tool(tool: dict[str, Any], say: Any, style: Style) -> None:

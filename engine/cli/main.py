@@ -155,6 +155,9 @@ def _call(args: argparse.Namespace) -> int:
     from engine.cli.connections import check_target
     from engine.cli.terminal_client import CallOptions, parse_answer, run_call
 
+    if args.stdio is not None and args.target is not None and args.tool is None:
+        args.target, args.tool = None, args.target  # `--stdio CMD TOOL`: no TARGET
+    kind, name = _called(args)
     check_target(args.target, args.stdio)
     arguments = json_object(args.json, "--json") if args.json is not None else {}
     answers: dict[str, Any] = {}
@@ -166,7 +169,8 @@ def _call(args: argparse.Namespace) -> int:
         answers[key] = value
     options = CallOptions(
         url=args.target,
-        tool=args.tool,
+        tool=name,
+        kind=kind,
         arguments=arguments,
         raw_arguments=list(args.arg),
         answers=answers,
@@ -178,6 +182,25 @@ def _call(args: argparse.Namespace) -> int:
         token=_token(args),
     )
     return run_call(options)
+
+
+def _called(args: argparse.Namespace) -> tuple[str, str]:
+    """What ``call`` calls: ``("tool", NAME)``, ``("prompt", NAME)`` or ``("resource", URI)``;
+    exactly one of TOOL, ``--prompt`` and ``--resource``."""
+    given = [
+        (kind, value)
+        for kind, value in (
+            ("tool", args.tool),
+            ("prompt", args.prompt),
+            ("resource", args.resource),
+        )
+        if value is not None
+    ]
+    if len(given) != 1:
+        raise CLIError(
+            "give what to call: a TOOL name, --prompt NAME or --resource URI (one of them)"
+        )
+    return given[0]
 
 
 def _token(args: argparse.Namespace) -> str | None:
@@ -303,23 +326,33 @@ def build_parser() -> argparse.ArgumentParser:
 
     call = command(
         "call",
-        "call a tool from the terminal, answering its questions at prompts",
+        "call a tool, get a prompt or read a resource from the terminal, answering the "
+        "server's questions at prompts",
         "exit status: 0 result, 1 error result, 2 protocol error\n\nexamples:\n"
         "  python -m engine call http://127.0.0.1:8000/mcp order_book --arg title=Dune\n"
         "  python -m engine call server.py order_book --arg title=Dune\n"
+        "  python -m engine call server.py --prompt recommend --arg genre=sf\n"
+        "  python -m engine call server.py --resource books://catalog\n"
         "  python -m engine call --stdio 'python -m engine serve server.py --stdio' TOOL\n"
         '  python -m engine call URL order_book --json \'{"title": "Neuromancer"}\' \\\n'
         '      --answer \'confirm_backorder={"action": "accept", "content": '
         '{"confirm": true}}\'',
     )
     call.add_argument("target", metavar="TARGET", nargs="?", help=TARGET_HELP)
-    call.add_argument("tool", metavar="TOOL", help="the tool's name")
+    call.add_argument("tool", metavar="TOOL", nargs="?", help="the tool's name")
+    call.add_argument(
+        "--prompt", metavar="NAME", help="get this prompt (prompts/get) instead of a tool"
+    )
+    call.add_argument(
+        "--resource", metavar="URI", help="read this resource (resources/read) instead of a tool"
+    )
     call.add_argument(
         "--arg",
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="an argument; VALUE is text for string parameters, JSON otherwise (repeatable)",
+        help="an argument; VALUE is text for string parameters (and every prompt argument), "
+        "JSON otherwise (repeatable)",
     )
     call.add_argument("--json", metavar="ARGS", help="all arguments as one JSON object")
     call.add_argument(

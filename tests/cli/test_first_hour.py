@@ -59,6 +59,27 @@ async def count(to: int, ctx: Context) -> str:
         await anyio.sleep(0.3)
     return f"counted to {to}"
 """
+SHELF = """\
+from engine import MCPServer
+
+mcp = MCPServer("Shelf")
+
+
+@mcp.prompt(title="Recommend a book")
+def recommend(genre: str) -> str:
+    \"\"\"Ask for a recommendation.\"\"\"
+    return f"Recommend a {genre} novel."
+
+
+@mcp.resource("books://catalog", title="The catalog", mime_type="text/plain")
+def catalog() -> str:
+    return "Dune\\nNeuromancer"
+
+
+@mcp.tool(title="Ping it", annotations={"readOnlyHint": True})
+def ping() -> str:
+    return "pong"
+"""
 EMAIL = '{"action": "accept", "content": {"email": "ada@example.com"}}'
 
 
@@ -71,7 +92,12 @@ def shop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 @pytest.fixture(scope="module")
 def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
     directory = tmp_path_factory.mktemp("files")
-    for name, text in {"notes.py": NOTES, "sign_up.py": SIGN_UP, "counting.py": COUNTING}.items():
+    for name, text in {
+        "notes.py": NOTES,
+        "sign_up.py": SIGN_UP,
+        "counting.py": COUNTING,
+        "shelf.py": SHELF,
+    }.items():
         (directory / name).write_text(text)
     return directory
 
@@ -109,6 +135,42 @@ def test_a_server_file_is_listed_and_called_without_a_warning_about_a_store(file
     assert called.returncode == 0, called.stderr
     assert called.stderr == ""
     assert "  result  pong 3" in called.stdout
+
+
+def test_call_gets_a_prompt_and_reads_a_resource(files: Path) -> None:
+    shelf = str(files / "shelf.py")
+    prompt = engine("call", shelf, "--prompt", "recommend", "--arg", "genre=sf")
+    assert prompt.returncode == 0, prompt.stderr
+    assert prompt.stdout.splitlines() == [
+        'round 1 → prompts/get recommend {"genre": "sf"}',
+        "round 1 ← complete (replica in process)",
+        "  description  Ask for a recommendation.",
+        "  user       Recommend a sf novel.",
+    ]
+    resource = engine("call", shelf, "--resource", "books://catalog")
+    assert resource.returncode == 0, resource.stderr
+    assert resource.stdout.splitlines()[2:] == [
+        "  books://catalog [text/plain]",
+        "    Dune",
+        "    Neuromancer",
+    ]
+    missing = engine("call", shelf, "--prompt", "summarise")
+    assert (missing.returncode, missing.stderr) == (
+        2,
+        f"error: {shelf} has no prompt 'summarise'; it has: recommend\n",
+    )
+    both = engine("call", shelf, "ping", "--prompt", "recommend")
+    assert both.returncode == 2
+    assert "a TOOL name, --prompt NAME or --resource URI (one of them)" in both.stderr
+
+
+def test_list_shows_titles_and_annotations(files: Path) -> None:
+    listed = engine("list", str(files / "shelf.py"))
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert lines[lines.index("  ping — Ping it") + 1] == "    annotations: readOnlyHint=true"
+    assert "  recommend — Recommend a book" in lines
+    assert "  books://catalog  catalog [text/plain] — The catalog" in lines
 
 
 def test_an_answer_to_a_question_not_asked_is_an_error_naming_the_keys(files: Path) -> None:
