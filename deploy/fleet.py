@@ -5,14 +5,16 @@
 - a Redis store: the one answering on 127.0.0.1:6379 (with a private key prefix, removed
   again on exit), or a fresh ``redis-server`` with AOF (``appendfsync always``) on a free port
   when none answers or when asked (``--redis private``);
-- three ``python -m engine serve examples/fleet_server.py`` replicas on free loopback ports,
-  sharing one generated key (``ENGINE_KEYS``) and the store URL (``ENGINE_STORE``), each with
-  its own ``--replica`` id;
+- three ``python -m engine serve examples/fleet_server.py`` replicas (``--server`` names
+  another file) on free loopback ports, sharing one generated key (``ENGINE_KEYS``, also
+  written to ``keys`` in the fleet's directory for the journal commands) and the store URL
+  (``ENGINE_STORE``), each with its own ``--replica`` id;
 - nginx (installed with ``apt-get install -y nginx`` when missing) with a round-robin upstream
   over them, rendered from ``deploy/nginx.conf.template`` into a private directory and run as
   ``nginx -c <conf> -p <dir>`` in the foreground;
 
-prints the MCP URL, and waits until interrupted (Ctrl-C or SIGTERM), then stops everything.
+prints the MCP URL and how to read its calls' journal, and waits until interrupted (Ctrl-C or
+SIGTERM), then stops everything.
 ``--once`` starts, checks ``/healthz`` through nginx, and stops. Everything listens on loopback.
 
 Tests use the same thing as a context manager::
@@ -419,6 +421,13 @@ class Fleet:
         assert self.workdir is not None
         return self.workdir / "effects"
 
+    @property
+    def keys_file(self) -> Path:
+        """The fleet's generated key, as ``--keys-file`` takes it: the journal commands need it
+        to open the fleet's calls (the replicas get it as ``ENGINE_KEYS``)."""
+        assert self.workdir is not None
+        return self.workdir / "keys"
+
     # --- lifecycle ----------------------------------------------------------------------------
 
     def __enter__(self) -> Fleet:
@@ -442,6 +451,9 @@ class Fleet:
             self.workdir = Path(tempfile.mkdtemp(prefix="engine-fleet-"))
             self._owns_workdir = True
         self.workdir.mkdir(parents=True, exist_ok=True)
+        descriptor = os.open(self.keys_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "w", encoding="utf-8") as keys:
+            keys.write(self.keys + "\n")
         nginx_binary = find_nginx(self.install_nginx)
         self._start_store()
         names = [f"fleet-{n}" for n in range(1, self.replicas_count + 1)]
@@ -622,6 +634,11 @@ class Fleet:
         if self.nginx is not None:
             lines.append(f"  nginx: {self.nginx.conf}  (access log {self.nginx.access_log})")
         lines.append(f"  side effects: {self.effects_dir}")
+        lines.append(f"  keys: {self.keys_file}  (removed with the fleet)")
+        journal = f"--store '{self.store_url}' --keys-file {self.keys_file}"
+        lines.append("The fleet's calls, while it runs:")
+        lines.append(f"  python -m engine calls {journal}")
+        lines.append(f"  python -m engine show CALL_ID {journal}")
         return "\n".join(lines)
 
 
@@ -647,7 +664,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--replicas", type=int, default=3)
     parser.add_argument("--port", type=int, default=8080, help="nginx's port (0: any free one)")
     parser.add_argument("--redis", choices=["auto", "shared", "private"], default="auto")
-    parser.add_argument("--server", default=DEFAULT_SERVER, help="FILE.py[:ATTR] to serve")
+    parser.add_argument(
+        "--server",
+        default=DEFAULT_SERVER,
+        help=f"FILE.py[:ATTR] every replica serves (default {DEFAULT_SERVER})",
+    )
     parser.add_argument("--once", action="store_true", help="start, check /healthz, stop")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, _interrupt)

@@ -129,6 +129,9 @@ class JournalSettings:
     max_event_bytes: int
     """A round's payload (arguments, questions, answers, checkpoints, response) larger than
     this is journaled without its largest parts, marked as truncated."""
+    server: str = ""
+    """The server's name, journaled in the clear with each round: one store often keeps the
+    calls of several servers, and ``python -m engine calls`` tells them apart by it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -365,6 +368,7 @@ class Settings:
                 ttl=options.get("journal_ttl", 24 * 3600),
                 sample=check_journal_sample(journal_sample),
                 max_event_bytes=check_max_event_bytes(journal_max_event_bytes),
+                server=name,
             ),
             tasks=_task_settings(options, env),
             legacy=LegacySettings(

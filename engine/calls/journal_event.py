@@ -17,14 +17,15 @@ from engine.handlers.base import Handler
 def round_event(
     recorded: bool,
     replica_id: str,
+    server: str,
     handler: Handler,
     request: CallRequest,
     reply: RoundReply,
     response: bytes,
     started: float,
 ) -> dict[str, Any]:
-    """The event of one round; ``recorded``: whether arguments are journaled; ``started``: the
-    round's ``perf_counter`` at its start."""
+    """The event of one round; ``recorded``: whether arguments are journaled; ``server``: the
+    server's name; ``started``: the round's ``perf_counter`` at its start."""
     trace = reply.trace
     signature = handler.signature
     redacted = signature.redacted
@@ -50,6 +51,7 @@ def round_event(
         "response": response,
         "duration_ms": int((time.perf_counter() - started) * 1e6) / 1000,  # µs resolution
         "replica": replica_id,
+        "server": server,
         "code": handler.code_fingerprint,
     }
     if redacted:

@@ -95,7 +95,9 @@ class RoundRunner:
         self.replica_id = replica_id
         self.hooks = hooks
         self.overrides = overrides
-        self.journal_event = functools.partial(round_event, journal.arguments, replica_id)
+        self.journal_event = functools.partial(
+            round_event, journal.arguments, replica_id, journal.server
+        )
         """The journal entry of one round (`round_event` with this server's settings)."""
 
     def principal(self, scope: RequestScope) -> str | None:

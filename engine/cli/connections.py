@@ -93,6 +93,7 @@ class InProcessConnection:
     """A server file run in this process, through :class:`engine.testing.Client`."""
 
     def __init__(self, target: str, traceback: bool) -> None:
+        import anyio
         import anyio.from_thread
 
         from engine.cli.shared import load_server
@@ -102,19 +103,29 @@ class InProcessConnection:
         self.replica = "in process"
         self.notify: Notify | None = None
         self._error = ProtocolError
+        # One process makes and resumes every round, for one user at a terminal: an ephemeral
+        # key is all it needs, and a store (single-use rounds, a journal) is what serve adds.
         if not os.environ.get("ENGINE_KEYS"):
-            # one process makes and resumes every round: its ephemeral key is all it needs
             logging.getLogger("engine.seal").addFilter(_no_ephemeral_key_warning)
+        logging.getLogger("engine.app").addFilter(_no_store_warning)
         server = load_server(target, traceback=traceback)
         self._portal_cm = anyio.from_thread.start_blocking_portal()
         self._portal = self._portal_cm.__enter__()
         self._client = Client(server)
         self._client.notifications = _Relay(self)
+        self._closing = anyio.Event()
         try:
-            self._portal.call(self._client.__aenter__)
+            self._held, _ = self._portal.start_task(self._hold)
         except BaseException:
             self._portal_cm.__exit__(None, None, None)
             raise
+
+    async def _hold(self, *, task_status: Any) -> None:
+        """The client, entered and left in one task: the server's task groups (its store's,
+        say) must be exited by the task that entered them."""
+        async with self._client:
+            task_status.started()
+            await self._closing.wait()
 
     def request(
         self,
@@ -132,13 +143,20 @@ class InProcessConnection:
 
     def close(self) -> None:
         try:
-            self._portal.call(self._client.__aexit__, None, None, None)
+            self._portal.call(self._closing.set)
+            self._held.result()
         finally:
             self._portal_cm.__exit__(None, None, None)
 
 
 def _no_ephemeral_key_warning(record: logging.LogRecord) -> bool:
     return "ephemeral key" not in record.getMessage()
+
+
+def _no_store_warning(record: logging.LogRecord) -> bool:
+    from engine.app import REPLAY_WARNING
+
+    return record.getMessage() != REPLAY_WARNING
 
 
 class _Relay(list[dict[str, Any]]):

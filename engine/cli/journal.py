@@ -16,6 +16,7 @@ import secrets
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -113,24 +114,24 @@ def _recorded_call(args: argparse.Namespace) -> Any:
     return _with_store(args.store, lambda store: _recorded(store, args.call_id, keys))
 
 
+MATCHED_AMONG = 1000
+"""A part of an id is looked for among this many of the most recently active calls."""
+
+
 async def _recorded(store: Any, call_id: str, keys: Any) -> Any:
-    """The call with this id, or the one call whose id starts or ends with it (an id starts with
-    its call's time, so calls begun together share their first characters: the end tells them
-    apart)."""
+    """The call with this id, or the one call whose id contains it: its start, its end (an id
+    starts with its call's time, so calls begun together share their first characters: the end
+    tells them apart), or any run of characters copied from the middle of one."""
     from engine.debug.journal import RecordedCall, ReplayError
 
     events = await store.events(call_id)
     if events:
         return RecordedCall.from_events(call_id, events, keys=keys)
-    matches = [
-        c.call_id
-        for c in await store.calls(limit=1000)
-        if c.call_id.startswith(call_id) or c.call_id.endswith(call_id)
-    ]
+    matches = [c.call_id for c in await store.calls(limit=MATCHED_AMONG) if call_id in c.call_id]
     if len(matches) == 1:
         return RecordedCall.from_events(matches[0], await store.events(matches[0]), keys=keys)
     if len(matches) > 1:
-        raise ReplayError(f"{call_id!r} starts or ends {len(matches)} call ids; give more of it")
+        raise ReplayError(f"{call_id!r} is part of {len(matches)} call ids; give more of it")
     raise ReplayError(
         f"no call {call_id!r} in the store (journals expire after journal_ttl, 24 h by "
         "default, and a server with journal_sample below 1 journals only some calls); list "
@@ -167,45 +168,63 @@ def calls(args: argparse.Namespace) -> int:
 
     keys = _journal_keys(args)
 
-    async def work(store: Any) -> tuple[list[Any], dict[str, str | None]]:
-        found: list[Any] = await store.calls(limit=args.limit, since=since, target=args.tool)
-        principals = {c.call_id: await _principal(store, c.call_id, keys) for c in found}
-        return found, principals
+    async def work(store: Any) -> tuple[list[Any], dict[str, CallSource]]:
+        # The store lists calls by tool, not by server: --server looks among more of them.
+        wanted = MATCHED_AMONG if args.server is not None else args.limit
+        found: list[Any] = await store.calls(limit=wanted, since=since, target=args.tool)
+        sources: dict[str, CallSource] = {}
+        kept: list[Any] = []
+        for c in found:
+            source = await _source(store, c.call_id, keys)
+            if args.server is not None and source.server != args.server:
+                continue
+            sources[c.call_id] = source
+            kept.append(c)
+            if len(kept) == args.limit:
+                break
+        return kept, sources
 
-    found, principals = _with_store(args.store, work)
+    found, sources = _with_store(args.store, work)
     if args.json:
         rows = [
             {
                 "call_id": c.call_id,
+                "server": sources[c.call_id].server,
                 "target": c.target,
                 "rounds": c.events,
                 "last_kind": c.last_kind,
                 "first_ts": c.first_ts,
                 "last_ts": c.last_ts,
-                "principal": principals[c.call_id],
+                "principal": sources[c.call_id].principal,
             }
             for c in found
         ]
         print(inert_json(rows, indent=2))
         return 0
     if not found:
-        print("No recorded calls" + (" matching the filters." if args.tool or since else "."))
+        filtered = args.tool or since or args.server is not None
+        print("No recorded calls" + (" matching the filters." if filtered else "."))
         return 0
     now = time.time()
+    id_width = max(len("CALL ID"), *(len(inert(c.call_id)) for c in found)) + 2
+    servers = [sources[c.call_id].server or "?" for c in found]
+    server_width = max(len("SERVER"), *(len(inert(server)) for server in servers)) + 2
+    tool_width = max(len("TOOL"), *(len(inert(c.target or "?")) for c in found)) + 2
     header = (
-        f"{'CALL ID':<46}{'TOOL':<22}{'ROUNDS':>6}  {'LAST':<16}{'STARTED (UTC)':<21}"
-        f"{'ACTIVE':<12}PRINCIPAL"
+        f"{'CALL ID':<{id_width}}{'SERVER':<{server_width}}{'TOOL':<{tool_width}}{'ROUNDS':>6}  "
+        f"{'LAST':<16}{'STARTED (UTC)':<21}{'ACTIVE':<12}PRINCIPAL"
     )
     print(header)
-    for c in found:
+    for c, server in zip(found, servers, strict=True):
         started = datetime.fromtimestamp(c.first_ts, UTC).strftime("%Y-%m-%d %H:%M:%S")
-        principal = principals[c.call_id]
+        principal = sources[c.call_id].principal
         print(
-            f"{inert(c.call_id):<46}{inert(c.target or '?'):<22}{c.events:>6}  "
-            f"{inert(c.last_kind or '?'):<16}{started:<21}{_ago(now - c.last_ts):<12}"
+            f"{inert(c.call_id):<{id_width}}{inert(server):<{server_width}}"
+            f"{inert(c.target or '?'):<{tool_width}}{c.events:>6}  {inert(c.last_kind or '?'):<16}"
+            f"{started:<21}{_ago(now - c.last_ts):<12}"
             f"{inert(principal) if principal is not None else '-'}".rstrip()
         )
-    if keys is None and any(p == SEALED for p in principals.values()):
+    if keys is None and any(source.principal == SEALED for source in sources.values()):
         print(f"(principals are sealed: {HOW_TO_OPEN})")
     return 0
 
@@ -214,13 +233,28 @@ SEALED = "(sealed)"
 HOW_TO_OPEN = "pass the server's keys with --keys-file PATH or ENGINE_KEYS to show them"
 
 
-async def _principal(store: Any, call_id: str, keys: Any) -> str | None:
+@dataclass(frozen=True)
+class CallSource:
+    """Which server served a call (``None`` in journals written before servers were named),
+    and who made it."""
+
+    server: str | None
+    principal: str | None
+
+
+async def _source(store: Any, call_id: str, keys: Any) -> CallSource:
+    events = await store.events(call_id)
+    server = next((e["server"] for e in events if isinstance(e.get("server"), str)), None)
+    return CallSource(server, _principal(events, keys))
+
+
+def _principal(events: list[dict[str, Any]], keys: Any) -> str | None:
     """Who made a call, from its first journaled round that names one (``None``: nobody in
     particular; `SEALED` when the keys to open it were not given)."""
     from engine.errors import InvalidRequestState
     from engine.store_services.journal_records import is_sealed, open_event
 
-    for event in await store.events(call_id):
+    for event in events:
         if is_sealed(event):
             if not event.get("has_principal"):
                 continue
@@ -268,11 +302,16 @@ def tasks(args: argparse.Namespace) -> int:
         print("No tasks" + (f" {args.status}." if args.status else "."))
         return 0
     now = time.time()
-    print(f"{'TASK ID':<26}{'TOOL':<22}{'STATUS':<16}{'CREATED (UTC)':<21}UPDATED")
+    id_width = max(len("TASK ID"), *(len(inert(t.task_id)) for t in found)) + 2
+    tool_width = max(len("TOOL"), *(len(inert(t.target)) for t in found)) + 2
+    print(
+        f"{'TASK ID':<{id_width}}{'TOOL':<{tool_width}}{'STATUS':<16}{'CREATED (UTC)':<21}UPDATED"
+    )
     for t in found:
         created = datetime.fromtimestamp(t.created, UTC).strftime("%Y-%m-%d %H:%M:%S")
         print(
-            f"{inert(t.task_id):<26}{inert(t.target):<22}{inert(t.status):<16}{created:<21}"
+            f"{inert(t.task_id):<{id_width}}{inert(t.target):<{tool_width}}{inert(t.status):<16}"
+            f"{created:<21}"
             f"{_ago(now - t.updated)}"
         )
     return 0
@@ -313,6 +352,14 @@ def replay(args: argparse.Namespace) -> int:
     if args.args is not None:
         arguments = json_object(args.args, "--args")
     call = RecordedCall.load(args.file) if args.file is not None else _recorded_call(args)
+    if args.app is None:
+        server = next((e["server"] for e in call.events if isinstance(e.get("server"), str)), None)
+        served = f"; the call was served by the server named {server!r}" if server else ""
+        raise CLIError(
+            f"give the server code to replay call {call.call_id} against: --app FILE.py[:ATTR], "
+            f"the file you serve (as `serve` takes it){served}; the journal keeps what the "
+            "call did, not where its code lives"
+        )
     # The app must not open the store the journal came from, and never seals a token here.
     os.environ.pop("ENGINE_STORE", None)
     os.environ.setdefault("ENGINE_KEYS", secrets.token_hex(32))

@@ -9,6 +9,7 @@ server sent is shown inert (:mod:`engine._internal.inert`).
 
 from __future__ import annotations
 
+import json
 import sys
 from typing import Any, TextIO
 
@@ -92,11 +93,21 @@ def print_listing(found: dict[str, Any], out: TextIO | None = None) -> None:
 
 
 def _headline(item: dict[str, Any], label: str, say: Any, style: Style) -> None:
-    say(f"  {style.bold(label)}")
-    text = item.get("description") or item.get("title")
-    if text:
-        for line in inert_lines(str(text).strip()):
+    """The name (and the title a host shows for it), the description, the annotations."""
+    annotations = item.get("annotations")
+    annotations = annotations if isinstance(annotations, dict) else {}
+    title = item.get("title") or annotations.get("title")
+    say(f"  {style.bold(label)}" + (f" — {inert(str(title))}" if title else ""))
+    if item.get("description"):
+        for line in inert_lines(str(item["description"]).strip()):
             say(f"    {line}")
+    hints = [
+        f"{inert(k)}={inert(json.dumps(v, ensure_ascii=False))}"
+        for k, v in annotations.items()
+        if k != "title"
+    ]
+    if hints:
+        say("    annotations: " + ", ".join(hints))
 
 
 def _tool(tool: dict[str, Any], say: Any, style: Style) -> None:

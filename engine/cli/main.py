@@ -32,6 +32,7 @@ from engine.cli.shared import (
     CLIError,
     StoreChoice,
     given_keys,
+    held_logs,
     json_object,
     load_server,
     local_keys,
@@ -71,8 +72,12 @@ def _serve(args: argparse.Namespace) -> int:
     from engine.transports.serving import CannotListen, check_listenable
 
     try:
-        check_listenable(args.host, args.port)  # before the import, whose logs would come first
-        server = load_server(args.target, traceback=args.traceback)
+        # The file first, so a mistake in it is the line shown whatever listens on the port;
+        # the import's logs wait for the port's check, so a port in use is one line too.
+        with held_logs() as held:
+            server = load_server(args.target, traceback=args.traceback)
+            check_listenable(args.host, args.port)
+            held.keep()
         store.announce()
         if kept is not None:
             kept.announce()
@@ -151,6 +156,9 @@ def _call(args: argparse.Namespace) -> int:
     from engine.cli.connections import check_target
     from engine.cli.terminal_client import CallOptions, parse_answer, run_call
 
+    if args.stdio is not None and args.target is not None and args.tool is None:
+        args.target, args.tool = None, args.target  # `--stdio CMD TOOL`: no TARGET
+    kind, name = _called(args)
     check_target(args.target, args.stdio)
     arguments = json_object(args.json, "--json") if args.json is not None else {}
     answers: dict[str, Any] = {}
@@ -162,7 +170,8 @@ def _call(args: argparse.Namespace) -> int:
         answers[key] = value
     options = CallOptions(
         url=args.target,
-        tool=args.tool,
+        tool=name,
+        kind=kind,
         arguments=arguments,
         raw_arguments=list(args.arg),
         answers=answers,
@@ -174,6 +183,25 @@ def _call(args: argparse.Namespace) -> int:
         token=_token(args),
     )
     return run_call(options)
+
+
+def _called(args: argparse.Namespace) -> tuple[str, str]:
+    """What ``call`` calls: ``("tool", NAME)``, ``("prompt", NAME)`` or ``("resource", URI)``;
+    exactly one of TOOL, ``--prompt`` and ``--resource``."""
+    given = [
+        (kind, value)
+        for kind, value in (
+            ("tool", args.tool),
+            ("prompt", args.prompt),
+            ("resource", args.resource),
+        )
+        if value is not None
+    ]
+    if len(given) != 1:
+        raise CLIError(
+            "give what to call: a TOOL name, --prompt NAME or --resource URI (one of them)"
+        )
+    return given[0]
 
 
 def _token(args: argparse.Namespace) -> str | None:
@@ -297,23 +325,33 @@ def build_parser() -> argparse.ArgumentParser:
 
     call = command(
         "call",
-        "call a tool from the terminal, answering its questions at prompts",
+        "call a tool, get a prompt or read a resource from the terminal, answering the "
+        "server's questions at prompts",
         "exit status: 0 result, 1 error result, 2 protocol error\n\nexamples:\n"
         "  python -m engine call http://127.0.0.1:8000/mcp order_book --arg title=Dune\n"
         "  python -m engine call server.py order_book --arg title=Dune\n"
+        "  python -m engine call server.py --prompt recommend --arg genre=sf\n"
+        "  python -m engine call server.py --resource books://catalog\n"
         "  python -m engine call --stdio 'python -m engine serve server.py --stdio' TOOL\n"
         '  python -m engine call URL order_book --json \'{"title": "Neuromancer"}\' \\\n'
         '      --answer \'confirm_backorder={"action": "accept", "content": '
         '{"confirm": true}}\'',
     )
     call.add_argument("target", metavar="TARGET", nargs="?", help=TARGET_HELP)
-    call.add_argument("tool", metavar="TOOL", help="the tool's name")
+    call.add_argument("tool", metavar="TOOL", nargs="?", help="the tool's name")
+    call.add_argument(
+        "--prompt", metavar="NAME", help="get this prompt (prompts/get) instead of a tool"
+    )
+    call.add_argument(
+        "--resource", metavar="URI", help="read this resource (resources/read) instead of a tool"
+    )
     call.add_argument(
         "--arg",
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="an argument; VALUE is text for string parameters, JSON otherwise (repeatable)",
+        help="an argument; VALUE is text for string parameters (and every prompt argument), "
+        "JSON otherwise (repeatable)",
     )
     call.add_argument("--json", metavar="ARGS", help="all arguments as one JSON object")
     call.add_argument(
@@ -370,6 +408,12 @@ def build_parser() -> argparse.ArgumentParser:
     calls.add_argument("--store", help=store_help)
     calls.add_argument("--tool", help="only calls of this tool (or prompt, or resource)")
     calls.add_argument(
+        "--server",
+        metavar="NAME",
+        help="only calls served by the server of this name (MCPServer(NAME)), among the "
+        f"{cli_journal.MATCHED_AMONG} most recently active",
+    )
+    calls.add_argument(
         "--since",
         metavar="WHEN",
         help="only calls active since WHEN: an ISO time (UTC unless it has an offset) or an age "
@@ -396,9 +440,7 @@ def build_parser() -> argparse.ArgumentParser:
     listed_tasks.set_defaults(func=cli_journal.tasks)
 
     show = command("show", "show a recorded call as a timeline of its rounds")
-    show.add_argument(
-        "call_id", metavar="CALL_ID", help="the call id, or a unique start or end of it"
-    )
+    show.add_argument("call_id", metavar="CALL_ID", help="the call id, or a unique part of it")
     show.add_argument("--store", help=store_help)
     show.add_argument("--json", action="store_true", help="print the recorded events as JSON")
     _key_options(show)
@@ -416,7 +458,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     replay.add_argument("call_id", metavar="CALL_ID", nargs="?", help="a call id from the store")
     replay.add_argument("--file", help="replay an exported call (fixture JSON) instead")
-    replay.add_argument("--app", required=True, help="FILE.py[:ATTR]: the server code to run")
+    replay.add_argument("--app", help="FILE.py[:ATTR]: the server code to run (required)")
     replay.add_argument("--store", help=store_help)
     replay.add_argument(
         "--args",
@@ -437,9 +479,7 @@ def build_parser() -> argparse.ArgumentParser:
         "print a recorded call as JSON, to keep as a test fixture",
         "example:\n  python -m engine export 6f0c2a... > tests/fixtures/order.json",
     )
-    export.add_argument(
-        "call_id", metavar="CALL_ID", help="the call id, or a unique start or end of it"
-    )
+    export.add_argument("call_id", metavar="CALL_ID", help="the call id, or a unique part of it")
     export.add_argument("--store", help=store_help)
     _key_options(export)
     export.set_defaults(func=cli_journal.export)

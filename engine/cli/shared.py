@@ -63,7 +63,7 @@ def load_server(target: str, *, traceback: bool = False) -> MCPServer:
     if not path.is_file():
         kind = "a directory" if path.is_dir() else "not found"
         raise CLIError(f"{path_text} is not a file ({kind}); give FILE.py or FILE.py:ATTR")
-    with _held_logs() as held:
+    with held_logs() as held:
         module = _import_file(path, path_text, traceback)
         server = _find_server(module, path, path_text, attr, traceback)
         held.keep()
@@ -245,7 +245,7 @@ class _Held(logging.Handler):
 
 
 @contextlib.contextmanager
-def _held_logs() -> Iterator[_Held]:
+def held_logs() -> Iterator[_Held]:
     """Hold the root logger's records; replay them if ``keep()`` was called, else drop them."""
     root = logging.getLogger()
     held = _Held()

@@ -94,6 +94,10 @@ class Live:
         logger = f" {params['logger']}" if params.get("logger") else ""
         self._line(self.style.level(level, inert(f"  log {level}{logger}: {text}")))
 
+    def status(self, message: str) -> None:
+        """A working task's status message (its body's progress), as a line of its own."""
+        self._line(f"  status: {message}")
+
     def _line(self, text: str) -> None:
         """A line above the progress bar; ``text`` is already inert (and perhaps painted)."""
         if self.tty and self.drawn:

@@ -19,6 +19,7 @@ protocol error (the server refused the request, could not be reached, or the tas
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 from collections.abc import Mapping
@@ -145,6 +146,7 @@ def parse_answer(pair: str) -> tuple[str, Any]:
 class CallOptions:
     url: str | None
     tool: str
+    """The tool's name; with ``kind`` ``prompt``, the prompt's; ``resource``, the URI."""
     arguments: dict[str, Any]
     raw_arguments: list[str] = field(default_factory=list)
     answers: dict[str, Any] = field(default_factory=dict)
@@ -154,6 +156,9 @@ class CallOptions:
     log_level: str = "info"
     traceback: bool = False
     token: str | None = None
+    kind: str = "tool"
+    """What is called: a ``tool`` (``tools/call``), a ``prompt`` (``prompts/get``) or a
+    ``resource`` (``resources/read``)."""
 
 
 def run_call(options: CallOptions, console: Console | None = None) -> int:
@@ -192,31 +197,66 @@ def run_call(options: CallOptions, console: Console | None = None) -> int:
         session.close()
 
 
-def _run(options: CallOptions, console: Console, session: Connection, live: Live) -> int:
-    listed = session.request("tools/list", {}).get("tools") or []
-    tools = {t.get("name"): t for t in listed if isinstance(t, dict)}
-    tool = tools.get(options.tool)
-    if tool is None:
-        raise ProtocolFailure(
-            f"{session.where} has no tool {options.tool!r}; it has: {', '.join(map(str, tools))}"
-        )
+METHODS = {"tool": "tools/call", "prompt": "prompts/get", "resource": "resources/read"}
+
+
+def _listed(session: Connection, kind: str, name: str) -> dict[str, Any]:
+    """The tool or prompt ``name`` as the server lists it (every page); ProtocolFailure naming
+    the ones it has when it has no such one."""
+    key = f"{kind}s"
+    found: dict[str, Any] = {}
+    cursor: str | None = None
+    for _ in range(1000):
+        page = session.request(f"{key}/list", {"cursor": cursor} if cursor else {})
+        for item in page.get(key) or []:
+            if isinstance(item, dict):
+                found[str(item.get("name"))] = item
+        cursor = page.get("nextCursor")
+        if name in found or not isinstance(cursor, str) or not cursor:
+            break
+    if name not in found:
+        has = ", ".join(map(str, found)) or "none"
+        raise ProtocolFailure(f"{session.where} has no {kind} {name!r}; it has: {has}")
+    chosen: dict[str, Any] = found[name]
+    return chosen
+
+
+def _request_params(options: CallOptions, session: Connection) -> tuple[dict[str, Any], Any]:
+    """The request's params and its headers, the ``--arg`` values read as the schema says."""
+    if options.kind == "resource":
+        if options.arguments or options.raw_arguments:
+            raise ProtocolFailure("a resource takes no arguments: its URI says what to read")
+        return {"uri": options.tool}, None
+    listed = _listed(session, options.kind, options.tool)
     arguments = dict(options.arguments)
+    if options.kind == "prompt":  # a prompt's arguments are strings
+        for pair in options.raw_arguments:
+            name, sep, text = pair.partition("=")
+            if not sep or not name:
+                raise ProtocolFailure(f"--arg {pair!r}: write NAME=VALUE")
+            arguments[name] = text
+        return {"name": options.tool, "arguments": arguments}, None
     try:
         for pair in options.raw_arguments:
-            name, value = parse_argument(pair, tool.get("inputSchema"))
+            name, value = parse_argument(pair, listed.get("inputSchema"))
             arguments[name] = value
     except ValueError as exc:
         raise ProtocolFailure(str(exc)) from None
+    return {"name": options.tool, "arguments": arguments}, param_headers(listed, arguments)
+
+
+def _run(options: CallOptions, console: Console, session: Connection, live: Live) -> int:
+    method = METHODS[options.kind]
+    params, headers = _request_params(options, session)
     scripted = dict(options.answers)
-    headers = param_headers(tool, arguments)
-    params: dict[str, Any] = {"name": options.tool, "arguments": arguments}
+    first = json.dumps(params["arguments"]) if "arguments" in params else ""
     sent: dict[str, Any] = {}
     for number in range(1, options.max_rounds + 1):
         answering = params.get("inputResponses") or {}
-        about = f"answering {', '.join(answering)}" if answering else json.dumps(arguments)
-        console.say(f"round {number} → tools/call {options.tool} {about}")
+        about = f"answering {', '.join(answering)}" if answering else first
+        console.say(f"round {number} → {method} {options.tool} {about}".rstrip())
         meta = {"progressToken": f"call-{number}", LOG_LEVEL_META: options.log_level}
-        result = session.request("tools/call", params, headers, meta)
+        result = session.request(method, params, headers, meta)
         live.done()
         kind = result.get("resultType", "complete")
         if kind == "task":
@@ -224,8 +264,9 @@ def _run(options: CallOptions, console: Console, session: Connection, live: Live
             return _follow(result, console, session, live, scripted)
         if kind != "input_required":
             console.say(f"round {number} ← {kind} (replica {session.replica})")
-            for line in describe_result(result):
+            for line in describe_result(result) if options.kind == "tool" else _content(result):
                 console.say("  " + line)
+            _explain(console, result)
             _unused(console, scripted)
             return EXIT_ERROR_RESULT if result.get("isError") else EXIT_OK
         requests = result.get("inputRequests") or {}
@@ -247,6 +288,42 @@ def _run(options: CallOptions, console: Console, session: Connection, live: Live
         f"no final result after {options.max_rounds} rounds; raise --max-rounds if the tool "
         "really needs more"
     )
+
+
+def _content(result: Mapping[str, Any]) -> list[str]:
+    """A prompt's messages, or a resource's contents, to read: text as it is, the rest as
+    what it is."""
+    lines: list[str] = []
+    if result.get("description"):
+        lines.append(f"description  {result['description']}")
+    for message in result.get("messages") or []:
+        if not isinstance(message, dict):
+            continue
+        role = str(message.get("role", "?"))
+        block = message.get("content")
+        label = f"{role:<9}  "
+        for line in _block(block if isinstance(block, dict) else {}):
+            lines.append(label + line)
+            label = " " * len(label)
+    for content in result.get("contents") or []:
+        if not isinstance(content, dict):
+            continue
+        kind = f" [{content['mimeType']}]" if content.get("mimeType") else ""
+        lines.append(f"{content.get('uri', '?')}{kind}")
+        lines.extend("  " + line for line in _block(content))
+    return lines or ["(empty)"]
+
+
+def _block(block: Mapping[str, Any]) -> list[str]:
+    if isinstance(block.get("text"), str):
+        return block["text"].splitlines() or [""]
+    if isinstance(block.get("blob"), str):
+        return [f"(binary, {len(block['blob']) * 3 // 4} bytes in base64)"]
+    if isinstance(block.get("data"), str):
+        return [f"({block.get('type', 'binary')}, {block.get('mimeType', '?')})"]
+    if isinstance(block.get("resource"), dict):
+        return [f"(embedded resource {block['resource'].get('uri', '?')})"]
+    return [json.dumps(block, ensure_ascii=False)]
 
 
 def _answers(
@@ -275,6 +352,8 @@ def _answers(
                 console.say(f"  answered from --answer: {json.dumps(given)}")
                 continue
             console.say(f"  --answer {key} does not fit the question: {rejected}")
+        elif unmatched := [given for given in scripted if given not in requests]:
+            raise ProtocolFailure(_no_such_question(unmatched, requests))
         answer = ANSWERERS.get(str(method))
         if answer is None:
             raise ProtocolFailure(f"the server asked {method!r}, which this client cannot answer")
@@ -285,6 +364,18 @@ def _answers(
                 raise
             raise NoMoreInput(f"--answer {key} does not fit the question ({rejected})") from None
     return responses
+
+
+def _no_such_question(given: list[str], requests: Mapping[str, Any]) -> str:
+    """An ``--answer`` whose key the server does not ask, while it asks one that has none: a
+    mistyped or miscounted key (a body's ``kind#n`` counts its ``ctx.once`` steps too), never
+    one to skip silently."""
+    plural = "s" if len(given) > 1 else ""
+    return (
+        f"--answer {', '.join(given)}: no question with that key{plural}; the server asks "
+        f"{', '.join(requests)} (the keys in brackets above): give --answer KEY=JSON with "
+        "those keys, or leave --answer out to be asked at the terminal"
+    )
 
 
 def _follow(
@@ -300,6 +391,8 @@ def _follow(
     status = created.get("status")
     console.say(f"task {task_id}: {status}")
     answered: set[str] = set()
+    reported = _StatusMessages(live)
+    session.notify = reported
     try:
         while True:
             # A progressToken asks the server to hold the request while the task works, and
@@ -312,10 +405,13 @@ def _follow(
                 status = task.get("status")
                 message = f": {task['statusMessage']}" if task.get("statusMessage") else ""
                 console.say(f"task {task_id}: {status} (replica {session.replica}){message}")
+            else:
+                reported("notifications/tasks/status", task)  # a poll that found it working
             if status == "completed":
                 result = task.get("result") or {}
                 for line in describe_result(result):
                     console.say("  " + line)
+                _explain(console, result)
                 _unused(console, scripted)
                 return EXIT_ERROR_RESULT if result.get("isError") else EXIT_OK
             if status == "failed":
@@ -345,6 +441,46 @@ def _follow(
         except ProtocolFailure as exc:
             console.say(f"  the cancel did not reach the server: {exc}")
         raise
+
+
+class _StatusMessages:
+    """While a task works, each new ``statusMessage`` it shows (what its body reports as
+    progress) as a line; other notifications go to ``live``."""
+
+    def __init__(self, live: Live) -> None:
+        self.live = live
+        self.shown: str | None = None
+
+    def __call__(self, method: str, params: dict[str, Any]) -> None:
+        if method != "notifications/tasks/status":
+            self.live(method, params)
+            return
+        message = params.get("statusMessage")
+        working = params.get("status") == "working"
+        if working and isinstance(message, str) and message and message != self.shown:
+            self.shown = message
+            self.live.status(message)
+
+
+REFUSED_FORM = re.compile(r"could not resolve: elicitation was (decline|cancel)\b")
+"""The error a resolver's declined or cancelled form ends a call with: the official SDK's
+words, which clients may match, so the wire keeps them and ``call`` says it plainly."""
+REFUSALS = {"decline": "declined", "cancel": "cancelled"}
+
+
+def _explain(console: Console, result: Mapping[str, Any]) -> None:
+    """After an error result that only a protocol reader would follow, a plain line."""
+    if not result.get("isError"):
+        return
+    for block in result.get("content") or []:
+        text = block.get("text") if isinstance(block, dict) else None
+        found = REFUSED_FORM.search(text) if isinstance(text, str) else None
+        if found is not None:
+            console.say(
+                f"  the form was {REFUSALS[found.group(1)]}, so the tool did not run (the "
+                "error text is the one MCP servers send for it, kept as it is)"
+            )
+            return
 
 
 def _unused(console: Console, scripted: Mapping[str, Any]) -> None:

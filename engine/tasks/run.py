@@ -10,7 +10,9 @@ waits in the store; nothing of it stays in a process).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -32,6 +34,7 @@ from engine.state.call import CallState
 from engine.store_services.journal_writer import JournalWriter
 from engine.tasks.lease import Lease
 from engine.tasks.record import Status, TaskRecord
+from stores import StoreUnavailable
 
 log = logging.getLogger("engine.tasks")
 
@@ -84,7 +87,11 @@ async def run_body(lease: Lease, context: RunContext) -> None:
     answers.on_checkpoint = keep_checkpoint
     answers.before_once = lease.confirm
     request = task_request(record)
-    scope = request.scope
+    scope = dataclasses.replace(
+        request.scope,
+        meta={"progressToken": record.task_id},
+        notify=_ProgressAsStatus(lease, context, record.poll_ms / 1000).notify,
+    )
     protocol_error: MCPError | None = None
     with lease.scope:
         try:
@@ -136,6 +143,44 @@ async def run_body(lease: Lease, context: RunContext) -> None:
     await _finish(lease, context, (tool, request, answers, kind), outcome, started)
 
 
+class _ProgressAsStatus:
+    """A task's body has no request to send ``notifications/progress`` on: what it reports
+    becomes the task's ``statusMessage``, which ``tasks/get`` shows and status notifications
+    carry to every replica. A write of the task each, at most one a poll interval (the others
+    are dropped: a client polling sees no more often anyway)."""
+
+    __slots__ = ("context", "every", "lease", "written")
+
+    def __init__(self, lease: Lease, context: RunContext, every: float) -> None:
+        self.lease = lease
+        self.context = context
+        self.every = every
+        self.written = -math.inf
+
+    async def notify(self, method: str, params: dict[str, Any]) -> None:
+        if method != "notifications/progress":
+            return  # log messages of a body reach the server's log only
+        now = time.monotonic()
+        if now - self.written < self.every:
+            return
+        self.written = now
+        try:
+            kept = await self.lease.write(message=progress_text(params), updated=time.time())
+        except StoreUnavailable:
+            return  # the next report, or the outcome, is written once the store answers
+        if kept:
+            await self.context.changed(self.lease.record)
+
+
+def progress_text(params: Mapping[str, Any]) -> str:
+    """``counted 2 (2/5)``: a progress report as a status message."""
+    done, total, message = params.get("progress"), params.get("total"), params.get("message")
+    amount = f"{done:g}" if isinstance(done, int | float) else "?"
+    if isinstance(total, int | float) and total:
+        amount = f"{amount}/{total:g}"
+    return f"{message} ({amount})" if isinstance(message, str) and message else amount
+
+
 def _failed(error: MCPError) -> dict[str, Any]:
     return {"status": Status.FAILED, "error": error.to_error(), "message": error.message}
 
@@ -166,6 +211,7 @@ async def _finish(
     started: float,
 ) -> None:
     """Write the run's outcome as the task's status; then journal it and tell listeners."""
+    outcome.setdefault("message", None)  # what the body reported while working is over
     # Tried until the store takes or refuses it: a run that stopped here would be run again.
     written = await lease.keep(
         "its outcome", **outcome, updated=time.time(), owner=None, lease_until=0.0, answers={}
@@ -227,4 +273,4 @@ def task_request(record: TaskRecord) -> CallRequest:
     )
 
 
-__all__ = ["RunContext", "journal_run", "run_body", "task_request"]
+__all__ = ["RunContext", "journal_run", "progress_text", "run_body", "task_request"]

@@ -69,6 +69,19 @@ class DrainingServer(uvicorn.Server):
         self.guard = guard
         self._sweep_every = 1 if guard is None else max(1, round(guard.interval() * 10))
 
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        """uvicorn's startup, then the URL a client connects to: uvicorn names only the root."""
+        await super().startup(sockets=sockets)
+        if self.should_exit or not self.servers or self.config.uds or self.config.fd is not None:
+            return
+        bound = [sock.getsockname() for server in self.servers for sock in server.sockets]
+        if not bound:
+            return
+        host = self.config.host
+        shown = f"[{host}]" if ":" in host else host
+        scheme = "https" if self.config.is_ssl else "http"
+        log.info("serving MCP on %s://%s:%d%s", scheme, shown, bound[0][1], self.app.endpoint.path)
+
     async def on_tick(self, counter: int) -> bool:
         """uvicorn's tick (every 0.1 s), which also closes the connections past a deadline."""
         if self.guard is not None and counter % self._sweep_every == 0:

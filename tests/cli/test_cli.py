@@ -307,7 +307,7 @@ def test_calls_lists_recorded_calls_newest_first(server: Server, recorded: str) 
     table = engine("calls", "--store", server.store)
     assert table.returncode == 0, table.stderr
     header, *rows = table.stdout.splitlines()
-    assert header.split()[:4] == ["CALL", "ID", "TOOL", "ROUNDS"]
+    assert header.split()[:5] == ["CALL", "ID", "SERVER", "TOOL", "ROUNDS"]
     assert any(row.startswith(recorded) and "order_book" in row for row in rows)
 
     listed = json.loads(engine("calls", "--store", server.store, "--json").stdout)

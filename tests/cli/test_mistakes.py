@@ -249,6 +249,14 @@ def test_a_port_in_use_is_found_before_uvicorn_starts(workdir: Path) -> None:
     check("port-in-use", done, PORT=str(port))
 
 
+@pytest.mark.parametrize("case", ["no-file", "no-attribute", "import-raises", "official-sdk"])
+def test_a_mistake_in_the_file_is_found_before_the_port_is_looked_at(
+    case: str, workdir: Path
+) -> None:
+    with listening() as port:
+        check(case, run([*CASES[case], "--port", str(port)], workdir))
+
+
 def test_a_database_index_the_server_refuses_is_one_line(workdir: Path) -> None:
     url = redis_for_tests()
     hostport = url.split("://", 1)[1].split("/", 1)[0].rpartition("@")[2]
