@@ -49,6 +49,8 @@ class _Waiting:
     """Only the session that was asked may answer."""
     done: anyio.Event = field(default_factory=anyio.Event)
     message: dict[str, Any] | None = None
+    ended: str | None = None
+    """Why the wait was ended without an answer (the replica shuts down)."""
 
 
 class BackChannel:
@@ -127,6 +129,17 @@ class BackChannel:
             self._by_principal[principal] = by_principal
         self.pending_total -= 1
 
+    def end_all(self, reason: str) -> int:
+        """End every wait for an answer here, each call failing with ``reason``: a shutdown
+        ends them as answers would, instead of cancelling each (a traceback each). How many."""
+        ended = 0
+        for waiting in self._waiting.values():
+            if not waiting.done.is_set():
+                waiting.ended = reason
+                waiting.done.set()
+                ended += 1
+        return ended
+
     def pending(self, session_id: str | None) -> int:
         """How many calls of ``session_id`` wait for an answer."""
         return self._pending.get(session_id, 0)
@@ -160,6 +173,8 @@ class BackChannel:
             ) from None
         finally:
             self._waiting.pop(request_id, None)
+        if waiting.ended is not None:
+            raise ToolError(f"The client was asked {method}, but {waiting.ended}")
         assert waiting.message is not None
         if "error" in waiting.message:
             error = waiting.message["error"]
