@@ -208,7 +208,8 @@ class SessionRegistry:
         if principal is not None:
             self._opened[principal][session_id] = time.monotonic()
 
-    def _forget(self, session_id: str) -> None:
+    def forget(self, session_id: str) -> None:
+        """``session_id`` no longer counts against its principal's sessions."""
         principal = self._opener.pop(session_id, None)
         if principal is not None:
             opened = self._opened[principal]
@@ -279,7 +280,7 @@ class SessionRegistry:
         self._next_sweep = max(1024, 2 * (len(self._local) + len(self._deleted_local)))
 
     async def delete(self, session_id: str) -> None:
-        self._forget(session_id)
+        self.forget(session_id)
         if self.store is None:
             if self._local.pop(session_id, None) is not None:
                 now = time.time()

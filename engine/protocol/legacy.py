@@ -102,7 +102,11 @@ async def _initialize(server: Served, message: Message, exchange: LegacyExchange
     )
     if not exchange.stateless:
         server.sessions.admit(principal_key(exchange.principal, exchange.client), session.id)
-        await server.sessions.save(session)
+        try:
+            await server.sessions.save(session)
+        except BaseException:
+            server.sessions.forget(session.id)  # not opened: it does not count
+            raise
         exchange.new_session = session
     # 2025-11-25 capabilities have no ``extensions`` (SEP-2133 came later).
     capabilities = {k: v for k, v in server.capabilities().items() if k != "extensions"}
