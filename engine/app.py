@@ -164,6 +164,18 @@ class MCPServer(Generic[LifespanT]):
     - ``max_running_tasks``: task bodies one replica runs at once (100); the others wait.
     - ``max_task_takeovers``: times a task may be taken over from a run whose hold lapsed (3;
       ``ENGINE_MAX_TASK_TAKEOVERS``); the next time it fails instead of running its steps again.
+    - ``max_tasks_per_principal``: tasks one principal may have kept, made on this replica and
+      not past their TTL (1,000); one more is refused (-32031).
+    - ``max_tasks_per_replica``: tasks of all principals made on one replica and kept (20,000).
+    - ``max_task_creations_per_minute``: tasks one principal may make on a replica in any
+      minute (600).
+    - ``max_task_result_bytes``: a task's result, as JSON, at most (4 MiB;
+      ``ENGINE_MAX_TASK_RESULT_BYTES``); a larger one fails the task and is not kept.
+    - ``max_listen_task_ids``: tasks one ``subscriptions/listen`` may name (256); more are
+      refused (-32602) before any is looked up.
+
+    Answers (see docs/security.md): ``max_input_responses``, the answers one request may carry
+    in ``inputResponses`` (64); more are refused (-32602) before any is read.
 
     Clients of 2025-11-25 (see docs/legacy.md):
 
@@ -173,6 +185,15 @@ class MCPServer(Generic[LifespanT]):
       once (16); a call that would be one more is refused with a JSON-RPC error.
     - ``max_pending_calls``: calls of all sessions that may wait for an answer at once on one
       replica (1,000).
+    - ``max_pending_calls_per_principal``: calls of one principal's sessions that may wait for
+      an answer at once on one replica (100), so one user cannot hold the replica's slots.
+    - ``max_sessions_per_principal``: sessions one principal may have open on one replica
+      (100); ``initialize`` beyond is refused (-32031). Deleted sessions, and those unused there
+      for ``session_ttl``, do not count.
+
+    Budgets count per principal: the ``principal`` callback's answer, or with auth the token's
+    issuer and subject; without either, the client's network address (behind a proxy, give a
+    ``principal`` callback so clients are told apart).
 
     Connections of ``run("streamable-http")`` (see docs/security.md; each also ``ENGINE_`` and
     its name in capitals, ``ENGINE_MAX_HEAD_BYTES`` and so on):

@@ -118,6 +118,9 @@ class RequestScope:
     """The bearer token the HTTP transport verified (``None`` on stdio, or with auth off)."""
     trace: RequestTrace | None = None
     """The request's span, when the server traces."""
+    client: str | None = None
+    """The client's network address, as the HTTP server saw it (``None`` on stdio): whose
+    budgets a request draws on when no principal is known."""
 
 
 _OUTSIDE = (

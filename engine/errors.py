@@ -15,7 +15,11 @@ HEADER_MISMATCH = -32020
 MISSING_CLIENT_CAPABILITY = -32021
 UNSUPPORTED_PROTOCOL_VERSION = -32022
 TOO_MANY_PENDING_CALLS = -32030
-"""A 2025-11-25 call would wait for an answer beyond the bound of its session or replica."""
+"""A 2025-11-25 call would wait for an answer beyond the bound of its session, principal or
+replica."""
+OVER_BUDGET = -32031
+"""A principal, or the replica, is at one of its budgets (tasks, sessions): the message names
+the limit and the setting."""
 
 
 class InvalidSignature(TypeError):

@@ -91,11 +91,18 @@ class Runtime:
         self.backchannel = BackChannel(
             forward=self._forward_response,
             max_pending_per_session=settings.legacy.max_pending_calls_per_session,
+            max_pending_per_principal=settings.legacy.max_pending_calls_per_principal,
             max_pending=settings.legacy.max_pending_calls,
+            metrics=self.metrics,
         )
         self.bus.on("response", self._accept_response)
         self.notifications = Notifications(self.bus)
-        self.sessions = SessionRegistry(self.store, settings.legacy.session_ttl)
+        self.sessions = SessionRegistry(
+            self.store,
+            settings.legacy.session_ttl,
+            max_per_principal=settings.legacy.max_sessions_per_principal,
+            metrics=self.metrics,
+        )
         self.runner = RoundRunner(
             keys=self.keys,
             tokens=settings.tokens,
@@ -106,6 +113,7 @@ class Runtime:
             replica_id=settings.replica_id,
             hooks=hooks,
             overrides=overrides,
+            metrics=self.metrics,
         )
         self.tasks: Tasks | None = None
         """Tasks need a store: without one, no call becomes a task."""

@@ -48,6 +48,9 @@ class ServerOptions(TypedDict, total=False):
     legacy_answer_timeout: float
     max_pending_calls_per_session: int
     max_pending_calls: int
+    max_pending_calls_per_principal: int
+    max_sessions_per_principal: int
+    max_input_responses: int
     list_ttl_ms: int
     replica_id: str | None
     stamp_results: bool | None
@@ -64,6 +67,11 @@ class ServerOptions(TypedDict, total=False):
     task_lease: float
     max_running_tasks: int
     max_task_takeovers: int
+    max_tasks_per_principal: int
+    max_tasks_per_replica: int
+    max_task_creations_per_minute: int
+    max_task_result_bytes: int | None
+    max_listen_task_ids: int
     clock_skew: float
     tracer_provider: Any
     log_level: str
@@ -91,6 +99,10 @@ beyond their TTL on each side)."""
 JOURNAL_MAX_EVENT_BYTES = 64 * 1024
 """The default cap on a journal event's payload."""
 
+MAX_TASK_RESULT_BYTES = 4 * 1024 * 1024
+"""The default cap on a task's result, as JSON: a larger one fails the task instead of being
+kept."""
+
 _ON = ("1", "true", "yes", "on")
 _OFF = ("0", "false", "no", "off")
 
@@ -107,6 +119,8 @@ class TokenSettings:
     clock_skew: float = DEFAULT_CLOCK_SKEW
     """Seconds a token may seem minted in the future, or past its expiry, by this replica's
     clock: other replicas' clocks may be off by that much."""
+    max_input_responses: int = 64
+    """Answers one request may carry (keys of ``inputResponses``); more are refused unread."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +163,16 @@ class TaskSettings:
     """Bodies of tasks this replica runs at once; the others wait, their leases renewed."""
     max_takeovers: int = DEFAULT_MAX_TASK_TAKEOVERS
     """Times a task may be taken over from a run whose hold lapsed; at the next, it fails."""
+    max_per_principal: int = 1000
+    """Tasks one principal may have kept (made on this replica, not yet past their TTL)."""
+    max_per_replica: int = 20_000
+    """Tasks of all principals made on this replica and kept."""
+    max_creations_per_minute: int = 600
+    """Tasks one principal may make on this replica in any minute."""
+    max_result_bytes: int = MAX_TASK_RESULT_BYTES
+    """A task's result, as JSON, at most: a larger one fails the task and is not kept."""
+    max_listen_ids: int = 256
+    """Tasks one ``subscriptions/listen`` may name; more are refused unread."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +185,11 @@ class LegacySettings:
     """Calls of one session that may wait for an answer at once; more are refused."""
     max_pending_calls: int
     """Calls of all sessions that may wait for an answer at once on this replica."""
+    max_pending_calls_per_principal: int = 100
+    """Calls of one principal's sessions that may wait for an answer at once on this replica."""
+    max_sessions_per_principal: int = 100
+    """Sessions one principal may have open on this replica (deleted ones, and those unused
+    here for ``session_ttl``, do not count)."""
 
 
 Duplicates = Literal["warn", "keep"]
@@ -356,6 +385,9 @@ class Settings:
                 ),
                 trust_unsolicited_answers=options.get("trust_unsolicited_answers", False),
                 clock_skew=_clock_skew(options, env),
+                max_input_responses=_at_least_one(
+                    "max_input_responses", options.get("max_input_responses", 64)
+                ),
             ),
             store=StoreSettings(
                 store=store if store is not None else env.get("ENGINE_STORE") or None,
@@ -380,6 +412,13 @@ class Settings:
                 ),
                 max_pending_calls=_at_least_one(
                     "max_pending_calls", options.get("max_pending_calls", 1000)
+                ),
+                max_pending_calls_per_principal=_at_least_one(
+                    "max_pending_calls_per_principal",
+                    options.get("max_pending_calls_per_principal", 100),
+                ),
+                max_sessions_per_principal=_at_least_one(
+                    "max_sessions_per_principal", options.get("max_sessions_per_principal", 100)
                 ),
             ),
             serve=ServeSettings(
@@ -465,12 +504,44 @@ def _task_settings(options: ServerOptions, env: Environ) -> TaskSettings:
         raise ValueError(
             f"max_task_takeovers must be a whole number, at least 0, got {takeovers!r}"
         )
+    result_bytes: float | None = options.get("max_task_result_bytes")
+    if result_bytes is None:
+        result_bytes = env_number(
+            env,
+            "ENGINE_MAX_TASK_RESULT_BYTES",
+            default=MAX_TASK_RESULT_BYTES,
+            hint="of bytes, at least 1024",
+        )
+    if (
+        isinstance(result_bytes, bool)
+        or not isinstance(result_bytes, (int, float))
+        or not math.isfinite(result_bytes)
+        or result_bytes != int(result_bytes)
+        or result_bytes < 1024
+    ):
+        raise ValueError(
+            "max_task_result_bytes (ENGINE_MAX_TASK_RESULT_BYTES) must be a whole number of "
+            f"bytes, at least 1024, got {result_bytes!r}; the default is {MAX_TASK_RESULT_BYTES}"
+        )
     return TaskSettings(
         ttl=float(values["task_ttl"]),
         poll_interval=float(values["task_poll_interval"]),
         lease=float(values["task_lease"]),
         max_running=running,
         max_takeovers=int(takeovers),
+        max_per_principal=_at_least_one(
+            "max_tasks_per_principal", options.get("max_tasks_per_principal", 1000)
+        ),
+        max_per_replica=_at_least_one(
+            "max_tasks_per_replica", options.get("max_tasks_per_replica", 20_000)
+        ),
+        max_creations_per_minute=_at_least_one(
+            "max_task_creations_per_minute", options.get("max_task_creations_per_minute", 600)
+        ),
+        max_result_bytes=int(result_bytes),
+        max_listen_ids=_at_least_one(
+            "max_listen_task_ids", options.get("max_listen_task_ids", 256)
+        ),
     )
 
 

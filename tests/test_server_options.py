@@ -108,6 +108,43 @@ def test_options_not_given_take_their_defaults() -> None:
     assert (settings.legacy.session_ttl, settings.legacy.answer_timeout) == (3600, 300)
     legacy = settings.legacy
     assert (legacy.max_pending_calls_per_session, legacy.max_pending_calls) == (16, 1000)
+    assert (legacy.max_pending_calls_per_principal, legacy.max_sessions_per_principal) == (100, 100)
+    assert tokens.max_input_responses == 64
+    tasks = settings.tasks
+    assert (tasks.max_per_principal, tasks.max_per_replica) == (1000, 20_000)
+    assert (tasks.max_creations_per_minute, tasks.max_listen_ids) == (600, 256)
+    assert tasks.max_result_bytes == 4 * 1024 * 1024
+
+
+@pytest.mark.parametrize(
+    "option",
+    [
+        "max_pending_calls_per_principal",
+        "max_sessions_per_principal",
+        "max_input_responses",
+        "max_tasks_per_principal",
+        "max_tasks_per_replica",
+        "max_task_creations_per_minute",
+        "max_listen_task_ids",
+    ],
+)
+@pytest.mark.parametrize("bad", [0, -1, 2.5, True, "16"])
+def test_a_budget_that_admits_nothing_is_refused(option: str, bad: object) -> None:
+    with pytest.raises(ValueError, match=f"{option} must be a whole number, at least 1"):
+        Settings.build(name="Bookshop", environ={}, **{option: bad})  # type: ignore[misc]
+
+
+def test_the_task_result_cap_reads_the_environment_and_is_checked() -> None:
+    from_env = Settings.build(name="Bookshop", environ={"ENGINE_MAX_TASK_RESULT_BYTES": "65536"})
+    assert from_env.tasks.max_result_bytes == 65536
+    given = Settings.build(
+        name="Bookshop",
+        environ={"ENGINE_MAX_TASK_RESULT_BYTES": "65536"},
+        max_task_result_bytes=2048,
+    )
+    assert given.tasks.max_result_bytes == 2048
+    with pytest.raises(ValueError, match=r"max_task_result_bytes \(ENGINE_MAX_TASK_RESULT_BYTES\)"):
+        Settings.build(name="Bookshop", environ={}, max_task_result_bytes=100)
 
 
 @pytest.mark.parametrize("option", ["max_pending_calls_per_session", "max_pending_calls"])

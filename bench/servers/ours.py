@@ -236,6 +236,14 @@ def build(store: str | None = None, port: int = 0, **given: object) -> MCPServer
             resource_server_url=f"http://127.0.0.1:{port}/mcp",
             required_scopes=["shop"],
         )
+    # The load generator is one principal calling as fast as the replica serves: its task
+    # budgets are the replica's, not one user's among many.
+    for budget in (
+        "max_tasks_per_principal",
+        "max_tasks_per_replica",
+        "max_task_creations_per_minute",
+    ):
+        options.setdefault(budget, 1 << 30)
     mcp = MCPServer("Bookshop", keys=[KEY], store=store, **options)  # type: ignore[arg-type]
     for tool in TOOLS:
         mcp.add_tool(tool)

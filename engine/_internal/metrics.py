@@ -29,6 +29,9 @@ _HELP = {
     "engine_task_runs_total": "Runs of task bodies that ended here, by the status they left.",
     "engine_task_takeovers_total": "Tasks taken over here after their replica's hold lapsed.",
     "engine_task_holds_lost_total": "Task runs stopped here: cancelled, expired or taken over.",
+    "engine_budget_refusals_total": (
+        "Requests refused at a budget of their principal or of the replica, by the setting."
+    ),
 }
 
 

@@ -17,7 +17,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from engine._internal import logs
+from engine._internal.budgets import over_budget
 from engine._internal.hangup_guard import uncut
+from engine._internal.metrics import Metrics
 from engine.auth.provider import principal_of
 from engine.calls.execute import (
     Convert,
@@ -70,6 +72,19 @@ class UnkeptState(ToolError):
     """
 
 
+def too_many_answers(given: int, limit: int, metrics: Metrics | None) -> MCPError:
+    """The refusal of a request carrying more answers than any round asks (-32602), before
+    any is read."""
+    return over_budget(
+        metrics,
+        INVALID_PARAMS,
+        "max_input_responses",
+        limit,
+        f"Invalid params: inputResponses has {given} answers, more than a request may carry; "
+        "send only the answers to the inputRequests of the last result",
+    )
+
+
 class RoundRunner:
     """Runs the live rounds of one server: the token policy, the store's part, the journal."""
 
@@ -85,7 +100,10 @@ class RoundRunner:
         replica_id: str,
         hooks: ServerHooks,
         overrides: DependencyOverrides,
+        metrics: Metrics | None = None,
     ) -> None:
+        self.metrics = metrics
+        """Where refusals at a budget are counted."""
         self.keys = keys
         self.tokens = tokens
         self.journal = journal
@@ -135,11 +153,16 @@ class RoundRunner:
         round is the awaitable returned (under its span, when the request is traced).
         """
         responses = request.input_responses
-        if responses is not None and not isinstance(responses, dict):
-            raise MCPError(
-                INVALID_PARAMS,
-                "inputResponses must be an object of answers keyed by the inputRequests keys",
-            )
+        if responses is not None:
+            if not isinstance(responses, dict):
+                raise MCPError(
+                    INVALID_PARAMS,
+                    "inputResponses must be an object of answers keyed by the inputRequests keys",
+                )
+            if len(responses) > self.tokens.max_input_responses:
+                raise too_many_answers(
+                    len(responses), self.tokens.max_input_responses, self.metrics
+                )
         try:
             principal = None if self.binder is None else self.principal(request.scope)
         except Exception:

@@ -17,6 +17,8 @@ from typing import Any
 
 import anyio
 
+from engine._internal.budgets import ANONYMOUS, over_budget
+from engine._internal.metrics import Metrics
 from engine.errors import INTERNAL_ERROR, TOO_MANY_PENDING_CALLS, MCPError, ToolError
 from engine.protocol.jsonrpc import dumps
 from engine.questions.kinds import BadAnswer, ElicitURL
@@ -47,6 +49,8 @@ class _Waiting:
     """Only the session that was asked may answer."""
     done: anyio.Event = field(default_factory=anyio.Event)
     message: dict[str, Any] | None = None
+    ended: str | None = None
+    """Why the wait was ended without an answer (the replica shuts down)."""
 
 
 class BackChannel:
@@ -62,43 +66,79 @@ class BackChannel:
         forward: Forward | None = None,
         *,
         max_pending_per_session: int = 16,
+        max_pending_per_principal: int = 100,
         max_pending: int = 1000,
+        metrics: Metrics | None = None,
     ) -> None:
         self.instance = secrets.token_hex(4)
         self._waiting: dict[str, _Waiting] = {}
         self.forward = forward
         self.max_pending_per_session = max_pending_per_session
+        self.max_pending_per_principal = max_pending_per_principal
         self.max_pending = max_pending
+        self.metrics = metrics
         self._pending: dict[str | None, int] = {}
         """Calls waiting for an answer, by session."""
+        self._by_principal: dict[str, int] = {}
+        """Calls waiting for an answer, by principal key (``principal_key``)."""
         self.pending_total = 0
 
-    def admit(self, session_id: str | None) -> None:
-        """Count one more call of ``session_id`` waiting for an answer, or refuse it."""
-        if self.pending_total >= self.max_pending:
-            raise MCPError(
-                TOO_MANY_PENDING_CALLS,
-                f"This server already has {self.max_pending} calls waiting for their clients' "
-                "answers; call again shortly (another replica may have room)",
-                {"reason": "too_many_pending_calls", "limit": self.max_pending},
-            )
+    def admit(self, session_id: str | None, principal: str = ANONYMOUS) -> None:
+        """Count one more call of ``session_id`` (of the principal keyed ``principal``) waiting
+        for an answer, or refuse it: at the session's bound, the principal's, or the replica's."""
         held = self._pending.get(session_id, 0)
         if held >= self.max_pending_per_session:
-            raise MCPError(
-                TOO_MANY_PENDING_CALLS,
+            raise self._refusal(
+                "max_pending_calls_per_session",
+                self.max_pending_per_session,
                 f"This session already has {held} calls waiting for an answer: answer their "
                 "questions or cancel them (notifications/cancelled), then call again",
-                {"reason": "too_many_pending_calls", "limit": self.max_pending_per_session},
+            )
+        by_principal = self._by_principal.get(principal, 0)
+        if by_principal >= self.max_pending_per_principal:
+            raise self._refusal(
+                "max_pending_calls_per_principal",
+                self.max_pending_per_principal,
+                f"Your sessions already have {by_principal} calls waiting for an answer on this "
+                "replica: answer their questions or cancel them (notifications/cancelled), then "
+                "call again",
+            )
+        if self.pending_total >= self.max_pending:
+            raise self._refusal(
+                "max_pending_calls",
+                self.max_pending,
+                f"This server already has {self.max_pending} calls waiting for their clients' "
+                "answers; call again shortly (another replica may have room)",
             )
         self._pending[session_id] = held + 1
+        self._by_principal[principal] = by_principal + 1
         self.pending_total += 1
 
-    def release(self, session_id: str | None) -> None:
+    def _refusal(self, setting: str, limit: int, text: str) -> MCPError:
+        return over_budget(
+            self.metrics, TOO_MANY_PENDING_CALLS, setting, limit, text, "too_many_pending_calls"
+        )
+
+    def release(self, session_id: str | None, principal: str = ANONYMOUS) -> None:
         """A call of ``session_id`` no longer waits: its slot is free."""
         held = self._pending.pop(session_id, 0) - 1
         if held > 0:
             self._pending[session_id] = held
+        by_principal = self._by_principal.pop(principal, 0) - 1
+        if by_principal > 0:
+            self._by_principal[principal] = by_principal
         self.pending_total -= 1
+
+    def end_all(self, reason: str) -> int:
+        """End every wait for an answer here, each call failing with ``reason``: a shutdown
+        ends them as answers would, instead of cancelling each (a traceback each). How many."""
+        ended = 0
+        for waiting in self._waiting.values():
+            if not waiting.done.is_set():
+                waiting.ended = reason
+                waiting.done.set()
+                ended += 1
+        return ended
 
     def pending(self, session_id: str | None) -> int:
         """How many calls of ``session_id`` wait for an answer."""
@@ -133,6 +173,8 @@ class BackChannel:
             ) from None
         finally:
             self._waiting.pop(request_id, None)
+        if waiting.ended is not None:
+            raise ToolError(f"The client was asked {method}, but {waiting.ended}")
         assert waiting.message is not None
         if "error" in waiting.message:
             error = waiting.message["error"]
@@ -194,8 +236,11 @@ class BackChannelAnswers:
         timeout: float,
         attempts: int = 3,
         session_id: str | None = None,
+        principal: str = ANONYMOUS,
     ) -> None:
         self.session_id = session_id
+        self.principal = principal
+        """Whose budget of waiting calls this call draws on (``principal_key``)."""
         self.channel = channel
         self.outbox = outbox
         self.capabilities = capabilities
@@ -212,14 +257,14 @@ class BackChannelAnswers:
     @contextlib.contextmanager
     def _waiting_slot(self) -> Iterator[None]:
         if self._asking == 0:
-            self.channel.admit(self.session_id)
+            self.channel.admit(self.session_id, self.principal)
         self._asking += 1
         try:
             yield
         finally:
             self._asking -= 1
             if self._asking == 0:
-                self.channel.release(self.session_id)
+                self.channel.release(self.session_id, self.principal)
 
     def new_checkpoints(self) -> dict[str, Any]:
         return dict(self.next_state.checkpoints)  # the call had none before this one round

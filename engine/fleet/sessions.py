@@ -16,6 +16,9 @@ from typing import Any
 import msgpack
 from pydantic_core import to_json
 
+from engine._internal.budgets import over_budget
+from engine._internal.metrics import Metrics
+from engine.errors import OVER_BUDGET
 from engine.state.claims import principal_tag
 from stores import Store
 
@@ -154,13 +157,75 @@ def new_session_id() -> str:
 class SessionRegistry:
     """Finds and saves sessions; in the store when there is one, else in this process."""
 
-    def __init__(self, store: Store | None, ttl: float) -> None:
+    def __init__(
+        self,
+        store: Store | None,
+        ttl: float,
+        *,
+        max_per_principal: int = 100,
+        metrics: Metrics | None = None,
+    ) -> None:
         self.store = store
         self.ttl = ttl
         self._local: dict[str, LegacySession] = {}
         self._deleted_local: dict[str, float] = {}
         """Sessions deleted in this process, and when: a save racing the delete is dropped."""
         self._next_sweep = 1024
+        self.max_per_principal = max_per_principal
+        self.metrics = metrics
+        self._opened: dict[str, dict[str, float]] = {}
+        """Sessions opened here, by principal key, each with when it was last used here."""
+        self._opener: dict[str, str] = {}
+        """The principal key of each session in ``_opened``."""
+        self._next_count_sweep = 1024
+
+    def admit(self, principal: str, session_id: str) -> None:
+        """Count a new session of ``principal``, or refuse it at ``max_sessions_per_principal``
+        (-32031). Sessions opened on this replica count, until deleted or unused here for the
+        session TTL."""
+        now = time.monotonic()
+        opened = self._opened.setdefault(principal, {})
+        for sid in [sid for sid, used in opened.items() if now - used > self.ttl]:
+            del opened[sid]
+            self._opener.pop(sid, None)
+        if len(opened) >= self.max_per_principal:
+            raise over_budget(
+                self.metrics,
+                OVER_BUDGET,
+                "max_sessions_per_principal",
+                self.max_per_principal,
+                f"You have {len(opened)} sessions open on this replica, as many as one principal "
+                "may; close those you no longer use (HTTP DELETE with their MCP-Session-Id), "
+                "then initialize again",
+            )
+        opened[session_id] = now
+        self._opener[session_id] = principal
+        if len(self._opener) > self._next_count_sweep:
+            self._sweep_counts(now)
+
+    def _used(self, session_id: str) -> None:
+        principal = self._opener.get(session_id)
+        if principal is not None:
+            self._opened[principal][session_id] = time.monotonic()
+
+    def forget(self, session_id: str) -> None:
+        """``session_id`` no longer counts against its principal's sessions."""
+        principal = self._opener.pop(session_id, None)
+        if principal is not None:
+            opened = self._opened[principal]
+            opened.pop(session_id, None)
+            if not opened:
+                del self._opened[principal]
+
+    def _sweep_counts(self, now: float) -> None:
+        """Forget the sessions unused here for the TTL, so the counts stay bounded."""
+        for principal, opened in list(self._opened.items()):
+            for sid in [sid for sid, used in opened.items() if now - used > self.ttl]:
+                del opened[sid]
+                self._opener.pop(sid, None)
+            if not opened:
+                del self._opened[principal]
+        self._next_count_sweep = max(1024, 2 * len(self._opener))
 
     def _key(self, session_id: str) -> str:
         return f"session-{session_id}"
@@ -177,8 +242,10 @@ class SessionRegistry:
             session = LegacySession.decode(blob) if blob else None
             if session is not None and await self.store.get_blob(key, DELETED_BLOB) is not None:
                 return None  # deleted; what a racing refresh wrote back is left to expire
-        if session is not None and time.time() - session.touched > self.ttl / 4:
-            await self.save(session)  # keep an active session alive
+        if session is not None:
+            self._used(session_id)
+            if time.time() - session.touched > self.ttl / 4:
+                await self.save(session)  # keep an active session alive
         return session
 
     async def save(self, session: LegacySession) -> None:
@@ -213,6 +280,7 @@ class SessionRegistry:
         self._next_sweep = max(1024, 2 * (len(self._local) + len(self._deleted_local)))
 
     async def delete(self, session_id: str) -> None:
+        self.forget(session_id)
         if self.store is None:
             if self._local.pop(session_id, None) is not None:
                 now = time.time()

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine._internal.budgets import principal_key
 from engine._internal.logbridge import LEVELS, forwarding_logs
 from engine._internal.notify import Notify
 from engine._internal.tracing import RequestTrace
@@ -62,6 +63,8 @@ class LegacyExchange:
     """The bearer token the transport verified, when the server requires one."""
     principal: str | None = None
     """Who makes the request (the ``principal`` a new session is bound to)."""
+    client: str | None = None
+    """The client's network address (``RequestScope.client``)."""
     extras: dict[str, Any] = field(default_factory=dict)
     stateless: bool = False
     """Served without sessions (``stateless_http``): ``initialize`` keeps none, each request
@@ -98,7 +101,12 @@ async def _initialize(server: Served, message: Message, exchange: LegacyExchange
         exchange.principal, version, kept, bounded_client_info(params.get("clientInfo"))
     )
     if not exchange.stateless:
-        await server.sessions.save(session)
+        server.sessions.admit(principal_key(exchange.principal, exchange.client), session.id)
+        try:
+            await server.sessions.save(session)
+        except BaseException:
+            server.sessions.forget(session.id)  # not opened: it does not count
+            raise
         exchange.new_session = session
     # 2025-11-25 capabilities have no ``extensions`` (SEP-2133 came later).
     capabilities = {k: v for k, v in server.capabilities().items() if k != "extensions"}
@@ -144,6 +152,7 @@ def _scope(
         session=Session(session_notifier(server, session)),
         close_stream=exchange.extras.get("close_stream"),
         access_token=exchange.access_token,
+        client=exchange.client,
     )
 
 
@@ -179,6 +188,7 @@ def _answers(request: LegacyRequest) -> BackChannelAnswers | NoBackChannel:
         request.session.capabilities,
         timeout=request.server.legacy_answer_timeout,
         session_id=request.session.id,
+        principal=principal_key(request.exchange.principal, request.exchange.client),
     )
 
 

@@ -63,6 +63,8 @@ class Exchange:
     """Transport-level checks of ``headers``, run once ``_meta`` is known (HTTP header rules)."""
     access_token: AccessToken | None = None
     """The bearer token the transport verified, when the server requires one."""
+    client: str | None = None
+    """The client's network address (``RequestScope.client``)."""
 
 
 def read_meta(params: Any) -> tuple[str, dict[str, Any], dict[str, Any]]:
@@ -291,6 +293,8 @@ async def _serve(
     )
     if exchange.access_token is not None:
         scope.access_token = exchange.access_token
+    if exchange.client is not None:
+        scope.client = exchange.client
     if trace is not None:
         scope.trace = trace
     started = perf_counter()

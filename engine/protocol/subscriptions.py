@@ -17,6 +17,7 @@ from typing import Any
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
+from engine._internal.budgets import over_budget
 from engine.context import RequestScope
 from engine.errors import INVALID_PARAMS, METHOD_NOT_FOUND, MCPError
 from engine.protocol.jsonrpc import Message, notification_bytes, parse
@@ -200,6 +201,18 @@ def _open(server: Served, message: Message, exchange: Exchange) -> Subscription:
         task_ids = wanted.get(key)
         if task_ids is None:
             continue
+        tasks = server.tasks
+        if isinstance(task_ids, list) and tasks is not None:
+            limit = tasks.settings.max_listen_ids
+            if len(task_ids) > limit:
+                raise over_budget(
+                    tasks.metrics,
+                    INVALID_PARAMS,
+                    "max_listen_task_ids",
+                    limit,
+                    f"Invalid params: {key!r} names {len(task_ids)} tasks, more than one listen "
+                    "may; listen to fewer, or open another subscription for the rest",
+                )
         if not isinstance(task_ids, list) or not all(isinstance(t, str) for t in task_ids):
             raise MCPError(INVALID_PARAMS, f"Invalid params: {key!r} must be a list of task ids")
         if not declares_tasks(capabilities):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.calls.runner import too_many_answers
 from engine.context import RequestScope
 from engine.errors import INVALID_PARAMS, METHOD_NOT_FOUND, MCPError
 from engine.protocol.common import string_param
@@ -60,6 +61,9 @@ async def _update(server: Served, params: dict[str, Any], scope: RequestScope) -
             "Invalid params: 'inputResponses' must be an object of answers keyed by the task's "
             "inputRequests keys",
         )
+    limit = tasks.runner.tokens.max_input_responses
+    if len(responses) > limit:
+        raise too_many_answers(len(responses), limit, tasks.metrics)
     await tasks.update(task_id, responses, scope)
     return {}
 

@@ -20,12 +20,13 @@ from typing import Any
 
 import anyio.lowlevel
 
+from engine._internal.budgets import over_budget
 from engine._internal.metrics import Metrics
 from engine.calls.execute import Outcome, execute_round
 from engine.calls.reply import CallRequest, ReplyKind, RoundReply
 from engine.calls.runner import RoundRunner
 from engine.context import RequestScope
-from engine.errors import INVALID_PARAMS, MCPError
+from engine.errors import INVALID_PARAMS, OVER_BUDGET, MCPError
 from engine.handlers.results import error_result
 from engine.handlers.tool import Tool
 from engine.protocol.jsonrpc import dumps
@@ -50,6 +51,8 @@ class RunContext:
     changed: Callable[[TaskRecord], Awaitable[None]]
     """Told of each status the run writes (status notifications)."""
     metrics: Metrics
+    max_result_bytes: int
+    """A result larger than this, as JSON, fails the task (``max_task_result_bytes``)."""
 
 
 async def run_body(lease: Lease, context: RunContext) -> None:
@@ -139,6 +142,10 @@ async def run_body(lease: Lease, context: RunContext) -> None:
         result = value if value is not None else error_result(executed.error or "error")
         outcome = {"status": Status.COMPLETED, "result": {**result, "resultType": "complete"}}
         kind = (ReplyKind.COMPLETE if value is not None else ReplyKind.ERROR).value
+        too_large = _too_large(outcome["result"], context)
+        if too_large is not None:
+            log.warning("task %s of tool %r failed: %s", record.task_id, tool.name, too_large)
+            outcome, kind = _failed(too_large), "failed"
     outcome["state"] = answers.next_state.encode()
     await _finish(lease, context, (tool, request, answers, kind), outcome, started)
 
@@ -179,6 +186,23 @@ def progress_text(params: Mapping[str, Any]) -> str:
     if isinstance(total, int | float) and total:
         amount = f"{amount}/{total:g}"
     return f"{message} ({amount})" if isinstance(message, str) and message else amount
+
+
+def _too_large(result: dict[str, Any], context: RunContext) -> MCPError | None:
+    """The failure of a task whose result is over ``max_task_result_bytes``: kept, every
+    ``tasks/get`` of it would carry it whole, to any number of clients."""
+    size = len(dumps(result))
+    limit = context.max_result_bytes
+    if size <= limit:
+        return None
+    return over_budget(
+        context.metrics,
+        OVER_BUDGET,
+        "max_task_result_bytes",
+        limit,
+        f"The task's result is {size} bytes as JSON, more than a task keeps; have the tool "
+        "return less (a resource link to the data, or a page of it), or raise the limit",
+    )
 
 
 def _failed(error: MCPError) -> dict[str, Any]:

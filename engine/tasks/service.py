@@ -23,13 +23,14 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
+from engine._internal.budgets import ExpiringCounts, RateLimit, over_budget, principal_key
 from engine._internal.metrics import Metrics
 from engine._internal.notify import Notify
 from engine._internal.random_pool import random_bytes
 from engine.calls.reply import CallRequest, ReplyKind, RoundReply, TaskStart
 from engine.calls.runner import RoundRunner
 from engine.context import RequestScope
-from engine.errors import INTERNAL_ERROR, INVALID_PARAMS, MCPError
+from engine.errors import INTERNAL_ERROR, INVALID_PARAMS, OVER_BUDGET, MCPError
 from engine.fleet.bus import Bus
 from engine.handlers.tool import Tool
 from engine.questions.answers import AnswerSource
@@ -87,11 +88,16 @@ class Tasks:
         self.settings = settings
         self.held: dict[str, Lease] = {}
         """The tasks whose bodies this replica runs (or is about to), by id."""
-        self.context = RunContext(tools, runner, journal, self._changed, metrics)
+        self.context = RunContext(
+            tools, runner, journal, self._changed, metrics, settings.max_result_bytes
+        )
         self.watchers: dict[str, set[Watcher]] = {}
         """Status notifications wanted in this process, by task id."""
         self._group: TaskGroup | None = None
         self._limiter = anyio.CapacityLimiter(settings.max_running)
+        self._kept = ExpiringCounts(settings.ttl)
+        """Tasks made here and not past their TTL, by principal key."""
+        self._creations = RateLimit(settings.max_creations_per_minute)
         bus.on("task", self._on_bus)
 
     @property
@@ -112,6 +118,7 @@ class Tasks:
     ) -> RoundReply:
         """Write the task of this round's call, held by this replica; the reply that hands it
         to the client starts its body once the round is kept (``RoundReply.launch``)."""
+        self._admit(principal_key(principal, request.scope.client))
         now = time.time()
         owner = random_bytes(16)
         scope = request.scope
@@ -138,6 +145,40 @@ class Tasks:
         reply = RoundReply(ReplyKind.TASK, task_fields(record), record.task_id, round_no)
         reply.launch = partial(self.launch, lease)
         return reply
+
+    def _admit(self, key: str) -> None:
+        """Count one more task of ``key``, or refuse it at a budget (-32031)."""
+        settings, now = self.settings, time.monotonic()
+        if self._kept.total(now) >= settings.max_per_replica:
+            raise over_budget(
+                self.metrics,
+                OVER_BUDGET,
+                "max_tasks_per_replica",
+                settings.max_per_replica,
+                "This replica keeps as many tasks as it may; call again later, or on another "
+                "replica",
+            )
+        held = self._kept.held(key, now)
+        if held >= settings.max_per_principal:
+            raise over_budget(
+                self.metrics,
+                OVER_BUDGET,
+                "max_tasks_per_principal",
+                settings.max_per_principal,
+                f"You have {held} tasks kept on this replica, as many as one principal may; "
+                f"call without a task, or wait for older tasks to expire (task_ttl "
+                f"{settings.ttl:g} s)",
+            )
+        if not self._creations.allow(key, now):
+            raise over_budget(
+                self.metrics,
+                OVER_BUDGET,
+                "max_task_creations_per_minute",
+                settings.max_creations_per_minute,
+                "You made tasks faster than one principal may on this replica; wait a few "
+                "seconds and call again",
+            )
+        self._kept.take(key, now)
 
     # --- tasks/get, tasks/update, tasks/cancel ---------------------------------------------
 

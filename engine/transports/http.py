@@ -269,11 +269,14 @@ class StreamableHTTPApp:
                     send,
                     token,
                     stateless=self.stateless,
+                    client=client_address(scope),
                 )
                 return
             if "id" in raw:
                 if raw.get("method") == "subscriptions/listen":
-                    exchange = Exchange(headers, None, self._header_check, token)
+                    exchange = Exchange(
+                        headers, None, self._header_check, token, client_address(scope)
+                    )
                     await listen(
                         self.server,
                         raw,
@@ -289,7 +292,7 @@ class StreamableHTTPApp:
                     and isinstance(meta, dict)
                     and ("progressToken" in meta or "io.modelcontextprotocol/logLevel" in meta)
                 )
-        exchange = Exchange(headers, None, self._header_check, token)
+        exchange = Exchange(headers, None, self._header_check, token, client_address(scope))
         if streaming:
             await stream_call(self.server, raw, exchange, self.replica_header, receive, send)
             return
@@ -364,6 +367,13 @@ def _closing(send: Send) -> Send:
 
 
 _CLOSE = (b"connection", b"close")
+
+
+def client_address(scope: Scope) -> str | None:
+    """The client's address, as the server's socket saw it (whose budgets a request without a
+    principal draws on)."""
+    client = scope.get("client")
+    return str(client[0]) if client else None
 
 
 __all__ = ["PARSE_ERROR", "StreamableHTTPApp"]

@@ -142,9 +142,10 @@ async def post(
     access_token: AccessToken | None = None,
     *,
     stateless: bool = False,
+    client: str | None = None,
 ) -> None:
     """Serve one legacy POST: ``initialize``, a request, a notification, or a response;
-    ``stateless``: without sessions (``stateless_http``)."""
+    ``stateless``: without sessions (``stateless_http``); ``client``: the client's address."""
     session: LegacySession | None = None
     is_request = isinstance(raw, dict) and "method" in raw and "id" in raw
     request_id = raw.get("id") if isinstance(raw, dict) else None
@@ -180,6 +181,7 @@ async def post(
         notify=stream.notify,
         access_token=access_token,
         principal=principal,
+        client=client,
         stateless=stateless,
     )
     exchange.extras["close_stream"] = stream.close_connection

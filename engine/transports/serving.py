@@ -111,11 +111,27 @@ class DrainingServer(uvicorn.Server):
             and any(_idle(connection) for connection in connections)
         ):
             await asyncio.sleep(0.05)
+        ending = None
         if budget is not None:  # the whole drain keeps to the deadline it was given
-            self.config.timeout_graceful_shutdown = max(
+            left = self.config.timeout_graceful_shutdown = max(
                 0, math.floor(budget - (loop.time() - started))
             )
-        await super().shutdown(sockets=None)
+            # Calls waiting for answers end a second before uvicorn would cancel them.
+            ending = loop.call_later(max(0.0, left - 1.0), self._end_waiting_calls)
+        try:
+            await super().shutdown(sockets=None)
+        finally:
+            if ending is not None:
+                ending.cancel()
+
+    def _end_waiting_calls(self) -> None:
+        ended = self.app.end_waiting_calls()
+        if ended:
+            log.warning(
+                "Drain time (ENGINE_DRAIN_TIMEOUT) running out: ended %d calls waiting for "
+                "their clients' answers; each was told to call again",
+                ended,
+            )
 
 
 _PROTOCOL_NAMES = {"H11Protocol": "h11", "HttpToolsProtocol": "httptools"}

@@ -80,6 +80,13 @@ class MCPStarlette(Starlette):
     def draining(self, value: bool) -> None:
         self.endpoint.draining = value
 
+    def end_waiting_calls(self) -> int:
+        """End the calls waiting here for their clients' answers (the drain is running out of
+        time): each answers with an error saying to call again; how many there were."""
+        return self.endpoint.server.backchannel.end_all(
+            "the server is shutting down; call the tool again"
+        )
+
     @property
     def path(self) -> str:
         """The MCP endpoint's path."""
