@@ -22,6 +22,7 @@ from typing import Any
 
 from engine import __version__
 from engine._internal import logs
+from engine.cli import dev
 from engine.cli import journal as cli_journal
 from engine.cli.shared import (
     DEFAULT_STORE_SHOWN,
@@ -41,6 +42,10 @@ from engine.cli.terminal_client import LOG_LEVELS
 
 
 def _serve(args: argparse.Namespace) -> int:
+    if args.reload:
+        from engine.cli.dev import serve_reloading
+
+        return serve_reloading(args)
     if not 0 <= args.port <= 65535:
         raise CLIError(
             f"--port {args.port}: a port is a number from 1 to 65535 (0 picks any free one)"
@@ -294,7 +299,13 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["text", "json"],
         help="log lines as text, or as one JSON object each (or ENGINE_LOG_FORMAT)",
     )
+    serve.add_argument(
+        "--reload",
+        action="store_true",
+        help="serve the file again each time it (or a module it imports) changes",
+    )
     serve.set_defaults(func=_serve)
+    dev.add_command(command, store_help=store_help)
 
     call = command(
         "call",
@@ -486,7 +497,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    logs.configure(log_format, "INFO" if args.command == "serve" else "WARNING")
+    logs.configure(log_format, "INFO" if args.command in ("serve", "dev") else "WARNING")
     from engine.debug.journal import ReplayError
 
     try:
