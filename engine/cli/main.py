@@ -22,7 +22,7 @@ from typing import Any
 
 from engine import __version__
 from engine._internal import logs
-from engine.cli import dev
+from engine.cli import dev, install
 from engine.cli import journal as cli_journal
 from engine.cli.shared import (
     DEFAULT_STORE_SHOWN,
@@ -306,6 +306,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.set_defaults(func=_serve)
     dev.add_command(command, store_help=store_help)
+    install.add_command(command)
 
     call = command(
         "call",
