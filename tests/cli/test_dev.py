@@ -196,6 +196,19 @@ def test_dev_serves_an_edit_within_two_seconds_and_ctrl_c_stops_it(tmp_path: Pat
         assert ctrl_c(dev) == set()
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_server_process_stops_when_dev_is_killed_outright(tmp_path: Path) -> None:
+    copy = bookshop_copy(tmp_path)
+    with running(["dev", f"{copy}:build"], tmp_path) as dev:
+        started = descendants(dev.process.pid)
+        dev.process.kill()  # SIGKILL: no handler runs, nothing is cleaned up by dev itself
+        dev.process.wait()
+        deadline = time.monotonic() + STOP_TIMEOUT
+        while running_pids(started) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert running_pids(started) == set()
+
+
 def test_a_broken_edit_says_why_and_a_fix_serves_again(tmp_path: Path) -> None:
     copy = bookshop_copy(tmp_path)
     good = copy.read_text()
