@@ -34,6 +34,7 @@ def serve_reloading(args: argparse.Namespace, *, inspector: bool = False) -> int
             "again itself; drop --stdio, or --reload"
         )
     _configure_environment(args)
+    launcher = _inspector_command() if inspector else None  # fetched before anything starts
     with (
         stop_requested() as stop,
         contextlib.closing(listen(args.host, args.port)) as sock,
@@ -46,7 +47,7 @@ def serve_reloading(args: argparse.Namespace, *, inspector: bool = False) -> int
             args.target,
             url,
         )
-        with _inspector(url) if inspector else contextlib.nullcontext():
+        with _inspector(launcher, url) if launcher else contextlib.nullcontext():
             reloader.run(stop)
     return 0
 
@@ -71,11 +72,17 @@ def _configure_environment(args: argparse.Namespace) -> None:
         kept.announce()
 
 
+def _inspector_command() -> list[str]:
+    from engine.cli.inspector import install
+
+    return install()
+
+
 @contextlib.contextmanager
-def _inspector(url: str) -> Iterator[None]:
+def _inspector(launcher: list[str], url: str) -> Iterator[None]:
     from engine.cli.inspector import running_inspector
 
-    with running_inspector(url):
+    with running_inspector(launcher, url):
         yield
 
 

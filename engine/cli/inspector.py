@@ -156,10 +156,11 @@ def _npm_install(folder: Path, packages: list[str]) -> None:
 
 
 @contextlib.contextmanager
-def running_inspector(url: str) -> Iterator[subprocess.Popen[bytes]]:
-    """The Inspector's web UI pointed at ``url``, until the block ends; then its process group
-    is stopped (SIGTERM, then SIGKILL after ``STOP_SECONDS``)."""
-    command = [*install(), "--web", "--transport", "http", "--server-url", url]
+def running_inspector(launcher: list[str], url: str) -> Iterator[subprocess.Popen[bytes]]:
+    """The Inspector's web UI (``launcher``, from :func:`install`) pointed at ``url``, until the
+    block ends; then its process group is stopped (SIGTERM, then SIGKILL after
+    ``STOP_SECONDS``)."""
+    command = [*launcher, "--web", "--transport", "http", "--server-url", url]
     env = {key: value for key, value in os.environ.items() if key not in HIDDEN_ENV}
     process = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, start_new_session=True)
     stopping = threading.Event()
