@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from engine.cli.main import main
 from tests.fleet_helpers import ROOT
 
 SERVER = """\
@@ -270,3 +271,23 @@ def test_a_server_that_does_not_load_is_not_installed(setup: Setup) -> None:
         f"{setup.server} has no attribute 'nothing'"
     )
     assert not claude_desktop_file(setup).exists()
+
+
+def test_install_and_dev_answer_help(capsys: pytest.CaptureFixture[str]) -> None:
+    overview = main_help()
+    for name in ("install", "dev"):
+        with pytest.raises(SystemExit) as exited:
+            main([name, "--help"])
+        assert exited.value.code == 0
+        said = capsys.readouterr().out
+        assert said.startswith(f"usage: python -m engine {name}")
+        assert f"    {name}" in overview
+        if name == "install":
+            assert "claude-desktop, claude-code, cursor, vscode, mcp-json" in said
+
+
+def main_help() -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "engine", "--help"], capture_output=True, text=True, timeout=60
+    )
+    return done.stdout
