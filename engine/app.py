@@ -54,6 +54,8 @@ from engine.types import Icon
 from stores.base import Store
 
 if TYPE_CHECKING:
+    import socket
+
     from engine.transports.official_client import OfficialClientConnections
     from engine.transports.starlette_app import MCPStarlette
 
@@ -715,6 +717,7 @@ class MCPServer(Generic[LifespanT]):
         port: int = 8000,
         drain_timeout: float | None = None,
         uvicorn_options: Mapping[str, Any] | None = None,
+        sockets: Sequence[socket.socket] | None = None,
         **options: Any,
     ) -> None:
         """Serve until interrupted: ``"stdio"`` (the default) or ``"streamable-http"``.
@@ -723,7 +726,9 @@ class MCPServer(Generic[LifespanT]):
         ``drain_timeout`` seconds, ``ENGINE_DRAIN_TIMEOUT``, default 25), then exit status 0.
         ``uvicorn_options`` go to uvicorn's ``Config`` (``loop``, ``http``, ``log_level``,
         ``access_log``...; a ``timeout_graceful_shutdown`` there wins over ``drain_timeout``);
-        ``options`` to :meth:`streamable_http_app`. uvicorn's access log is off unless asked for
+        ``options`` to :meth:`streamable_http_app`. Given ``sockets`` already listening (a
+        supervisor's, which keeps them across restarts), it serves on those rather than binding
+        ``host:port``. uvicorn's access log is off unless asked for
         there or by ``ENGINE_ACCESS_LOG=1``. The process is the server's, so what exists
         once it has started is left out of later garbage collections (``freeze_after_startup``;
         ``ENGINE_GC_FREEZE=0`` turns it off).
@@ -755,6 +760,7 @@ class MCPServer(Generic[LifespanT]):
             access_log=serve.access_log,
             limits=serve.connections,
             uvicorn_options=given,
+            sockets=sockets,
         )
 
     async def health(self) -> tuple[bool, dict[str, Any]]:

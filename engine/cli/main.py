@@ -23,6 +23,7 @@ from typing import Any
 from engine import __version__
 from engine._internal import logs
 from engine._internal.inert import inert, inert_json
+from engine.cli import dev, install
 from engine.cli import journal as cli_journal
 from engine.cli.shared import (
     DEFAULT_STORE_SHOWN,
@@ -43,6 +44,10 @@ from engine.cli.terminal_client import LOG_LEVELS
 
 
 def _serve(args: argparse.Namespace) -> int:
+    if args.reload:
+        from engine.cli.dev import serve_reloading
+
+        return serve_reloading(args)
     if not 0 <= args.port <= 65535:
         raise CLIError(
             f"--port {args.port}: a port is a number from 1 to 65535 (0 picks any free one)"
@@ -321,7 +326,14 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["text", "json"],
         help="log lines as text, or as one JSON object each (or ENGINE_LOG_FORMAT)",
     )
+    serve.add_argument(
+        "--reload",
+        action="store_true",
+        help="serve the file again each time it (or a module it imports) changes",
+    )
     serve.set_defaults(func=_serve)
+    dev.add_command(command, store_help=store_help)
+    install.add_command(command)
 
     call = command(
         "call",
@@ -525,7 +537,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(inert(f"error: {exc}"), file=sys.stderr)
         return 2
-    logs.configure(log_format, "INFO" if args.command == "serve" else "WARNING")
+    logs.configure(log_format, "INFO" if args.command in ("serve", "dev") else "WARNING")
     from engine.debug.journal import ReplayError
 
     try:

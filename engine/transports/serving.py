@@ -29,7 +29,7 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import uvicorn
@@ -196,6 +196,7 @@ def serve_app(
     access_log: bool,
     limits: ConnectionLimits,
     uvicorn_options: dict[str, Any],
+    sockets: Sequence[socket.socket] | None = None,
 ) -> None:
     """``mcp.run("streamable-http")``: serve until SIGTERM (drained) or Ctrl-C."""
     # uvicorn drains on SIGTERM, then re-raises it with the handler it found: make that one
@@ -212,7 +213,7 @@ def serve_app(
     if "log_config" not in uvicorn_options and logs.log_format() == "json":
         # uvicorn would give its own loggers text handlers: route them through the JSON lines.
         settings["log_config"] = logs.logging_config("json")
-    serve(app, host=host, port=port, settings=settings, limits=limits)
+    serve(app, host=host, port=port, settings=settings, limits=limits, sockets=sockets)
 
 
 class CannotListen(OSError):
@@ -294,11 +295,14 @@ def serve(
     port: int,
     settings: dict[str, Any],
     limits: ConnectionLimits | None = None,
+    sockets: Sequence[socket.socket] | None = None,
 ) -> None:
     """Run ``app`` until SIGTERM or Ctrl-C (what ``uvicorn.run`` does for one process, with the
     drain above and, given ``limits``, the connection limits). `CannotListen` before anything
-    starts when ``host:port`` cannot be bound."""
-    check_listenable(host, port)
+    starts when ``host:port`` cannot be bound; given ``sockets`` already listening, it serves
+    on those and binds nothing."""
+    if sockets is None:
+        check_listenable(host, port)
     if limits is not None:
         settings = {"h11_max_incomplete_event_size": limits.max_head_bytes, **settings}
     config = uvicorn.Config(app, host=host, port=port, lifespan="on", **settings)
@@ -335,7 +339,7 @@ def serve(
     server = DrainingServer(config, app, guard)
     try:
         with contextlib.suppress(KeyboardInterrupt):
-            server.run()
+            server.run(sockets=None if sockets is None else list(sockets))
     finally:
         if config.uds and os.path.exists(config.uds):
             os.remove(config.uds)

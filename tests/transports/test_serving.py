@@ -99,15 +99,22 @@ def test_run_serves_with_the_uvicorn_options_given(monkeypatch: pytest.MonkeyPat
     served: dict[str, Any] = {}
 
     def serve(
-        app: Any, *, host: str, port: int, settings: dict[str, Any], limits: Any = None
+        app: Any,
+        *,
+        host: str,
+        port: int,
+        settings: dict[str, Any],
+        limits: Any = None,
+        sockets: Any = None,
     ) -> None:
-        served.update(settings, app=app, host=host, port=port, limits=limits)
+        served.update(settings, app=app, host=host, port=port, limits=limits, sockets=sockets)
 
     monkeypatch.setattr(serving, "serve", serve)
     monkeypatch.setattr(signal, "signal", lambda *args: None)
     mcp = build(keys=[KEY])
     mcp.run("streamable-http", port=9123, uvicorn_options={"loop": "asyncio", "access_log": False})
     assert (served["port"], served["loop"], served["access_log"]) == (9123, "asyncio", False)
+    assert served["sockets"] is None  # binds host:port itself
     assert served["log_level"] == "info"
     assert served["app"].endpoint.freeze_after_startup is True
     mcp.run("streamable-http")

@@ -1,0 +1,120 @@
+"""The process that ``serve --reload`` and ``dev`` start again on every change to the code.
+
+It serves the server file on the listening socket its supervisor holds (passed as a file
+descriptor), so a restart refuses no connection: one that arrives while the next process starts
+waits in the socket's backlog. Before serving it reports the Python files it imported from
+outside the interpreter's own directories, with their modification times, so the supervisor
+watches exactly the user's code. It ends itself when its supervisor is gone (the read end of a
+pipe whose write end only the supervisor holds reaches end-of-file).
+
+Run as ``python -m engine.cli.reload_worker``; not a command for users.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import socket
+import sys
+import sysconfig
+import threading
+from pathlib import Path
+
+from engine._internal import logs
+from engine.cli.shared import CLIError, load_server
+
+DEV_KEEP_ALIVE = 1
+"""Seconds an idle keep-alive connection stays open: a replaced process's drain waits for its
+idle connections, and a developer's next request should reach the new code at once."""
+DEV_DRAIN_TIMEOUT = 2.0
+"""Seconds a replaced process gives its requests in flight (a stream held open, say), unless
+``ENGINE_DRAIN_TIMEOUT`` says otherwise."""
+
+
+def interpreter_directories() -> list[Path]:
+    """Where the standard library and installed packages live: never the user's code."""
+    found = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    found.update(sysconfig.get_paths().values())
+    return [Path(path).resolve() for path in found if path]
+
+
+def imported_files(target: Path) -> dict[str, tuple[int, int]]:
+    """Each imported ``.py`` file outside the interpreter's directories (and the target itself),
+    with its ``(mtime_ns, size)`` as this process saw it."""
+    skipped = interpreter_directories()
+    files = {target}
+    for module in list(sys.modules.values()):
+        name = getattr(module, "__file__", None)
+        if not name or not name.endswith(".py"):
+            continue
+        path = Path(name).resolve()
+        if not any(path.is_relative_to(directory) for directory in skipped):
+            files.add(path)
+    seen: dict[str, tuple[int, int]] = {}
+    for path in files:
+        with contextlib.suppress(OSError):
+            status = path.stat()
+            seen[str(path)] = (status.st_mtime_ns, status.st_size)
+    return seen
+
+
+def report(path: str, target: Path) -> None:
+    draft = f"{path}.{os.getpid()}"
+    with open(draft, "w", encoding="utf-8") as file:
+        json.dump(imported_files(target), file)
+    os.replace(draft, path)
+
+
+def end_with_supervisor(descriptor: int) -> None:
+    """SIGTERM this process once ``descriptor`` (a pipe's read end) reaches end-of-file."""
+
+    def wait() -> None:
+        with contextlib.suppress(OSError):
+            while os.read(descriptor, 1):
+                pass
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=wait, name="supervisor-watch", daemon=True).start()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m engine.cli.reload_worker")
+    parser.add_argument("target")
+    parser.add_argument("--fd", type=int, required=True, help="the listening socket")
+    parser.add_argument("--host", required=True)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--report", required=True, help="where to write the imported files")
+    parser.add_argument("--supervisor-fd", type=int, required=True)
+    parser.add_argument("--traceback", action="store_true")
+    args = parser.parse_args(argv)
+    end_with_supervisor(args.supervisor_fd)
+    logs.configure(logs.log_format(), "INFO")
+    target = Path(args.target.partition(":")[0]).resolve()
+    try:
+        server = load_server(args.target, traceback=args.traceback)
+    except CLIError as exc:
+        report(args.report, target)  # a fix in an imported module starts it again too
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.code
+    report(args.report, target)
+    listener = socket.socket(fileno=args.fd)
+    drain = None if os.environ.get("ENGINE_DRAIN_TIMEOUT") else DEV_DRAIN_TIMEOUT
+    server.run(
+        "streamable-http",
+        host=args.host,
+        port=args.port,
+        sockets=[listener],
+        drain_timeout=drain,
+        uvicorn_options={"timeout_keep_alive": DEV_KEEP_ALIVE},
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:  # Ctrl-C in the terminal while the file was being imported
+        sys.exit(130)
