@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.cli.shared import CLIError
+from engine.cli.shared import CLIError, split_target
 
 CHECK_TIMEOUT = 120.0
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
@@ -226,17 +226,6 @@ def _environment(pairs: list[str]) -> dict[str, str]:
     return env
 
 
-def _split_target(target: str) -> tuple[Path, str]:
-    path_text, _, attr = target.partition(":")
-    if len(path_text) == 1 and attr and "\\" in attr:  # a Windows drive letter
-        path_text, _, attr = target.rpartition(":")
-    path = Path(path_text).resolve()
-    if not path.is_file():
-        kind = "a directory" if path.is_dir() else "not found"
-        raise CLIError(f"{path_text} is not a file ({kind}); give FILE.py or FILE.py:ATTR")
-    return path, attr
-
-
 def _load_elsewhere(target: str, env: dict[str, str]) -> dict[str, Any]:
     """Load ``target`` as the host will: this interpreter, another directory, ``env`` given."""
     run_env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
@@ -277,7 +266,7 @@ class Launch:
 
 
 def launch(target: str, name: str | None, pairs: list[str]) -> Launch:
-    path, attr = _split_target(target)
+    path, _, attr = split_target(target)
     absolute = f"{path}:{attr}" if attr else str(path)
     env = _environment(pairs)
     loaded = _load_elsewhere(absolute, env)

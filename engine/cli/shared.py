@@ -48,6 +48,19 @@ def tracebacks_wanted(flag: bool = False) -> bool:
     return flag or os.environ.get(TRACEBACK_ENV, "").strip().lower() in ("1", "true", "yes", "on")
 
 
+def split_target(target: str) -> tuple[Path, str, str]:
+    """``FILE.py[:ATTR]`` → the file's resolved path, the path as given, and ATTR (or "");
+    a file that is not there is a one-line :class:`CLIError`."""
+    path_text, _, attr = target.partition(":")
+    if len(path_text) == 1 and attr and "\\" in attr:  # a Windows drive letter
+        path_text, _, attr = target.rpartition(":")
+    path = Path(path_text).resolve()
+    if not path.is_file():
+        kind = "a directory" if path.is_dir() else "not found"
+        raise CLIError(f"{path_text} is not a file ({kind}); give FILE.py or FILE.py:ATTR")
+    return path, path_text, attr
+
+
 def load_server(target: str, *, traceback: bool = False) -> MCPServer:
     """``FILE.py[:ATTR]`` → the MCPServer it defines (``mcp`` or the only one).
 
@@ -56,13 +69,7 @@ def load_server(target: str, *, traceback: bool = False) -> MCPServer:
     attribute that is something else. Log records made while importing (the warning about
     missing keys, say) are shown only once the server is found, so a failure is one line.
     """
-    path_text, _, attr = target.partition(":")
-    if len(path_text) == 1 and attr and "\\" in attr:  # a Windows drive letter
-        path_text, _, attr = target.rpartition(":")
-    path = Path(path_text).resolve()
-    if not path.is_file():
-        kind = "a directory" if path.is_dir() else "not found"
-        raise CLIError(f"{path_text} is not a file ({kind}); give FILE.py or FILE.py:ATTR")
+    path, path_text, attr = split_target(target)
     with held_logs() as held:
         module = _import_file(path, path_text, traceback)
         server = _find_server(module, path, path_text, attr, traceback)
