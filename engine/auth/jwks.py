@@ -3,9 +3,16 @@
 Keys are fetched on first use and kept for ``max_age`` seconds; a token whose ``kid`` the kept
 set lacks (the provider rotated its keys) makes the set be fetched again at once, at most
 ``refetches_per_minute`` times a minute, so tokens with made-up key ids cannot turn a replica into
-a load generator against the provider. A set that cannot be fetched again is used as it was
-kept (the provider's keys outlive a short outage); with no set at all, verification raises, and
-the request is answered 503.
+a load generator against the provider.
+
+One fetch serves every request that needs it (:mod:`engine.auth.single_flight`): requests that
+arrive while it runs wait for it, and get its keys, or its failure, together, at most
+``timeout`` seconds after it started. A failed fetch pauses fetching (1 s, doubling to 30 s),
+whether or not a set is kept. A set that cannot be fetched again is used as it was kept (the
+provider's keys outlive a short outage), and while a kept set that is past ``max_age`` is fetched
+again, the other requests go on with it rather than wait. With no set at all, verification
+raises :class:`KeysUnavailable` and the request is answered 503 with ``Retry-After``: at once
+while fetching is paused.
 
 Only public signing keys are kept: ``oct`` (shared secret) keys and keys for encryption are
 dropped, so no token can be checked against a secret derived from a public key.
@@ -20,12 +27,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import anyio
 import httpx
 from jwt import PyJWK
 from jwt.exceptions import PyJWKError
 
 from engine.auth.provider_client import ProviderClient
+from engine.auth.single_flight import Backoff, Flight, VerifierUnavailable
 
 log = logging.getLogger("engine.auth")
 
@@ -38,7 +45,7 @@ ASYMMETRIC = {
 EC_CURVES = {"P-256": "ES256", "P-384": "ES384", "P-521": "ES512"}
 
 
-class KeysUnavailable(Exception):
+class KeysUnavailable(VerifierUnavailable):
     """The key set could not be fetched and none is kept: tokens cannot be checked now."""
 
 
@@ -106,9 +113,10 @@ class JWKSCache:
         """The verifier's (`JWTVerifier` gives the one it opens and closes)."""
         self._keys: list[SigningKey] | None = None
         self._fetched_at = 0.0
-        self._retry_at = 0.0
         self._refetches: deque[float] = deque()
-        self._lock = anyio.Lock()
+        self._flight: Flight[list[SigningKey]] | None = None
+        """The fetch under way, if any: every request that needs the set waits for this one."""
+        self.backoff = Backoff()
         self.fetches = 0
         """How many times the set was fetched (for the log and the tests)."""
         if fixed is not None:
@@ -117,13 +125,19 @@ class JWKSCache:
 
     async def find(self, kid: str | None) -> SigningKey | None:
         """The key a token names by ``kid`` (without one: the only key of the set)."""
-        now = time.monotonic()
-        if self._keys is None or (now - self._fetched_at > self.max_age and now >= self._retry_at):
-            await self._refresh(self._fetched_at)
+        if self._keys is None:
+            await self._refresh()
+        elif (
+            time.monotonic() - self._fetched_at > self.max_age
+            and self._flight is None
+            and not self.backoff.remaining()
+        ):
+            await self._refresh()  # the others go on with the kept set meanwhile
         found = self._lookup(kid)
-        if found is None and kid is not None and self._may_refetch(now):
-            log.info("key id %r is not in the JWKS; fetching it again", kid[:64])
-            await self._refresh(self._fetched_at)
+        if found is None and kid is not None and (self._flight is not None or self._may_refetch()):
+            if self._flight is None:
+                log.info("key id %r is not in the JWKS; fetching it again", kid[:64])
+            await self._refresh()
             found = self._lookup(kid)
         return found
 
@@ -136,9 +150,10 @@ class JWKSCache:
                 return key
         return None
 
-    def _may_refetch(self, now: float) -> bool:
-        if self._fetched_at == float("inf"):
-            return False  # a fixed set
+    def _may_refetch(self) -> bool:
+        if self._fetched_at == float("inf") or self.backoff.remaining():
+            return False  # a fixed set, or fetching is paused
+        now = time.monotonic()
         window = self._refetches
         while window and now - window[0] > 60:
             window.popleft()
@@ -147,22 +162,46 @@ class JWKSCache:
         window.append(now)
         return True
 
-    async def _refresh(self, seen: float) -> None:
-        """Fetch the set, once for all the requests that wait for it (``seen``: when the set
-        they found was fetched)."""
-        async with self._lock:
-            if self._fetched_at != seen and self._keys is not None:
-                return  # another request fetched it meanwhile
-            try:
-                keys = await self._fetch()
-            except (httpx.HTTPError, ValueError) as exc:
-                self._retry_at = time.monotonic() + 30
+    async def _refresh(self) -> None:
+        """Fetch the set, or wait for the fetch under way; raises ``KeysUnavailable`` when no
+        set is kept and none could be fetched (at once while fetching is paused)."""
+        flight = self._flight
+        if flight is None:
+            paused = self.backoff.remaining()
+            if paused:
                 if self._keys is None:
-                    raise KeysUnavailable(f"cannot fetch the JWKS at {self.url}: {exc}") from None
-                log.warning("keeping the JWKS fetched earlier: cannot fetch %s: %s", self.url, exc)
+                    raise KeysUnavailable(
+                        f"the JWKS at {self.url} could not be fetched; fetching it again in "
+                        f"{paused:.1f} s",
+                        retry_after=paused,
+                        limit="jwks_backoff",
+                    )
                 return
-            self._keys = keys
+            flight = self._flight = Flight()
+            try:
+                await flight.fly(self._fetch, self.timeout, (httpx.HTTPError, ValueError))
+            finally:
+                self._flight = None
+                self._settle(flight)
+        _, failure = await flight.outcome()
+        if failure is not None and self._keys is None:
+            raise KeysUnavailable(
+                f"cannot fetch the JWKS at {self.url}: {failure}",
+                retry_after=self.backoff.remaining(),
+            )
+
+    def _settle(self, flight: Flight[list[SigningKey]]) -> None:
+        """Keep what the fetch brought, or pause fetching after its failure."""
+        if flight.failure is None and flight.value is not None:
+            self._keys = flight.value
             self._fetched_at = time.monotonic()
+            self.backoff.succeeded()
+            return
+        self.backoff.failed()
+        if self._keys is not None:
+            log.warning(
+                "keeping the JWKS fetched earlier: cannot fetch %s: %s", self.url, flight.failure
+            )
 
     async def _fetch(self) -> list[SigningKey]:
         self.fetches += 1
