@@ -221,13 +221,18 @@ class BearerGate:
             return
         resource = self.resource_url(scope, headers)
         if resource is None:
-            text = b"Bad Request: the Host header cannot name this resource"
-            await _send(send, 400, text, b"text/plain; charset=utf-8", list(extra))
+            text = (
+                b"Misdirected Request: this server does not name its resource after that Host; "
+                b"add the host to allowed_hosts, or set resource_server_url"
+            )
+            await _send(send, 421, text, b"text/plain; charset=utf-8", list(extra))
             return
         document = self.metadata.document(resource)
         body = document if scope["method"] != "HEAD" else b""
         length = len(document)
         fields = [*cors, (b"cache-control", b"public, max-age=300"), *extra]
+        if self.metadata.derived:
+            fields.append((b"vary", b"Host, X-Forwarded-Host, X-Forwarded-Proto"))
         await _send(send, 200, body, b"application/json", fields, length)
 
 
