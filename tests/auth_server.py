@@ -109,6 +109,8 @@ class AuthorizationServer:
     token_requests: int = 0
     released: anyio.Event | None = None
     """While set, ``/jwks`` and ``/introspect`` wait for it before answering."""
+    stalled: anyio.Event = field(default_factory=anyio.Event)
+    """Set when a request arrives at a hanging endpoint."""
 
     # --- test controls ------------------------------------------------------------------------
 
@@ -128,6 +130,7 @@ class AuthorizationServer:
     def hanging(self) -> Iterator[None]:
         """``/jwks`` and ``/introspect`` answer nothing while the block runs."""
         released = self.released = anyio.Event()
+        self.stalled = anyio.Event()
         try:
             yield
         finally:
@@ -136,6 +139,7 @@ class AuthorizationServer:
 
     async def _stall(self) -> None:
         if self.released is not None:
+            self.stalled.set()
             await self.released.wait()
 
     @property

@@ -10,9 +10,10 @@ arrive while it runs wait for it, and get its keys, or its failure, together, at
 ``timeout`` seconds after it started. A failed fetch pauses fetching (1 s, doubling to 30 s),
 whether or not a set is kept. A set that cannot be fetched again is used as it was kept (the
 provider's keys outlive a short outage), and while a kept set that is past ``max_age`` is fetched
-again, the other requests go on with it rather than wait. With no set at all, verification
-raises :class:`KeysUnavailable` and the request is answered 503 with ``Retry-After``: at once
-while fetching is paused.
+again, the other requests go on with it rather than wait. With no set at all, or for a token
+naming a key the kept set lacks while the set cannot be fetched, verification raises
+:class:`KeysUnavailable` and the request is answered 503 with ``Retry-After`` (the token may
+be good: the client keeps it), at once while fetching is paused.
 
 Only public signing keys are kept: ``oct`` (shared secret) keys and keys for encryption are
 dropped, so no token can be checked against a secret derived from a public key.
@@ -124,7 +125,9 @@ class JWKSCache:
             self._fetched_at = float("inf")
 
     async def find(self, kid: str | None) -> SigningKey | None:
-        """The key a token names by ``kid`` (without one: the only key of the set)."""
+        """The key a token names by ``kid`` (without one: the only key of the set). Raises
+        ``KeysUnavailable`` when the key cannot be looked for now: no set is kept, or the token
+        names a key the kept set lacks and the set cannot be fetched again."""
         if self._keys is None:
             await self._refresh()
         elif (
@@ -134,12 +137,28 @@ class JWKSCache:
         ):
             await self._refresh()  # the others go on with the kept set meanwhile
         found = self._lookup(kid)
-        if found is None and kid is not None and (self._flight is not None or self._may_refetch()):
-            if self._flight is None:
-                log.info("key id %r is not in the JWKS; fetching it again", kid[:64])
-            await self._refresh()
-            found = self._lookup(kid)
+        if found is not None or kid is None or self._fetched_at == float("inf"):
+            return found
+        if self._flight is None:
+            paused = self.backoff.remaining()
+            if paused:
+                raise self._unavailable(kid, f"fetching it again in {paused:.1f} s", "jwks_backoff")
+            if not self._may_refetch():
+                return None  # made-up key ids: refused without a fetch
+            log.info("key id %r is not in the JWKS; fetching it again", kid[:64])
+        failure = await self._refresh()
+        found = self._lookup(kid)
+        if found is None and failure is not None:
+            raise self._unavailable(kid, failure, None)
         return found
+
+    def _unavailable(self, kid: str, why: str, limit: str | None) -> KeysUnavailable:
+        return KeysUnavailable(
+            f"key id {kid[:64]!r} is not in the JWKS kept, and the JWKS at {self.url} cannot be "
+            f"fetched: {why}",
+            retry_after=self.backoff.remaining(),
+            limit=limit,
+        )
 
     def _lookup(self, kid: str | None) -> SigningKey | None:
         keys = self._keys or []
@@ -151,8 +170,6 @@ class JWKSCache:
         return None
 
     def _may_refetch(self) -> bool:
-        if self._fetched_at == float("inf") or self.backoff.remaining():
-            return False  # a fixed set, or fetching is paused
         now = time.monotonic()
         window = self._refetches
         while window and now - window[0] > 60:
@@ -162,9 +179,10 @@ class JWKSCache:
         window.append(now)
         return True
 
-    async def _refresh(self) -> None:
-        """Fetch the set, or wait for the fetch under way; raises ``KeysUnavailable`` when no
-        set is kept and none could be fetched (at once while fetching is paused)."""
+    async def _refresh(self) -> str | None:
+        """Fetch the set, or wait for the fetch under way; why it failed, or ``None``. Raises
+        ``KeysUnavailable`` when no set is kept and none could be fetched (at once while
+        fetching is paused)."""
         flight = self._flight
         if flight is None:
             paused = self.backoff.remaining()
@@ -176,7 +194,7 @@ class JWKSCache:
                         retry_after=paused,
                         limit="jwks_backoff",
                     )
-                return
+                return None
             flight = self._flight = Flight()
             try:
                 await flight.fly(self._fetch, self.timeout, (httpx.HTTPError, ValueError))
@@ -189,6 +207,7 @@ class JWKSCache:
                 f"cannot fetch the JWKS at {self.url}: {failure}",
                 retry_after=self.backoff.remaining(),
             )
+        return failure
 
     def _settle(self, flight: Flight[list[SigningKey]]) -> None:
         """Keep what the fetch brought, or pause fetching after its failure."""
