@@ -183,6 +183,12 @@ class IntrospectionVerifier:
         """Remember the answer, or pause asking after a failure."""
         if flight.failure is not None:
             self.backoff.failed()
+            log.error(
+                "cannot introspect a token at %s (%s); asking again in %.0f s at the earliest",
+                self.endpoint,
+                flight.failure,
+                self.backoff.pause,
+            )
             return
         self.backoff.succeeded()
         now = time.monotonic()

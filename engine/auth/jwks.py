@@ -217,10 +217,15 @@ class JWKSCache:
             self.backoff.succeeded()
             return
         self.backoff.failed()
-        if self._keys is not None:
-            log.warning(
-                "keeping the JWKS fetched earlier: cannot fetch %s: %s", self.url, flight.failure
-            )
+        kept = "keeping the set fetched earlier" if self._keys is not None else "no set is kept"
+        log.error(
+            "cannot fetch the JWKS at %s (%s); %s, and it is fetched again in %.0f s at the "
+            "earliest",
+            self.url,
+            flight.failure,
+            kept,
+            self.backoff.pause,
+        )
 
     async def _fetch(self) -> list[SigningKey]:
         self.fetches += 1

@@ -120,15 +120,16 @@ class BearerGate:
         return verified
 
     def _unavailable(self, exc: Exception, token: str) -> Refusal:
-        """503: the verifier cannot decide now. One that stopped before asking its provider
-        (a backoff, a rate) counts the limit it hit and is not logged: a log line per refused
-        request would be the flood itself."""
+        """503: the verifier cannot decide now. A ``VerifierUnavailable`` is not logged here:
+        the verifier logs a failed question once, however many requests it answers, and one
+        that stopped before asking (a pause, a rate) counts the limit it hit instead; a log
+        line per refused request would be the flood itself."""
         retry_after = RETRY_AFTER_SECONDS
         if isinstance(exc, VerifierUnavailable):
             retry_after = exc.retry_after_header
             if exc.limit is not None:
                 self.metrics.inc("engine_auth_limits_total", limit=exc.limit)
-        if not isinstance(exc, VerifierUnavailable) or exc.limit is None:
+        else:
             reason = str(exc).replace(token, "<token>")
             log.error("the token verifier failed (%s: %s)", type(exc).__name__, reason)
         return Refusal(
