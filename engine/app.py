@@ -498,6 +498,9 @@ class MCPServer(Generic[LifespanT]):
         methods: Sequence[str] = ("GET",),
         name: str | None = None,
         include_in_schema: bool = True,
+        *,
+        require_auth: bool = False,
+        scopes: Sequence[str] | None = None,
     ) -> Callable[[F], F]:
         """Serve ``path`` (beside ``/mcp``, over HTTP) with the decorated handler.
 
@@ -507,12 +510,20 @@ class MCPServer(Generic[LifespanT]):
         (no ``{param}`` templates), and ``/mcp``, ``/healthz`` and ``/metrics`` are refused.
         ``name`` is kept on the route (``mcp.custom_routes``); ``include_in_schema`` is accepted
         for the official signature and has no effect (there is no OpenAPI schema). Register
-        routes before making the app: ``streamable_http_app()`` reads them once. They are not
-        behind the Host/Origin check of ``/mcp`` (as ``/healthz``), but are behind middleware
-        and CORS.
+        routes before making the app: ``streamable_http_app()`` reads them once.
+
+        A route is open, as on the official server: no bearer token, no Host/Origin check of
+        ``/mcp`` (as ``/healthz``), only middleware and CORS. ``require_auth=True`` puts it behind
+        the Host/Origin check and the bearer token of ``/mcp`` (the server needs ``auth``), with
+        ``scopes`` a token needs on top of ``required_scopes``; the handler reads the token with
+        ``get_access_token()``.
         """
         del include_in_schema
-        return _registering(lambda fn: self.custom_routes.add(path, methods, fn, name))
+        return _registering(
+            lambda fn: self.custom_routes.add(
+                path, methods, fn, name, require_auth=require_auth, scopes=scopes
+            )
+        )
 
     # --- listings -------------------------------------------------------------------------------
 

@@ -14,7 +14,10 @@ It does what the auth tests need of Keycloak or Auth0, and nothing else:
   with the code, the state and the issuer (RFC 9207);
 - ``/register``: dynamic client registration (RFC 7591), a new client for user ``dynamic-user``;
 - ``/introspect`` (RFC 7662): what it issued and has not revoked is active, for the resource
-  server's own client; each introspection counted.
+  server's own client; each introspection counted, and each token it was asked about.
+
+``with server.hanging():`` makes ``/jwks`` and ``/introspect`` take requests (and count them)
+but answer none until the block ends: a provider that stalls.
 
 ``mint()`` signs a token directly, with any claims, header or key, so a test can make every kind
 of token a verifier must refuse. ``serve_authorization_server()`` runs it with uvicorn in the
@@ -30,11 +33,13 @@ import hmac
 import json
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlencode
 
+import anyio
 import jwt
 from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
@@ -99,7 +104,13 @@ class AuthorizationServer:
     codes: dict[str, Codes] = field(default_factory=dict)
     jwks_fetches: int = 0
     introspections: int = 0
+    introspected: Counter[str] = field(default_factory=Counter)
+    """How many times each token was asked about."""
     token_requests: int = 0
+    released: anyio.Event | None = None
+    """While set, ``/jwks`` and ``/introspect`` wait for it before answering."""
+    stalled: anyio.Event = field(default_factory=anyio.Event)
+    """Set when a request arrives at a hanging endpoint."""
 
     # --- test controls ------------------------------------------------------------------------
 
@@ -114,6 +125,22 @@ class AuthorizationServer:
         client = Client(client_id, secret, user or client_id, tuple(scopes))
         self.clients[client_id] = client
         return client
+
+    @contextlib.contextmanager
+    def hanging(self) -> Iterator[None]:
+        """``/jwks`` and ``/introspect`` answer nothing while the block runs."""
+        released = self.released = anyio.Event()
+        self.stalled = anyio.Event()
+        try:
+            yield
+        finally:
+            self.released = None
+            released.set()
+
+    async def _stall(self) -> None:
+        if self.released is not None:
+            self.stalled.set()
+            await self.released.wait()
 
     @property
     def signing(self) -> SigningKey:
@@ -184,6 +211,7 @@ class AuthorizationServer:
             await _json(send, 200, self.metadata())
         elif path == "/jwks":
             self.jwks_fetches += 1
+            await self._stall()
             await _json(send, 200, {"keys": [key.jwk() for key in self.keys]})
         elif path == "/token" and method == "POST":
             self.token_requests += 1
@@ -191,6 +219,8 @@ class AuthorizationServer:
             await _json(send, status, answer)
         elif path == "/introspect" and method == "POST":
             self.introspections += 1
+            self.introspected[form.get("token", "")] += 1
+            await self._stall()
             status, answer = self.introspect(form, headers)
             await _json(send, status, answer)
         elif path == "/register" and method == "POST":

@@ -22,6 +22,9 @@ _HELP = {
     "engine_state_spills_total": "Rounds whose state went to the store by reference.",
     "engine_token_rejections_total": "requestState tokens refused, by reason.",
     "engine_auth_refusals_total": "Requests refused for their bearer token, by reason.",
+    "engine_auth_limits_total": (
+        "Requests answered 503 without asking the authorization server, by the limit hit."
+    ),
     "engine_store_errors_total": "Store operations that failed because the store was unavailable.",
     "engine_journal_events_dropped_total": (
         "Journal events dropped: the writers were behind, or the store refused them."

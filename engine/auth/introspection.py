@@ -5,14 +5,25 @@ POSTing it to the authorization server's introspection endpoint (RFC 7662), auth
 this resource server's own client. The answer is kept for a short while, so a client's rounds do
 not each cost a round trip: an active token for ``cache_seconds`` (never past its ``exp``), an
 inactive one for ``negative_cache_seconds`` (so a flood of bad tokens is not forwarded one by one
-either). Concurrent requests with one token share one introspection.
+either). Both caches are keyed by the token's SHA-256, and kept apart: inactive answers fill a
+table bounded by ``negative_cache_bytes`` of their own, so no number of bad tokens pushes a good
+one out. A revoked token stays accepted for at most ``cache_seconds`` on each replica.
 
-The cache is keyed by the token's SHA-256 and bounded; a revoked token stays accepted for at
-most ``cache_seconds`` on each replica.
+What reaches the endpoint is bounded (:mod:`engine.auth.single_flight`):
+
+- concurrent requests with one token share one introspection, and its failure: all of them are
+  answered together, at most ``timeout`` seconds after it started;
+- after a failure the endpoint is not asked for a while (1 s, doubling to 30 s): a token not in
+  the caches meanwhile gets 503 with ``Retry-After`` at once, while cached answers are served;
+- tokens this verifier has not seen active are introspected at most
+  ``unknown_tokens_per_second`` a second (a burst of five seconds' worth): past that rate a new
+  token gets 503 with ``Retry-After``. A token seen active (until its ``exp``) is asked about
+  again when its answer is stale whatever the rate, so the users already served stay served.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import time
@@ -20,18 +31,27 @@ from collections.abc import Iterable
 from types import TracebackType
 from typing import Any
 
-import anyio
 import httpx
 
-from engine.auth.provider import AccessToken, token_from_claims
+from engine.auth.provider import AccessToken, time_claim_refused, token_from_claims
 from engine.auth.provider_client import ProviderClient
+from engine.auth.single_flight import Backoff, Flight, VerifierUnavailable
 
 log = logging.getLogger("engine.auth")
 
 MAX_CACHED = 10_000
+"""Active tokens remembered at most (each with its claims: a few kilobytes); the one answered
+longest ago goes first."""
+INACTIVE_ENTRY_BYTES = 128
+"""What one remembered inactive answer costs: the token's digest, its expiry and its share of
+the table."""
+KNOWN_WITHOUT_EXPIRY = 3600.0
+"""How long a token seen active without an ``exp`` counts as known (exempt from the rate)."""
+BURST_SECONDS = 5.0
+"""The rate's burst: this many seconds' worth of new tokens at once."""
 
 
-class IntrospectionUnavailable(Exception):
+class IntrospectionUnavailable(VerifierUnavailable):
     """The introspection endpoint did not answer usefully: the token could not be checked."""
 
 
@@ -43,6 +63,10 @@ class IntrospectionVerifier:
     - ``audience``: when given, an active token must name one of these in ``aud`` (RFC 8707).
     - ``issuer``: when given, an active token's ``iss`` must be this.
     - ``cache_seconds`` (30), ``negative_cache_seconds`` (10): how long an answer is kept.
+    - ``negative_cache_bytes`` (1 MiB): the memory inactive answers may take (128 bytes each).
+    - ``unknown_tokens_per_second`` (50): how many tokens not seen active may be introspected
+      a second.
+    - ``timeout`` (5): seconds one introspection may take in all.
     - ``http_client``: an ``httpx.AsyncClient`` of your own (a proxy, a private CA); otherwise
       the verifier opens one while its server runs.
     """
@@ -57,9 +81,13 @@ class IntrospectionVerifier:
         issuer: str | None = None,
         cache_seconds: float = 30.0,
         negative_cache_seconds: float = 10.0,
+        negative_cache_bytes: int = 1024 * 1024,
+        unknown_tokens_per_second: float = 50.0,
         timeout: float = 5.0,
         http_client: httpx.AsyncClient | None = None,
     ) -> None:
+        if unknown_tokens_per_second <= 0:
+            raise ValueError("unknown_tokens_per_second must be positive, e.g. 50")
         self.endpoint = introspection_endpoint
         self.credentials = (client_id, client_secret)
         if isinstance(audience, str):
@@ -68,10 +96,21 @@ class IntrospectionVerifier:
         self.issuer = issuer
         self.cache_seconds = cache_seconds
         self.negative_cache_seconds = negative_cache_seconds
+        self.max_inactive = max(1, negative_cache_bytes // INACTIVE_ENTRY_BYTES)
+        self.rate = unknown_tokens_per_second
+        self.burst = max(1.0, unknown_tokens_per_second * BURST_SECONDS)
         self.timeout = timeout
         self.client = ProviderClient(http_client, timeout)
-        self._cache: dict[bytes, tuple[float, AccessToken | None]] = {}
-        self._pending: dict[bytes, anyio.Event] = {}
+        self._active: dict[bytes, tuple[float, float, AccessToken]] = {}
+        """Active tokens by digest: until when the answer is fresh, until when the token is
+        known (its ``exp``), and the token."""
+        self._inactive: dict[bytes, float] = {}
+        """Inactive tokens by digest, until when: in the order they were answered, which is
+        the order they expire in."""
+        self._pending: dict[bytes, Flight[AccessToken | None]] = {}
+        self.backoff = Backoff()
+        self._allowance = self.burst
+        self._allowance_at = time.monotonic()
         self.introspections = 0
         """How many tokens were sent to the endpoint (for the log and the tests)."""
 
@@ -89,39 +128,86 @@ class IntrospectionVerifier:
 
     async def verify_token(self, token: str) -> AccessToken | None:
         key = hashlib.sha256(token.encode()).digest()
-        while True:
-            cached = self._cache.get(key)
-            if cached is not None and cached[0] > time.monotonic():
-                return cached[1]
-            pending = self._pending.get(key)
-            if pending is None:
-                break
-            await pending.wait()  # another request asks about this token: take its answer
-        done = self._pending[key] = anyio.Event()
-        try:
-            verified = await self._introspect(token)
-            now = time.monotonic()
-            if verified is None:
-                until = now + self.negative_cache_seconds
-            else:
-                until = now + self.cache_seconds
-                if verified.expires_at is not None:
-                    until = min(until, now + verified.expires_at - time.time())
-            self._remember(key, until, verified)
-            return verified
-        finally:
-            del self._pending[key]
-            done.set()
+        now = time.monotonic()
+        active = self._active.get(key)
+        if active is not None and active[0] > now:
+            return active[2]
+        inactive = self._inactive.get(key)
+        if inactive is not None:
+            if inactive > now:
+                return None
+            del self._inactive[key]
+        flight = self._pending.get(key)
+        if flight is None:
+            self._may_ask(known=active is not None and active[1] > now)
+            flight = self._pending[key] = Flight()
+            try:
+                ask = functools.partial(self._introspect, token)
+                await flight.fly(ask, self.timeout, (IntrospectionUnavailable,))
+            finally:
+                del self._pending[key]
+                self._settle(key, flight)
+        verified, failure = await flight.outcome()
+        if failure is not None:
+            raise IntrospectionUnavailable(
+                f"{self.endpoint}: {failure}", retry_after=self.backoff.remaining()
+            )
+        return verified
 
-    def _remember(self, key: bytes, until: float, verified: AccessToken | None) -> None:
-        cache = self._cache
-        if len(cache) >= MAX_CACHED:
-            now = time.monotonic()
-            for stale in [k for k, (at, _) in cache.items() if at <= now]:
-                del cache[stale]
-            while len(cache) >= MAX_CACHED:
-                del cache[next(iter(cache))]  # the oldest entry
-        cache[key] = (until, verified)
+    def _may_ask(self, *, known: bool) -> None:
+        """Raise when the endpoint may not be asked about a token now: it failed a moment ago,
+        or (for a token not known to be active) too many new tokens came this second."""
+        paused = self.backoff.remaining()
+        if paused:
+            raise IntrospectionUnavailable(
+                f"{self.endpoint} failed a moment ago; asking it again in {paused:.1f} s",
+                retry_after=paused,
+                limit="introspection_backoff",
+            )
+        if known:
+            return
+        now = time.monotonic()
+        allowance = min(self.burst, self._allowance + (now - self._allowance_at) * self.rate)
+        self._allowance_at = now
+        if allowance < 1:
+            self._allowance = allowance
+            raise IntrospectionUnavailable(
+                f"more than {self.rate:g} unknown tokens a second to introspect "
+                "(unknown_tokens_per_second)",
+                retry_after=(1 - allowance) / self.rate,
+                limit="introspection_rate",
+            )
+        self._allowance = allowance - 1
+
+    def _settle(self, key: bytes, flight: Flight[AccessToken | None]) -> None:
+        """Remember the answer, or pause asking after a failure."""
+        if flight.failure is not None:
+            self.backoff.failed()
+            log.error(
+                "cannot introspect a token at %s (%s); asking again in %.0f s at the earliest",
+                self.endpoint,
+                flight.failure,
+                self.backoff.pause,
+            )
+            return
+        self.backoff.succeeded()
+        now = time.monotonic()
+        verified = flight.value
+        if verified is None:
+            inactive = self._inactive
+            while len(inactive) >= self.max_inactive:
+                del inactive[next(iter(inactive))]  # the oldest answer, the first to expire
+            inactive[key] = now + self.negative_cache_seconds
+            return
+        self._inactive.pop(key, None)
+        known = now + KNOWN_WITHOUT_EXPIRY
+        if verified.expires_at is not None:
+            known = now + verified.expires_at - time.time()
+        active = self._active
+        active.pop(key, None)  # answered again: now the newest
+        while len(active) >= MAX_CACHED:
+            del active[next(iter(active))]
+        active[key] = (min(now + self.cache_seconds, known), known, verified)
 
     async def _introspect(self, token: str) -> AccessToken | None:
         self.introspections += 1
@@ -130,20 +216,23 @@ class IntrospectionVerifier:
             async with self.client.session() as client:
                 response = await client.post(self.endpoint, data=form, auth=self.credentials)
         except httpx.HTTPError as exc:
-            raise IntrospectionUnavailable(f"{self.endpoint}: {type(exc).__name__}") from None
+            raise IntrospectionUnavailable(type(exc).__name__) from None
         if response.status_code != 200:
-            raise IntrospectionUnavailable(f"{self.endpoint} answered {response.status_code}")
+            raise IntrospectionUnavailable(f"answered {response.status_code}")
         try:
             answer = response.json()
         except ValueError:
-            raise IntrospectionUnavailable(f"{self.endpoint} answered no JSON") from None
+            raise IntrospectionUnavailable("answered no JSON") from None
         if not isinstance(answer, dict):
-            raise IntrospectionUnavailable(f"{self.endpoint} answered no JSON object")
+            raise IntrospectionUnavailable("answered no JSON object")
         return self._accepted(token, answer)
 
     def _accepted(self, token: str, answer: dict[str, Any]) -> AccessToken | None:
         if answer.get("active") is not True:
             return _refused("inactive")
+        malformed = time_claim_refused(answer)
+        if malformed is not None:
+            return _refused(malformed)
         expires = answer.get("exp")
         if isinstance(expires, int | float) and expires < time.time():
             return _refused("expired")

@@ -9,7 +9,8 @@ signed with a key they publish as a JWKS. A token is accepted when:
 - its signature verifies with that key (PyJWT does the JOSE work);
 - ``iss`` is the issuer, ``aud`` names this resource (RFC 8707: the token was issued for this
   server, not for another one the user also signs in to), ``exp`` is in the future and ``nbf``
-  (when present) in the past, within ``leeway`` seconds of clock skew.
+  (when present) in the past, within ``leeway`` seconds of clock skew; ``exp``, ``nbf`` and
+  ``iat`` are numbers (RFC 7519 NumericDate: a string, a boolean or null refuses the token).
 
 Scopes come from ``scope`` (space-separated, RFC 9068) or ``scp`` (a list or a string, as Okta and
 Entra ID send them); the client from ``client_id``, ``azp`` or ``appid``.
@@ -33,7 +34,7 @@ import httpx
 import jwt
 
 from engine.auth.jwks import ASYMMETRIC, JWKSCache
-from engine.auth.provider import AccessToken, scopes_of, token_from_claims
+from engine.auth.provider import AccessToken, scopes_of, time_claim_refused, token_from_claims
 from engine.auth.provider_client import ProviderClient
 
 log = logging.getLogger("engine.auth")
@@ -58,6 +59,8 @@ class JWTVerifier:
     - ``jwks_max_age``: seconds a fetched key set is kept before it is fetched again (600).
     - ``refetches_per_minute``: how often an unknown ``kid`` may make the set be fetched again
       (5).
+    - ``timeout``: seconds one fetch of the set may take in all (5): the requests waiting for it
+      are answered together by then (503 when no set is kept).
     - ``jwks``: a key set given as a dict instead of ``jwks_url``, never fetched (keys you pin).
     - ``http_client``: an ``httpx.AsyncClient`` of your own to fetch the keys with (a proxy, a
       private CA); otherwise the verifier opens one while its server runs.
@@ -125,7 +128,7 @@ class JWTVerifier:
 
     async def verify_token(self, token: str) -> AccessToken | None:
         """The token's details when it is valid here; ``None`` (and the reason logged) when
-        not. Raises ``KeysUnavailable`` when the key set cannot be fetched at all."""
+        not. Raises ``KeysUnavailable`` when no key set is kept and none can be fetched now."""
         remembered = self._verified.get(token)
         if remembered is not None:
             if remembered[0] > time.time():
@@ -177,6 +180,9 @@ class JWTVerifier:
             )
         except jwt.PyJWTError as exc:
             return _refused(str(exc) or type(exc).__name__)
+        malformed = time_claim_refused(claims)
+        if malformed is not None:
+            return _refused(malformed)
         return token_from_claims(token, claims, self.audiences)
 
 

@@ -8,7 +8,10 @@ bare well-known path for clients that look there first.
 
 The resource URL is configured (``AuthSettings.resource_server_url``) or derived from the
 request: its scheme and ``Host``, and the ``X-Forwarded-*`` headers only where the deployment
-says a proxy sets them (``trust_forwarded``), since a client chooses its own headers.
+says a proxy sets them (``trust_forwarded``), since a client chooses its own headers. A derived
+URL names only a host of the server's ``allowed_hosts``: any other is refused, never reflected
+(a cache would keep the document naming it), and an app that allows any host must be given
+``resource_server_url``.
 """
 
 from __future__ import annotations
@@ -49,17 +52,29 @@ def first_value(value: str | None) -> str | None:
 class ResourceMetadata:
     """The metadata document of one MCP endpoint, and the URLs a challenge names."""
 
-    def __init__(self, auth: AuthSettings, handler_scopes: Callable[[], Iterable[str]]) -> None:
+    def __init__(
+        self,
+        auth: AuthSettings,
+        handler_scopes: Callable[[], Iterable[str]],
+        host_allowed: Callable[[str], bool],
+    ) -> None:
         self.auth = auth
         self.trust_forwarded = auth.trust_forwarded
         self.handler_scopes = handler_scopes
         """The scopes the handlers require, read when the document is served: handlers may
         be registered after the app is made."""
+        self.host_allowed = host_allowed
+        """Whether a host of the request may name the resource (the ``Host`` allow-list)."""
         self._configured = auth.resource_server_url
+
+    @property
+    def derived(self) -> bool:
+        """Whether the resource URL is built from each request (none is configured)."""
+        return self._configured is None
 
     def resource_url(self, scheme: str, headers: Mapping[str, str], path: str) -> str | None:
         """This resource's URL: configured, or built from the request (``None`` when its host
-        cannot be part of a URL)."""
+        cannot be part of a URL or is not an allowed host)."""
         if self._configured is not None:
             return self._configured
         host = headers.get("host")
@@ -67,6 +82,8 @@ class ResourceMetadata:
             scheme = first_value(headers.get("x-forwarded-proto")) or scheme
             host = first_value(headers.get("x-forwarded-host")) or host
         if scheme not in ("http", "https") or host is None or not _HOST.fullmatch(host):
+            return None
+        if not self.host_allowed(host):
             return None
         return f"{scheme}://{host.lower()}{path}"
 

@@ -7,6 +7,7 @@ same fields, so a verifier written for one runs on the other with its imports ch
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
@@ -85,6 +86,22 @@ def scopes_of(claims: Mapping[str, Any]) -> list[str]:
     return []
 
 
+TIME_CLAIMS = ("exp", "nbf", "iat")
+"""The claims that are times: NumericDate, seconds since the epoch as a JSON number (RFC 7519
+§2), never a string, a boolean or null."""
+
+
+def time_claim_refused(claims: Mapping[str, Any]) -> str | None:
+    """Why a token's time claims are not what the JWT spec says they are, or ``None``: one
+    present but not a finite number refuses the token, as a missing required claim does."""
+    for name in TIME_CLAIMS:
+        if name in claims:
+            value = claims[name]
+            if type(value) not in (int, float) or not math.isfinite(value):
+                return f"{name} is not a number of seconds (RFC 7519 NumericDate)"
+    return None
+
+
 def token_from_claims(
     token: str, claims: dict[str, Any], audiences: list[str] | None
 ) -> AccessToken:
@@ -113,5 +130,6 @@ __all__ = [
     "access_token_of",
     "principal_of",
     "scopes_of",
+    "time_claim_refused",
     "token_from_claims",
 ]

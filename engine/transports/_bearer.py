@@ -25,6 +25,7 @@ from pydantic_core import to_json
 from engine._internal.metrics import Metrics
 from engine.auth.metadata import ResourceMetadata, metadata_url
 from engine.auth.provider import AccessToken, TokenVerifier, access_token_of
+from engine.auth.single_flight import VerifierUnavailable
 from engine.transports._asgi import Header, Scope, Send
 
 log = logging.getLogger("engine.auth")
@@ -48,6 +49,8 @@ class Refusal:
     scopes: Sequence[str] = ()
     reason: str = ""
     """For the log and the metrics: why, in a word or two."""
+    retry_after: bytes = RETRY_AFTER_SECONDS
+    """With 503: when to retry."""
 
 
 class BearerGate:
@@ -93,15 +96,7 @@ class BearerGate:
         try:
             verified = await self.verifier.verify_token(token)
         except Exception as exc:
-            reason = str(exc).replace(token, "<token>")
-            log.error("the token verifier failed (%s: %s)", type(exc).__name__, reason)
-            return Refusal(
-                503,
-                "temporarily_unavailable",
-                "The access token could not be checked now (its authorization server did not "
-                "answer); retry in a few seconds with the same token",
-                reason="verifier unavailable",
-            )
+            return self._unavailable(exc, token)
         if verified is not None and not isinstance(verified, AccessToken):
             verified = access_token_of(verified)
         if verified is None:
@@ -123,6 +118,28 @@ class BearerGate:
                 if scope not in granted:
                     return self._insufficient(self.required, granted)
         return verified
+
+    def _unavailable(self, exc: Exception, token: str) -> Refusal:
+        """503: the verifier cannot decide now. A ``VerifierUnavailable`` is not logged here:
+        the verifier logs a failed question once, however many requests it answers, and one
+        that stopped before asking (a pause, a rate) counts the limit it hit instead; a log
+        line per refused request would be the flood itself."""
+        retry_after = RETRY_AFTER_SECONDS
+        if isinstance(exc, VerifierUnavailable):
+            retry_after = exc.retry_after_header
+            if exc.limit is not None:
+                self.metrics.inc("engine_auth_limits_total", limit=exc.limit)
+        else:
+            reason = str(exc).replace(token, "<token>")
+            log.error("the token verifier failed (%s: %s)", type(exc).__name__, reason)
+        return Refusal(
+            503,
+            "temporarily_unavailable",
+            "The access token could not be checked now (its authorization server did not "
+            f"answer); retry in {retry_after.decode()} s with the same token",
+            reason="verifier unavailable",
+            retry_after=retry_after,
+        )
 
     def scope_check(self, token: AccessToken, needed: Sequence[str]) -> Refusal | None:
         """403 when the token lacks a scope the server or the target (``needed``) requires."""
@@ -163,7 +180,7 @@ class BearerGate:
             log.info("request refused (%d): %s", refusal.status, refusal.reason)
         fields = [(b"content-type", b"application/json"), *extra]
         if refusal.status == 503:
-            fields.append((b"retry-after", RETRY_AFTER_SECONDS))
+            fields.append((b"retry-after", refusal.retry_after))
         else:
             fields.append((b"www-authenticate", self.challenge(refusal, scope, headers)))
         body = to_json(
@@ -205,13 +222,18 @@ class BearerGate:
             return
         resource = self.resource_url(scope, headers)
         if resource is None:
-            text = b"Bad Request: the Host header cannot name this resource"
-            await _send(send, 400, text, b"text/plain; charset=utf-8", list(extra))
+            text = (
+                b"Misdirected Request: this server does not name its resource after that Host; "
+                b"add the host to allowed_hosts, or set resource_server_url"
+            )
+            await _send(send, 421, text, b"text/plain; charset=utf-8", list(extra))
             return
         document = self.metadata.document(resource)
         body = document if scope["method"] != "HEAD" else b""
         length = len(document)
         fields = [*cors, (b"cache-control", b"public, max-age=300"), *extra]
+        if self.metadata.derived:
+            fields.append((b"vary", b"Host, X-Forwarded-Host, X-Forwarded-Proto"))
         await _send(send, 200, body, b"application/json", fields, length)
 
 

@@ -67,6 +67,10 @@ class OriginPolicy:
         """Origins given as ``scheme://host:*``: that scheme and host, on any port."""
         self._decisions: dict[tuple[str | None, str | None], OriginRefusal | None] = {}
 
+    def allows_host(self, host: str) -> bool:
+        """Whether ``host`` (a ``Host`` value, port and all) is one this app answers for."""
+        return self.any_host or host_only(host) in self.allowed_hosts
+
     def refusal(self, headers: Mapping[str, str]) -> OriginRefusal | None:
         """Why the request is refused as a possible DNS-rebinding attack, or ``None``.
 

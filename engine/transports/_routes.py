@@ -5,6 +5,10 @@ or a Starlette handler ``async def handler(request) -> Response`` as the officia
 (it receives a ``starlette.requests.Request``). Which one is told by the number of parameters it
 takes (three, or one). Paths are exact (no ``{param}`` templates); a trailing slash is ignored,
 as for ``/mcp``. A route may not take ``/mcp``, ``/healthz`` or ``/metrics``.
+
+A route is open by default, as on the official server (health checks and OAuth callbacks are
+reached without a token): no bearer token and no ``Host`` check. ``require_auth=True`` puts it
+behind both, as ``/mcp`` is, with ``scopes`` on top of the server's ``required_scopes``.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import Any, cast
 
 import anyio.to_thread
 
+from engine.auth.settings import check_scope
 from engine.transports._asgi import Receive, Scope, Send
 
 App = Callable[[Scope, Receive, Send], Awaitable[None]]
@@ -37,6 +42,10 @@ class Route:
     """What was registered, returned unchanged by the decorator."""
     endpoint: App
     name: str | None
+    require_auth: bool = False
+    """Behind the ``Host`` check and the bearer token, as ``/mcp`` is."""
+    scopes: tuple[str, ...] = ()
+    """Scopes a token needs here, on top of the server's ``required_scopes``."""
 
 
 class Routes:
@@ -51,6 +60,9 @@ class Routes:
         methods: Iterable[str],
         handler: Callable[..., Any],
         name: str | None = None,
+        *,
+        require_auth: bool = False,
+        scopes: Iterable[str] | None = None,
     ) -> Route:
         if not isinstance(path, str) or not path.startswith("/"):
             raise ValueError(f"A custom route's path must start with '/', got {path!r}")
@@ -78,18 +90,32 @@ class Routes:
                 raise ValueError(
                     f"Custom route {path!r} is already registered for {', '.join(sorted(overlap))}"
                 )
-        route = Route(matched, frozenset(wanted), handler, asgi_endpoint(handler), name)
+        if isinstance(scopes, str):
+            raise TypeError(f"scopes must be a list of scopes, like [{scopes!r}]")
+        needed = tuple(check_scope(scope) for scope in scopes or ())
+        if needed and not require_auth:
+            raise ValueError(
+                f"Custom route {path!r}: scopes= applies to a route behind the bearer token; "
+                "add require_auth=True"
+            )
+        endpoint = asgi_endpoint(handler)
+        route = Route(matched, frozenset(wanted), handler, endpoint, name, require_auth, needed)
         self.routes.append(route)
         return route
 
-    def table(self) -> dict[str, dict[str, App]]:
-        """``{path: {method: endpoint}}``, what an app looks requests up in."""
-        table: dict[str, dict[str, App]] = {}
+    def table(self) -> dict[str, dict[str, Route]]:
+        """``{path: {method: route}}``, what an app looks requests up in."""
+        table: dict[str, dict[str, Route]] = {}
         for route in self.routes:
             endpoints = table.setdefault(route.path, {})
             for method in route.methods:
-                endpoints[method] = route.endpoint
+                endpoints[method] = route
         return table
+
+    @property
+    def gated(self) -> list[Route]:
+        """The routes behind the bearer token."""
+        return [route for route in self.routes if route.require_auth]
 
     @property
     def methods(self) -> frozenset[str]:

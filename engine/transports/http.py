@@ -43,7 +43,7 @@ from engine.transports._asgi import (
 from engine.transports._bearer import BearerGate, Refusal
 from engine.transports._modern_streams import listen, stream_call
 from engine.transports._origin import OriginPolicy
-from engine.transports._routes import App
+from engine.transports._routes import Route
 from engine.transports._served import Hosted
 from engine.transports._sse import KEEPALIVE_SECONDS
 
@@ -83,14 +83,14 @@ class StreamableHTTPApp:
         max_body_bytes: int = DEFAULT_MAX_BODY,
         freeze_after_startup: bool = False,
         extra_allowed_hosts: Iterable[str] = (),
-        routes: Mapping[str, Mapping[str, App]] | None = None,
+        routes: Mapping[str, Mapping[str, Route]] | None = None,
         json_response: bool = False,
         stateless_http: bool = False,
     ) -> None:
         self.server = server
         self.path = path.rstrip("/") or "/"
         self.routes = dict(routes or {})
-        """Custom routes, ``{path: {method: ASGI app}}``, looked up before a 404."""
+        """Custom routes, ``{path: {method: route}}``, looked up before a 404."""
         if self.path in self.routes:
             raise ValueError(f"A custom route takes {self.path}, this app's MCP endpoint")
         self.origins = OriginPolicy(allowed_hosts, allowed_origins, extra_allowed_hosts)
@@ -99,9 +99,16 @@ class StreamableHTTPApp:
         self.freeze_after_startup = freeze_after_startup
         self.replica_header = (b"x-engine-replica", server.replica_id.encode())
         self._header_check = self._check_headers
-        self.gate = _gate(server, self.path)
+        self.gate = _gate(server, self.path, self.origins)
         """The bearer token checks, when the server has ``auth``; ``None``: the endpoint is
         open."""
+        gated = sorted({r.path for m in self.routes.values() for r in m.values() if r.require_auth})
+        if gated and self.gate is None:
+            raise ValueError(
+                f"Custom routes {', '.join(gated)} require_auth, but the server has no auth: "
+                "give MCPServer(auth=AuthSettings(...), token_verifier=...) (see docs/auth.md), "
+                "or register the routes without require_auth"
+            )
         self.json_response = json_response
         """Answer every call with one JSON body, never an event stream: its progress and log
         notifications are not sent."""
@@ -193,14 +200,36 @@ class StreamableHTTPApp:
             await self.gate.serve_metadata(scope, headers, send, self.replica_header)
 
     async def _custom(
-        self, endpoints: Mapping[str, App], scope: Scope, receive: Receive, send: Send
+        self, endpoints: Mapping[str, Route], scope: Scope, receive: Receive, send: Send
     ) -> None:
-        endpoint = endpoints.get(scope["method"])
-        if endpoint is None:
+        route = endpoints.get(scope["method"])
+        if route is None:
             allow = (b"allow", ", ".join(sorted(endpoints)).encode())
             await send_plain(send, 405, b"Method Not Allowed", self.replica_header, allow)
             return
-        await endpoint(scope, receive, send)
+        if not route.require_auth:
+            await route.endpoint(scope, receive, send)
+            return
+        # Behind what /mcp is behind: the Host and Origin check, then the bearer token.
+        headers = request_headers(scope)
+        refused = self._refuse_origin(headers)
+        if refused is not None:
+            await send_plain(send, refused.status, refused.message.encode(), self.replica_header)
+            return
+        assert self.gate is not None
+        verified = await self.gate.authenticate(headers)
+        if type(verified) is not Refusal and route.scopes:
+            assert isinstance(verified, AccessToken)
+            verified = self.gate.scope_check(verified, route.scopes) or verified
+        if type(verified) is Refusal:
+            await self.gate.refuse(verified, scope, headers, send, self.replica_header)
+            return
+        assert isinstance(verified, AccessToken)
+        reset = current_token.set(verified)
+        try:
+            await route.endpoint(scope, receive, send)
+        finally:
+            current_token.reset(reset)
 
     @contextlib.asynccontextmanager
     async def serving(self) -> AsyncIterator[None]:
@@ -346,12 +375,19 @@ class StreamableHTTPApp:
         await send_json(send, 200 if healthy else 503, dumps(details), self.replica_header)
 
 
-def _gate(server: Hosted, path: str) -> BearerGate | None:
+def _gate(server: Hosted, path: str, origins: OriginPolicy) -> BearerGate | None:
     """The bearer token checks of a server with ``auth``."""
     auth, verifier = server.auth, server.token_verifier
     if auth is None or verifier is None:
         return None
-    metadata = ResourceMetadata(auth, server.declared_scopes)
+    if auth.resource_server_url is None and origins.any_host:
+        raise ValueError(
+            "auth without resource_server_url names this resource by the request's Host, and "
+            "allowed_hosts ['*'] accepts any Host: give AuthSettings(resource_server_url=...) "
+            "the public URL of the MCP endpoint (https://mcp.example.com/mcp), or list the host "
+            "names in allowed_hosts"
+        )
+    metadata = ResourceMetadata(auth, server.declared_scopes, origins.allows_host)
     return BearerGate(verifier, metadata, server.metrics, path)
 
 

@@ -354,7 +354,8 @@ async def test_a_trusted_proxys_forwarded_headers_name_the_resource(
         mcp = bookshop(verifier)
     else:
         mcp = bookshop(verifier, trust_forwarded=True)
-    async with serve_asgi(mcp.streamable_http_app(allowed_hosts=["*"])) as base:
+    app = mcp.streamable_http_app(allowed_hosts=["127.0.0.1", "mcp.example.com"])
+    async with serve_asgi(app) as base:
         response = await post(base, request("tools/list"), None, **FORWARDED)
         async with httpx.AsyncClient(trust_env=False) as http:
             metadata = await http.get(
