@@ -122,6 +122,25 @@ class InvalidRequestState(MCPError):
         self.reason = reason
 
 
+class InsufficientScope(MCPError):
+    """The request's access token lacks a scope the call it reaches needed: a task made by a
+    tool with ``scopes=``, or a requestState minted for such a call.
+
+    Over HTTP the transport answers it as it answers a ``tools/call`` without the scopes: 403
+    with a ``WWW-Authenticate: Bearer error="insufficient_scope"`` challenge naming them. Where
+    no HTTP status can be sent any more, it is this JSON-RPC error.
+    """
+
+    def __init__(self, scopes: tuple[str, ...]) -> None:
+        super().__init__(
+            INVALID_REQUEST,
+            f"This request needs the scope {' '.join(scopes)}, which the call it continues "
+            "needed: ask the authorization server for a token with it",
+            {"requiredScopes": list(scopes)},
+        )
+        self.scopes = scopes
+
+
 class StoreOutage(MCPError):
     """The call store did not answer: nothing was recorded, so the same request can be retried.
 

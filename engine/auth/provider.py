@@ -13,6 +13,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
+from engine.errors import InsufficientScope
+
 
 class AccessToken(BaseModel):
     """A bearer token the verifier accepted, and what it says about its caller.
@@ -53,6 +55,19 @@ class TokenVerifier(Protocol):
     """
 
     async def verify_token(self, token: str) -> AccessToken | None: ...
+
+
+def require_scopes(token: AccessToken | None, needed: tuple[str, ...]) -> None:
+    """Raise :class:`InsufficientScope` when ``token`` lacks one of ``needed``: the scopes a
+    call needed, checked again on a request that continues it (its task, its next round).
+    Without a token (stdio, or a server without ``auth``) nothing is checked, as for the call
+    itself."""
+    if token is None or not needed:
+        return
+    granted = token.scopes
+    for scope in needed:
+        if scope not in granted:
+            raise InsufficientScope(needed)
 
 
 def access_token_of(value: Any) -> AccessToken:
@@ -129,6 +144,7 @@ __all__ = [
     "TokenVerifier",
     "access_token_of",
     "principal_of",
+    "require_scopes",
     "scopes_of",
     "time_claim_refused",
     "token_from_claims",

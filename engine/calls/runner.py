@@ -20,7 +20,7 @@ from engine._internal import logs
 from engine._internal.budgets import over_budget
 from engine._internal.hangup_guard import uncut
 from engine._internal.metrics import Metrics
-from engine.auth.provider import principal_of
+from engine.auth.provider import principal_of, require_scopes
 from engine.calls.execute import (
     Convert,
     Executed,
@@ -179,6 +179,8 @@ class RoundRunner:
             claims = Claims.decode(self.keys.open(token, self.tokens.max_token_chars))
             binding = self._binding(request)
             claims.verify(binding, principal, skew=self.tokens.clock_skew)
+            if claims.scopes:
+                require_scopes(request.scope.access_token, claims.scopes)
             call_id, round_no = claims.call_id, claims.round_no + 1
         self._log_as(handler, call_id, round_no, principal)
         rounds = self._round(
@@ -338,6 +340,7 @@ class RoundRunner:
                 call_id,
                 round_no,
                 trace_in if trace is None else trace.carried(),
+                handler.scopes,
             )
         except (OversizedState, UnkeptState) as exc:
             executed = Executed(Outcome.FAILED, error=str(exc))
@@ -352,9 +355,11 @@ class RoundRunner:
         call_id: bytes,
         round_no: int,
         trace: bytes | None = None,
+        scopes: tuple[str, ...] = (),
     ) -> str:
         """The requestState of the next round: the state inline, or by reference to the store;
-        ``trace`` is the call's trace context, carried for the next round's spans."""
+        ``trace`` is the call's trace context, carried for the next round's spans; ``scopes``
+        those the call needs (its handler's ``scopes=``), checked again on the next round."""
         tokens = self.tokens
         encoded = state.encode()
         carried: bytes | StateRef = encoded
@@ -393,6 +398,7 @@ class RoundRunner:
             round_no,
             carried,
             trace,
+            scopes,
         )
         return self.keys.seal(claims.encode())
 

@@ -41,6 +41,8 @@ def describe_request_state(
             "principal": claims.principal.hex() if claims.principal is not None else None,
         },
     }
+    if claims.scopes:  # the scopes the call needs, checked again on each round
+        shown["claims"]["scopes"] = list(claims.scopes)
     fields = carried_fields(claims.trace) if claims.trace is not None else None
     if fields is not None:  # the ids a trace backend finds the call's trace by
         trace_id, root_id, previous_id, flags = fields

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine._internal.metrics import reason_label
-from engine.errors import InvalidRequestState, MCPError
+from engine.errors import InsufficientScope, InvalidRequestState, MCPError
 from engine.protocol import modern
 from engine.protocol.errors import error_of, status_of
 from engine.protocol.jsonrpc import error_bytes, parse, request_id_of, result_bytes
@@ -25,7 +25,17 @@ class Response:
     body: bytes | None
 
 
+@dataclass(slots=True)
+class ScopeRefused(Response):
+    """A request whose token lacks a scope the call it continues needed: the transport answers
+    it with its own 403 ``insufficient_scope``, as it answers a call without them."""
+
+    scopes: tuple[str, ...] = ()
+
+
 def error_response(request_id: Any, error: MCPError) -> Response:
+    if isinstance(error, InsufficientScope):
+        return ScopeRefused(403, error_bytes(request_id, error), error.scopes)
     return Response(status_of(error), error_bytes(request_id, error))
 
 

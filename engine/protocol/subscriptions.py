@@ -5,7 +5,8 @@ tagged with its ``subscriptionId`` (the JSON-RPC id of the listen request), unti
 goes away. Notifications reach the server from any replica through its bus. With the Tasks
 extension, a client may also ask for ``notifications/tasks/status`` of the tasks it names
 (``taskIds``, or ``tasksStatus`` as the extension's schema calls it): each change of such a
-task comes with the task as ``tasks/get`` would show it.
+task comes with the task as ``tasks/get`` would show it. The tasks named are checked as a
+``tasks/get`` checks them, before the acknowledgement.
 """
 
 from __future__ import annotations
@@ -91,13 +92,10 @@ class Subscription:
             tasks = self.server.tasks
             if tasks is not None and self.scope is not None:
                 for key in _TASK_FILTERS:
-                    if key in self.honoured:
-                        visible = await self._visible(tasks, self.honoured[key])
-                        self.honoured[key] = visible
-                        for task_id in visible:
-                            watching.enter_context(
-                                tasks.watching(task_id, self._watcher(tasks, task_id, sender))
-                            )
+                    for task_id in self.honoured.get(key, ()):
+                        watching.enter_context(
+                            tasks.watching(task_id, self._watcher(tasks, task_id, sender))
+                        )
             await sender.send(
                 self.frame(
                     "notifications/subscriptions/acknowledged", {"notifications": self.honoured}
@@ -109,17 +107,22 @@ class Subscription:
             finally:
                 self.server.remove_listener(listener)
 
-    async def _visible(self, tasks: Tasks, task_ids: list[str]) -> list[str]:
-        """The tasks of this list the listening principal may hear about."""
-        assert self.scope is not None
-        visible = []
-        for task_id in task_ids:
-            try:
-                await tasks.get(task_id, self.scope)
-            except MCPError:
-                continue
-            visible.append(task_id)
-        return visible
+    async def admit(self) -> None:
+        """Keep, of the tasks named, those the listener may hear about (another principal's
+        task, or one that does not exist, is left out of the acknowledgement), before anything
+        is streamed: a token without the scopes a named task's call needed is refused
+        (:class:`InsufficientScope`), as a ``tasks/get`` of it would be."""
+        tasks = self.server.tasks
+        scope = self.scope
+        if tasks is None or scope is None:
+            return
+        for key in _TASK_FILTERS:
+            if key in self.honoured:
+                self.honoured[key] = [
+                    task_id
+                    for task_id in self.honoured[key]
+                    if await tasks.reachable(task_id, scope)
+                ]
 
     def _watcher(
         self, tasks: Tasks, task_id: str, sender: MemoryObjectSendStream[bytes]
@@ -151,7 +154,9 @@ async def listen(server: Served, raw: Any, exchange: Exchange, stream: Stream) -
     returned, for the transport to send as the response; ``None`` when the stream ran.
     """
     if not server.middleware:
-        await stream(open_subscription(server, raw, exchange))
+        subscription = open_subscription(server, raw, exchange)
+        await subscription.admit()
+        await stream(subscription)
         return None
     message = parse(raw)
     streamed = False
@@ -159,6 +164,7 @@ async def listen(server: Served, raw: Any, exchange: Exchange, stream: Stream) -
     async def serve(rewritten: Message) -> bytes:
         nonlocal streamed
         subscription = _open(server, rewritten, exchange)
+        await subscription.admit()
         streamed = True
         await stream(subscription)
         return b"{}"
@@ -222,4 +228,5 @@ def _open(server: Served, message: Message, exchange: Exchange) -> Subscription:
     scope = RequestScope(
         message.id, message.method, version, capabilities, exchange.headers, meta, None
     )
+    scope.access_token = exchange.access_token  # whose tasks it may hear about
     return Subscription(server, message.id, honoured, scope)

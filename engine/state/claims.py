@@ -25,6 +25,9 @@ CLAIMS_VERSION = 1
 TRACED_CLAIMS_VERSION = 2
 """Claims that carry a trace context: one field more. A token without one keeps version 1,
 byte for byte as before, so replicas of an earlier release open it during a rolling deploy."""
+SCOPED_CLAIMS_VERSION = 3
+"""Claims of a call that needs scopes: a trace field (``None`` when untraced) and the scopes,
+space-separated. Only such a call's tokens have it; every other keeps its version."""
 MAX_TRACE_BYTES = 64
 CLOCK_SKEW = 120.0
 """Seconds a token may seem minted in the future, or past its expiry, by the clock of the
@@ -164,6 +167,9 @@ class Claims:
     trace: bytes | None = None
     """The call's trace context, when the round that minted the token was traced (see
     ``engine._internal.trace_field.CARRIED_BYTES``): opaque here."""
+    scopes: tuple[str, ...] = ()
+    """The OAuth scopes the call needs (its handler's ``scopes=``): the token of the request
+    that brings this requestState back must have them."""
 
     def encode(self) -> bytes:
         state: Any = (
@@ -182,7 +188,11 @@ class Claims:
             self.round_no,
             state,
         ]
-        if self.trace is not None:
+        if self.scopes:
+            fields[0] = SCOPED_CLAIMS_VERSION
+            fields.append(self.trace)
+            fields.append(" ".join(self.scopes))
+        elif self.trace is not None:
             fields[0] = TRACED_CLAIMS_VERSION
             fields.append(self.trace)
         return pack(fields)
@@ -203,8 +213,14 @@ class Claims:
         except (ValueError, TypeError, msgpack.UnpackException, RecursionError):
             raise InvalidRequestState("claims") from None
         trace = None
+        scopes: tuple[str, ...] = ()
         if version == TRACED_CLAIMS_VERSION and len(rest) == 1:
             trace = rest[0]
+        elif version == SCOPED_CLAIMS_VERSION and len(rest) == 2:
+            trace, named = rest
+            if not isinstance(named, str) or not named:
+                raise InvalidRequestState("claims")
+            scopes = tuple(named.split(" "))
         elif version != CLAIMS_VERSION:
             raise InvalidRequestState("claims version")
         elif rest:
@@ -228,7 +244,7 @@ class Claims:
             ok = False
         if not ok:
             raise InvalidRequestState("claims")
-        return cls(iat, ttl, binding, tags, principal, call_id, round_no, state, trace)
+        return cls(iat, ttl, binding, tags, principal, call_id, round_no, state, trace, scopes)
 
     def verify(
         self,

@@ -4,6 +4,11 @@ The store sees a task's status, tool and times (for listings) and the record sea
 server's key ring: arguments, answers and results are user data. Every write goes over the
 version it was read at, so two replicas never both change a task: the second one reads it again
 and decides anew (`engine.tasks`).
+
+A record is sealed with its task id as associated data: copied under another task id in the
+store, it does not open, and that task reads as not found (the log says why). Records sealed
+before task ids were bound (``engine/task/v1``) still open, under any id, until they are
+written again (then they are bound) or expire with their task.
 """
 
 from __future__ import annotations
@@ -19,8 +24,17 @@ from stores import Store, TaskRow
 
 log = logging.getLogger(__name__)
 
-TASK_RECORD = b"engine/task/v1"
-"""Bound to a task record's seal: it opens as a task record and as nothing else."""
+TASK_RECORD = b"engine/task/v2\0"
+"""With the task id after it, bound to a task record's seal: it opens as that task's record and
+as nothing else."""
+UNBOUND_TASK_RECORD = b"engine/task/v1"
+"""What records were sealed with before they were bound to their task id: read, never
+written."""
+
+
+def record_purpose(task_id: str) -> bytes:
+    """The associated data of ``task_id``'s record."""
+    return TASK_RECORD + task_id.encode()
 
 
 class TaskRecords:
@@ -37,11 +51,30 @@ class TaskRecords:
         if row is None:
             return None
         try:
-            data = self.keys.open_record(row.record, TASK_RECORD)
+            data = self._open(task_id, row.record)
             return TaskRecord.decode(task_id, data, row.version, row.fence, row.due_in)
         except InvalidRequestState as exc:
-            log.warning("task %s cannot be read (%s): is its key still in the ring?", task_id, exc)
+            if exc.reason == "seal":
+                log.warning(
+                    "task %s: its record does not open as this task's record (copied in the "
+                    "store from another task id, or altered there); the task reads as not found",
+                    task_id,
+                )
+            else:
+                log.warning(
+                    "task %s cannot be read (%s): is its key still in the ring?",
+                    task_id,
+                    exc.reason,
+                )
             return None
+
+    def _open(self, task_id: str, sealed: bytes) -> bytes:
+        try:
+            return self.keys.open_record(sealed, record_purpose(task_id))
+        except InvalidRequestState as exc:
+            if exc.reason != "seal":
+                raise
+        return self.keys.open_record(sealed, UNBOUND_TASK_RECORD)
 
     async def save(self, record: TaskRecord, *, due_in: float | None) -> bool:
         """Write ``record`` over the version it was read at, under its fence; its version moves
@@ -55,7 +88,7 @@ class TaskRecords:
         left = record.created + record.ttl - time.time()
         if left <= 0:
             return False
-        sealed = self.keys.seal_record(record.encode(), TASK_RECORD)
+        sealed = self.keys.seal_record(record.encode(), record_purpose(record.task_id))
         row = TaskRow(
             record.task_id,
             record.version + 1,
@@ -91,4 +124,4 @@ def changed(record: TaskRecord, **fields: object) -> TaskRecord:
     return dataclasses.replace(record, **fields)  # type: ignore[arg-type]
 
 
-__all__ = ["TASK_RECORD", "TaskRecords", "changed"]
+__all__ = ["TASK_RECORD", "TaskRecords", "changed", "record_purpose"]

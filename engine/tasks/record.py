@@ -19,6 +19,9 @@ from stores.packing import pack
 RECORD_VERSION = 1
 FIELDS_BEFORE_TAKEOVERS = 22
 """The length of a record written before it counted takeovers (a field was added at its end)."""
+FIELDS_BEFORE_SCOPES = 23
+"""The length of a record written before it kept its call's scopes (a field was added at its
+end): such a task needs the scopes its tool declares now."""
 
 
 class Status(enum.StrEnum):
@@ -75,6 +78,9 @@ class TaskRecord:
     takeovers: int = 0
     """How many times a run took the task over from one that neither finished nor gave it
     back (a replica that died, paused, or lost the store)."""
+    scopes: tuple[str, ...] = ()
+    """The OAuth scopes the call that made the task needed (its tool's ``scopes=``): every
+    request that reaches the task needs them too."""
     version: int = 0
     """The version of the stored task this record was read at (0: never stored)."""
     fence: int = 0
@@ -110,6 +116,7 @@ class TaskRecord:
                 self.result,
                 self.error,
                 self.takeovers,
+                list(self.scopes),
             ]
         )
 
@@ -128,6 +135,8 @@ class TaskRecord:
                 raise ValueError("record version")
             if len(raw) == FIELDS_BEFORE_TAKEOVERS:  # written before takeovers were counted
                 raw.append(0)
+            if len(raw) == FIELDS_BEFORE_SCOPES:  # written before scopes were kept
+                raw.append([])
             (
                 _,
                 target,
@@ -152,7 +161,10 @@ class TaskRecord:
                 result,
                 error,
                 takeovers,
+                scopes,
             ) = raw
+            if not isinstance(scopes, list) or not all(type(s) is str for s in scopes):
+                raise ValueError("scopes")
             return cls(
                 task_id,
                 target,
@@ -177,6 +189,7 @@ class TaskRecord:
                 result,
                 error,
                 int(takeovers),
+                tuple(scopes),
                 version,
                 fence,
                 due_in,

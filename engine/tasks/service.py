@@ -27,10 +27,17 @@ from engine._internal.budgets import ExpiringCounts, RateLimit, over_budget, pri
 from engine._internal.metrics import Metrics
 from engine._internal.notify import Notify
 from engine._internal.random_pool import random_bytes
+from engine.auth.provider import require_scopes
 from engine.calls.reply import CallRequest, ReplyKind, RoundReply, TaskStart
 from engine.calls.runner import RoundRunner
 from engine.context import RequestScope
-from engine.errors import INTERNAL_ERROR, INVALID_PARAMS, OVER_BUDGET, MCPError
+from engine.errors import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    OVER_BUDGET,
+    InsufficientScope,
+    MCPError,
+)
 from engine.fleet.bus import Bus
 from engine.handlers.tool import Tool
 from engine.questions.answers import AnswerSource
@@ -138,6 +145,7 @@ class Tasks:
             updated=now,
             owner=owner,
             fence=1,
+            scopes=tool.scopes,
         )
         if not await self.records.save(record, due_in=self.settings.lease):
             raise MCPError(INTERNAL_ERROR, f"Task {record.task_id} exists already; call again")
@@ -283,15 +291,29 @@ class Tasks:
                 record = fresh
         return detailed(record)
 
+    async def reachable(self, task_id: str, scope: RequestScope) -> bool:
+        """Whether the request may hear about the task: False for one that does not exist or
+        that another principal made; `InsufficientScope` when the request's token lacks the
+        scopes its call needed."""
+        try:
+            await self._visible(task_id, scope)
+        except InsufficientScope:
+            raise
+        except MCPError:
+            return False
+        return True
+
     def watching(self, task_id: str, watcher: Watcher) -> contextlib.AbstractContextManager[None]:
         """Call ``watcher`` whenever the task's status changes, on any replica, while in the
         block."""
         return _Watching(self.watchers, task_id, watcher)
 
     async def _visible(self, task_id: str, scope: RequestScope) -> TaskRecord:
-        """The task, if it exists and the request's principal made it; -32602 otherwise."""
+        """The task, if it exists and the request's principal made it (-32602 otherwise), and
+        the request's token has the scopes its call needed (`InsufficientScope` otherwise)."""
         record = await self.records.load(task_id)
         if record is not None and _same_principal(record.principal, self.runner.principal(scope)):
+            require_scopes(scope.access_token, self._needed(record))
             return record
         raise MCPError(
             INVALID_PARAMS,
@@ -299,6 +321,16 @@ class Tasks:
             f"{self.settings.ttl:g} s from their creation) or have been created by someone else",
             {"taskId": task_id},
         )
+
+    def _needed(self, record: TaskRecord) -> tuple[str, ...]:
+        """The scopes a request reaching the task needs: those its call needed, sealed in its
+        record, and those its tool declares now (all of them, for a record written before
+        records kept scopes)."""
+        tool = self.context.tools.get(record.target)
+        sealed = record.scopes
+        if tool is None or not tool.scopes:
+            return sealed
+        return (*sealed, *(s for s in tool.scopes if s not in sealed))
 
     # --- running bodies ---------------------------------------------------------------------
 

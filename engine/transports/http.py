@@ -16,6 +16,7 @@ are served by :mod:`engine.transports.legacy_http`. Custom routes (``@mcp.custom
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import logging
 from collections.abc import AsyncIterator, Iterable, Mapping
@@ -25,7 +26,7 @@ from engine.auth.current import current_token
 from engine.auth.metadata import WELL_KNOWN, ResourceMetadata
 from engine.auth.provider import AccessToken
 from engine.errors import INVALID_REQUEST, PARSE_ERROR, MCPError
-from engine.protocol.dispatch import dispatch
+from engine.protocol.dispatch import ScopeRefused, dispatch
 from engine.protocol.era import is_legacy
 from engine.protocol.jsonrpc import dumps, error_bytes, loads
 from engine.protocol.modern import META_VERSION, Exchange
@@ -41,7 +42,7 @@ from engine.transports._asgi import (
     until_disconnect,
 )
 from engine.transports._bearer import BearerGate, Refusal
-from engine.transports._modern_streams import listen, stream_call
+from engine.transports._modern_streams import Refuse, listen, stream_call
 from engine.transports._origin import OriginPolicy
 from engine.transports._routes import Route
 from engine.transports._served import Hosted
@@ -314,6 +315,7 @@ class StreamableHTTPApp:
                         receive,
                         send,
                         KEEPALIVE_SECONDS,
+                        self._scope_refusal(token, scope, headers, send),
                     )
                     return
                 streaming = (
@@ -323,15 +325,48 @@ class StreamableHTTPApp:
                 )
         exchange = Exchange(headers, None, self._header_check, token, client_address(scope))
         if streaming:
-            await stream_call(self.server, raw, exchange, self.replica_header, receive, send)
+            refuse = self._scope_refusal(token, scope, headers, send)
+            await stream_call(
+                self.server, raw, exchange, self.replica_header, receive, send, refuse
+            )
             return
         response = await until_disconnect(dispatch(self.server, raw, exchange), receive)
         if response is None:
             log.info("client closed the connection; the request was cancelled")
+        elif response.status == 403 and isinstance(response, ScopeRefused):
+            await self._refuse_scopes(token, scope, headers, send, response)
         elif response.body is None:
             await send_plain(send, response.status, b"", self.replica_header)
         else:
             await send_json(send, response.status, response.body, self.replica_header)
+
+    def _scope_refusal(
+        self, token: AccessToken | None, scope: Scope, headers: Mapping[str, str], send: Send
+    ) -> Refuse | None:
+        """How a streamed answer refuses a token without the scopes of the call it continues
+        (while nothing was streamed yet): as the POST itself would."""
+        if token is None or self.gate is None:
+            return None
+        return functools.partial(self._refuse_scopes, token, scope, headers, send)
+
+    async def _refuse_scopes(
+        self,
+        token: AccessToken | None,
+        scope: Scope,
+        headers: Mapping[str, str],
+        send: Send,
+        refused: ScopeRefused,
+    ) -> None:
+        """403 ``insufficient_scope`` naming the scopes, as a ``tools/call`` without them gets
+        (its JSON-RPC error, on a server that checks no tokens: none raises one there)."""
+        gate = self.gate
+        refusal = None
+        if token is not None and gate is not None:
+            refusal = gate.scope_check(token, refused.scopes)
+        if gate is None or refusal is None:
+            await send_json(send, refused.status, refused.body or b"", self.replica_header)
+            return
+        await gate.refuse(refusal, scope, headers, send, self.replica_header)
 
     def _check_headers(
         self, headers: Mapping[str, str], method: str, params: dict[str, Any], version: str

@@ -19,7 +19,13 @@ from hypothesis import strategies as st
 import engine.state.call
 from engine.errors import InvalidRequestState
 from engine.state.call import STATE_VERSION, CallState, HandlerRequests
-from engine.state.claims import CLAIMS_VERSION, TRACED_CLAIMS_VERSION, Claims, StateRef
+from engine.state.claims import (
+    CLAIMS_VERSION,
+    SCOPED_CLAIMS_VERSION,
+    TRACED_CLAIMS_VERSION,
+    Claims,
+    StateRef,
+)
 
 examples = settings(max_examples=200, deadline=None)
 
@@ -163,6 +169,19 @@ def test_claims_without_a_trace_keep_version_1_and_its_encoding() -> None:
     assert Claims.decode(claims_with()).trace is None
 
 
+def test_claims_of_a_call_that_needs_scopes_carry_them() -> None:
+    """Only such a call's tokens change version: every other keeps its bytes."""
+    scoped = Claims(1, 600, bytes(16), bytes(3), None, bytes(12), 1, b"state", None, ("a", "b:c"))
+    raw = msgpack.unpackb(scoped.encode())
+    assert raw[0] == SCOPED_CLAIMS_VERSION and raw[9:] == [None, "a b:c"]
+    decoded = Claims.decode(scoped.encode())
+    assert decoded.scopes == ("a", "b:c") and decoded.trace is None
+    traced = Claims(1, 600, bytes(16), bytes(3), None, bytes(12), 1, b"", bytes(33), ("a",))
+    decoded = Claims.decode(traced.encode())
+    assert decoded.scopes == ("a",) and decoded.trace == bytes(33)
+    assert Claims.decode(claims_with()).scopes == ()
+
+
 # --- hostile bytes -----------------------------------------------------------------------------
 
 
@@ -287,7 +306,15 @@ BAD_CLAIMS = {
     "empty": b"",
     "nil": pack(None),
     "empty-array": pack([]),
-    "newer-version": claims_with(version=TRACED_CLAIMS_VERSION + 1),
+    "newer-version": claims_with(version=SCOPED_CLAIMS_VERSION + 1),
+    "scoped-of-nine-parts": claims_with(version=SCOPED_CLAIMS_VERSION),
+    "scoped-of-ten-parts": claims_with(version=SCOPED_CLAIMS_VERSION, trace=None),
+    "scoped-of-twelve-parts": claims_with(version=SCOPED_CLAIMS_VERSION, t=None, s="a", more=0),
+    "scopes-empty": claims_with(version=SCOPED_CLAIMS_VERSION, trace=None, scopes=""),
+    "scopes-list": claims_with(version=SCOPED_CLAIMS_VERSION, trace=None, scopes=["a"]),
+    "scopes-nil": claims_with(version=SCOPED_CLAIMS_VERSION, trace=None, scopes=None),
+    "scoped-trace-text": claims_with(version=SCOPED_CLAIMS_VERSION, trace="00", scopes="a"),
+    "scopes-in-version-2": claims_with(version=TRACED_CLAIMS_VERSION, trace=None, scopes="a"),
     "version-as-text": claims_with(version="1"),
     "eight-parts": pack([CLAIMS_VERSION, 1, 600, bytes(16), bytes(3), None, bytes(12), 1]),
     "ten-parts": pack([CLAIMS_VERSION, 1, 600, bytes(16), bytes(3), None, bytes(12), 1, b"", 0]),
