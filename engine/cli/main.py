@@ -15,7 +15,6 @@ behind ``call`` in :mod:`engine.cli.terminal_client`.
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import secrets
 import sys
@@ -32,7 +31,6 @@ from engine.cli.shared import (
     EXIT_TEMPFAIL,
     TRACEBACK_ENV,
     CLIError,
-    LocalKeys,
     StoreChoice,
     given_keys,
     held_logs,
@@ -43,12 +41,11 @@ from engine.cli.shared import (
     store_url,
 )
 from engine.cli.terminal_client import LOG_LEVELS
-
-log = logging.getLogger("engine.cli")
+from engine.cli.workers import requested_workers, serve_in_workers
 
 
 def _serve(args: argparse.Namespace) -> int:
-    count = _workers(args)
+    count = requested_workers(args)
     if args.reload:
         from engine.cli.dev import serve_reloading
 
@@ -80,7 +77,7 @@ def _serve(args: argparse.Namespace) -> int:
         server.run("stdio")
         return 0
     if count is not None:
-        return _serve_workers(args, count, store, kept)
+        return serve_in_workers(args, count, store, kept)
     from engine.transports.serving import CannotListen, check_listenable
 
     try:
@@ -105,60 +102,6 @@ def _serve(args: argparse.Namespace) -> int:
             "address of this machine, or 0.0.0.0) and --port (below 1024 needs privileges)"
         ) from None
     return 0
-
-
-def _workers(args: argparse.Namespace) -> int | None:
-    """``--workers`` as a number of processes (``None``: not given), refused beside the options
-    it cannot go with."""
-    if args.workers is None:
-        return None
-    from engine.cli.workers import worker_count
-
-    if args.reload:
-        raise CLIError(
-            "--workers and --reload do not go together: --reload serves one process that "
-            "restarts on every change, for development; drop one of them"
-        )
-    if args.stdio:
-        raise CLIError(
-            "--workers serves HTTP on one port: a host that starts a server over stdio talks to "
-            "that one process; drop --stdio, or --workers"
-        )
-    return worker_count(args.workers)
-
-
-def _serve_workers(
-    args: argparse.Namespace, count: int, store: StoreChoice, kept: LocalKeys | None
-) -> int:
-    """``serve --workers N``: the file is loaded here once, so a mistake in it (or a store the
-    workers cannot share) is one line before any worker starts; then the workers serve it."""
-    from engine.cli.workers import check_shared_store, serve_workers
-
-    base_replica = os.environ.get("ENGINE_REPLICA_ID") or f"pid-{os.getpid()}"
-    os.environ["ENGINE_REPLICA_ID"] = base_replica  # each worker's is this, and its number
-    with held_logs() as held:
-        server = load_server(args.target, traceback=args.traceback)
-        held.keep()
-    check_shared_store(server.settings.store.store, count)
-    if server.replica_id != base_replica:
-        log.warning(
-            "%s sets replica_id=%r: every worker serves under that id, so the journal cannot "
-            "tell them apart; leave it to ENGINE_REPLICA_ID (or --replica) instead",
-            args.target,
-            server.replica_id,
-        )
-    store.announce()
-    if kept is not None:
-        kept.announce()
-    return serve_workers(
-        args.target,
-        host=args.host,
-        port=args.port,
-        count=count,
-        base_replica=base_replica,
-        drain_timeout=server.settings.serve.drain_timeout,
-        traceback=args.traceback,
-    )
 
 
 def _reach(store: StoreChoice) -> None:

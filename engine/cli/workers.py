@@ -16,6 +16,7 @@ drain timeout) and then the supervisor exits.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import logging
 import os
@@ -24,7 +25,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from engine.cli.shared import CLIError
+from engine.cli.shared import CLIError, LocalKeys, StoreChoice, held_logs, load_server
 from engine.cli.supervisor import (
     POLL_SECONDS,
     ServerProcesses,
@@ -131,6 +132,56 @@ class Workers:
         worker.delay = min(worker.delay * 2, MAX_RESTART_DELAY)
 
 
+def requested_workers(args: argparse.Namespace) -> int | None:
+    """``--workers`` as a number of processes (``None``: not given), refused beside the options
+    it cannot go with."""
+    if args.workers is None:
+        return None
+    if args.reload:
+        raise CLIError(
+            "--workers and --reload do not go together: --reload serves one process that "
+            "restarts on every change, for development; drop one of them"
+        )
+    if args.stdio:
+        raise CLIError(
+            "--workers serves HTTP on one port: a host that starts a server over stdio talks to "
+            "that one process; drop --stdio, or --workers"
+        )
+    return worker_count(args.workers)
+
+
+def serve_in_workers(
+    args: argparse.Namespace, count: int, store: StoreChoice, kept: LocalKeys | None
+) -> int:
+    """``serve --workers N``: the file is loaded here once, so a mistake in it (or a store the
+    workers cannot share) is one line before any worker starts; then the workers serve it."""
+    base_replica = os.environ.get("ENGINE_REPLICA_ID") or f"pid-{os.getpid()}"
+    os.environ["ENGINE_REPLICA_ID"] = base_replica  # each worker's is this, and its number
+    with held_logs() as held:
+        server = load_server(args.target, traceback=args.traceback)
+        held.keep()
+    store.announce()
+    if kept is not None:
+        kept.announce()
+    check_shared_store(server.settings.store.store, count)
+    if server.replica_id != base_replica:
+        log.warning(
+            "%s sets replica_id=%r: every worker serves under that id, so the journal cannot "
+            "tell them apart; leave it to ENGINE_REPLICA_ID (or --replica) instead",
+            args.target,
+            server.replica_id,
+        )
+    return serve_workers(
+        args.target,
+        host=args.host,
+        port=args.port,
+        count=count,
+        base_replica=base_replica,
+        drain_timeout=server.settings.serve.drain_timeout,
+        traceback=args.traceback,
+    )
+
+
 def check_shared_store(store: object, count: int) -> None:
     """CLIError unless ``store`` (the server's, a URL or a store object) is one that ``count``
     processes share; a warning for SQLite, which shares data but not notifications."""
@@ -142,7 +193,7 @@ def check_shared_store(store: object, count: int) -> None:
     if store is None:
         raise CLIError(
             f"--workers {count} needs a store the workers share, and this server has none "
-            "(--store none): no worker would see another's claims, so a requestState could be "
+            "(store none): no worker would see another's claims, so a requestState could be "
             "used once on each worker, and no call would be journaled. Serve with the default "
             "SQLite store, --store sqlite:///PATH or --store redis://..., or without --workers"
         )
