@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 
@@ -128,15 +129,16 @@ def until(condition: Callable[[], bool], seconds: float, served: Served) -> None
 
 
 @contextlib.asynccontextmanager
-async def one_client_per_worker(
-    served: Served, workers: int = 2
-) -> AsyncIterator[dict[str, httpx.AsyncClient]]:
-    """A client per worker, by replica id: each keeps one connection, so every request it sends
-    reaches the worker that accepted it. New connections are made until each worker has one."""
+async def clients_of_each_worker(
+    served: Served, each: int = 1, workers: int = 2
+) -> AsyncIterator[dict[str, list[httpx.AsyncClient]]]:
+    """``each`` clients per worker, by replica id: a client keeps one connection, so every
+    request it sends reaches the worker that accepted it. New connections are made until each
+    worker has its clients."""
     base = served.url.removesuffix("/mcp")
-    found: dict[str, httpx.AsyncClient] = {}
+    found: dict[str, list[httpx.AsyncClient]] = {}
     async with contextlib.AsyncExitStack() as stack:
-        for _ in range(200):
+        for _ in range(400):
             client = await stack.enter_async_context(
                 httpx.AsyncClient(
                     base_url=base,
@@ -145,14 +147,15 @@ async def one_client_per_worker(
                 )
             )
             answer = await post(client, call("order_book", {"title": "Dune"}))
-            replica = answer.headers["x-engine-replica"]
-            if replica not in found:
-                found[replica] = client
-                if len(found) == workers:
-                    break
+            mine = found.setdefault(answer.headers["x-engine-replica"], [])
+            if len(mine) < each:
+                mine.append(client)
             else:
                 await client.aclose()
-        assert len(found) == workers, f"reached only {sorted(found)} in 200 connections"
+            if len(found) == workers and all(len(kept) == each for kept in found.values()):
+                break
+        assert len(found) == workers, f"reached only {sorted(found)} in 400 connections"
+        assert all(len(kept) == each for kept in found.values()), "too few connections each"
         yield found
 
 
@@ -167,14 +170,12 @@ async def order_across(first: httpx.AsyncClient, second: httpx.AsyncClient) -> d
     return {"body": body, "response": response}
 
 
-def rounds_by_replica(served: Served, call_id: str) -> list[tuple[int, str]]:
-    """``(round, replica)`` of each recorded round of a call, from ``show --json``."""
+def rounds_of(served: Served, call_id: str) -> list[tuple[int, str, str]]:
+    """``(round, kind, replica)`` of each recorded round of a call, from ``show --json``, by
+    round: each worker's journal writer appends on its own, so round 1's event may be appended
+    after round 2's."""
     shown = served.engine("show", call_id)
-    return [
-        (event["round"], event["replica"])
-        for event in shown["events"]
-        if event.get("kind") in ("input_required", "complete")
-    ]
+    return sorted((event["round"], event["kind"], event["replica"]) for event in shown["events"])
 
 
 async def test_two_workers_serve_rounds_single_use_and_journal_every_call(
@@ -182,36 +183,47 @@ async def test_two_workers_serve_rounds_single_use_and_journal_every_call(
 ) -> None:
     with serving(tmp_path) as served:
         assert "store: sqlite:///" in served.said()
-        async with one_client_per_worker(served) as clients:
-            (one, a), (two, b) = sorted(clients.items())
+        async with clients_of_each_worker(served, each=4) as clients:
+            (one, on_one), (two, on_two) = sorted(clients.items())
             assert one.endswith("-w1") and two.endswith("-w2")
             last: dict[str, Any] = {}
-            for n in range(CALLS):
-                first, second = (a, b) if n % 2 == 0 else (b, a)
-                last = await order_across(first, second)
-            # the last call's round 2 ran on `a`: sent again to `b`, it is not run again but
+
+            async def orders(a: httpx.AsyncClient, b: httpx.AsyncClient) -> None:
+                # both workers write the one SQLite file at once, from 4 connections
+                nonlocal last
+                for n in range(CALLS // 4):
+                    last = await order_across(a, b) if n % 2 == 0 else await order_across(b, a)
+
+            async with anyio.create_task_group() as group:
+                for a, b in zip(on_one, on_two, strict=True):
+                    group.start_soon(orders, a, b)
+            # a round 2 sent again to the worker that did not serve it is not run again but
             # answered with the first response, byte for byte
-            again = await post(b, last["body"])
+            served_by = last["response"].headers["x-engine-replica"]
+            elsewhere = on_two[0] if served_by == one else on_one[0]
+            again = await post(elsewhere, last["body"])
+            assert again.headers["x-engine-replica"] != served_by
             assert again.content == last["response"].content
             # and with other answers it is refused: a round is used once
             other = retry(
                 last["body"]["params"]["requestState"],
                 {"confirm_backorder": {"action": "accept", "content": {"confirm": False}}},
             )
-            refused = await post(b, other)
+            refused = await post(elsewhere, other)
             assert refused.status_code == 400
             assert refused.json()["error"]["code"] == -32602
 
         listed = served.engine("calls", "--tool", "order_book", "--limit", "500")
         two_round = [c for c in listed if c["rounds"] == 2]
         assert len(two_round) == CALLS
-        assert all(c["last_kind"] == "complete" for c in two_round)
         replicas: set[str] = set()
         for listed_call in two_round[:4]:
-            rounds = rounds_by_replica(served, listed_call["call_id"])
-            assert [number for number, _ in rounds] == [1, 2]
-            assert rounds[0][1] != rounds[1][1]  # each call crossed workers
-            replicas |= {replica for _, replica in rounds}
+            (_, kind_1, replica_1), (_, kind_2, replica_2) = rounds_of(
+                served, listed_call["call_id"]
+            )
+            assert (kind_1, kind_2) == ("input_required", "complete")
+            assert replica_1 != replica_2  # each call crossed workers
+            replicas |= {replica_1, replica_2}
         assert replicas == {one, two}
 
 
@@ -219,8 +231,8 @@ async def test_a_killed_worker_is_started_again_and_sigterm_leaves_no_process(
     tmp_path: Path,
 ) -> None:
     with serving(tmp_path) as served:
-        async with one_client_per_worker(served) as clients:
-            (one, a), _ = sorted(clients.items())
+        async with clients_of_each_worker(served) as clients:
+            (one, [a]), _ = sorted(clients.items())
             started = await first_round(a)  # round 1 on worker 1, which then dies
         killed = served.worker_pids()[1]
         os.kill(killed, signal.SIGKILL)
@@ -234,10 +246,22 @@ async def test_a_killed_worker_is_started_again_and_sigterm_leaves_no_process(
             r"starting it again in 0\.5s",
             served.said(),
         ), served.said()
-        async with one_client_per_worker(served) as clients:
-            assert set(clients) >= {one}  # the new process serves as worker 1 again
+        # dying again soon after starting, it waits twice as long
+        killed = served.worker_pids()[1]
+        os.kill(killed, signal.SIGKILL)
+        until(
+            lambda: served.worker_pids()[1] != killed and served.said().count("serving MCP") == 4,
+            START_TIMEOUT,
+            served,
+        )
+        again = (
+            f"worker 1 (pid {killed}, replica {one}) exited (killed by SIGKILL); starting it again"
+        )
+        assert f"{again} in 1s" in served.said()
+        async with clients_of_each_worker(served) as clients:
+            assert one in clients  # the new process serves as worker 1 again
             # the call begun on the dead worker goes on wherever its round 2 lands
-            for client in clients.values():
+            for [client] in clients.values():
                 result = assert_result(await post(client, retry(started["requestState"])))
                 assert text_of(result) == BACKORDERED
                 assert result["resultType"] == "complete"
@@ -254,8 +278,8 @@ async def test_a_killed_worker_is_started_again_and_sigterm_leaves_no_process(
 async def test_two_workers_on_redis_share_rounds(tmp_path: Path, redis_url: str) -> None:
     with serving(tmp_path, "--store", redis_url) as served:
         assert "the workers share the SQLite store" not in served.said()
-        async with one_client_per_worker(served) as clients:
-            (_, a), (_, b) = sorted(clients.items())
+        async with clients_of_each_worker(served) as clients:
+            (_, [a]), (_, [b]) = sorted(clients.items())
             for n in range(10):
                 first, second = (a, b) if n % 2 == 0 else (b, a)
                 last = await order_across(first, second)
@@ -263,6 +287,17 @@ async def test_two_workers_on_redis_share_rounds(tmp_path: Path, redis_url: str)
             assert again.content == last["response"].content
         listed = served.engine("calls", "--store", redis_url, "--tool", "order_book")
         assert len([c for c in listed if c["rounds"] == 2]) == 10
+
+
+async def test_the_workers_stop_when_serve_is_killed_outright(tmp_path: Path) -> None:
+    with serving(tmp_path) as served:
+        started_pids = descendants(served.process.pid)
+        assert len(started_pids) == 2
+        served.process.kill()  # SIGKILL: no handler runs, serve cannot stop them itself
+        served.process.wait()
+        with contextlib.suppress(AssertionError):
+            until(lambda: not running_pids(started_pids), STOP_TIMEOUT, served)
+        assert running_pids(started_pids) == set()
 
 
 # --- what --workers refuses -----------------------------------------------------------------------
