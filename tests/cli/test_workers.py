@@ -26,6 +26,7 @@ import anyio
 import httpx
 import pytest
 
+from engine.cli.workers import worker_count
 from tests.cli.test_dev import descendants, environment, running_pids
 from tests.fleet_helpers import ROOT, free_port
 from tests.http_helpers import assert_result, call, first_round, post, retry, text_of
@@ -341,3 +342,8 @@ def test_workers_refuse_stdio_reload_and_a_count_that_is_not_one(tmp_path: Path)
     assert refused(tmp_path, "--workers", "0").startswith(
         "error: --workers 0: give a number of processes, 1 or more, or auto"
     )
+
+
+def test_workers_auto_is_one_per_core_this_process_may_use() -> None:
+    assert worker_count("auto") == len(os.sched_getaffinity(0))
+    assert worker_count("3") == 3
