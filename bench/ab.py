@@ -9,8 +9,8 @@ inline or with a store, with environment settings of its own:
     .venv/bin/python bench/ab.py inline=. redis=.,redis sampled=.,redis,ENGINE_JOURNAL_SAMPLE=0.1
     .venv/bin/python bench/ab.py --workload chain --rounds 10 before=../old,redis after=.,redis
 
-Each variant is ``NAME=CHECKOUT[,redis|,sqlite|,memory][,jwt][,venv][,VAR=VALUE...]``; a store
-may carry options of its URL (``sqlite?synchronous=full``, ``redis?allow_eviction=yes``):
+Each variant is ``NAME=CHECKOUT[,redis|,sqlite|,memory][,jwt][,venv][,workers=N][,VAR=VALUE...]``;
+a store may carry options of its URL (``sqlite?synchronous=full``, ``redis?allow_eviction=yes``):
 
     .venv/bin/python bench/ab.py normal=.,sqlite full=.,sqlite?synchronous=full
 
@@ -26,6 +26,12 @@ auth on: a ``JWTVerifier`` whose key set the server fetches (once, then keeps) f
 own, the load generator sending an RS256 token minted for it with every request:
 
     .venv/bin/python bench/ab.py open=. jwt=.,jwt
+
+``workers=N`` serves it with ``python -m engine serve bench/servers/ours.py:build --workers N``
+(N processes on the port; the server's CPU is theirs and the supervisor's, and the journal check
+reads the ``/metrics`` of whichever worker answers):
+
+    .venv/bin/python bench/ab.py one=.,sqlite,workers=1 two=.,sqlite,workers=2
 
 As in `bench/run.py`, no
 ``ENGINE_*`` setting of the calling shell reaches a server: only a variant's own do. The Redis is
@@ -64,6 +70,9 @@ class Variant:
     """Served with auth on; the load carries a bearer token (see `bearer_token`)."""
     python: str = sys.executable
     """The server's interpreter: this one, or the checkout's own venv's (``venv``)."""
+    workers: int | None = None
+    """Served by ``python -m engine serve ... --workers N`` (``workers=N``) rather than by
+    ``ours.py``'s own ``mcp.run``."""
     headers: dict[str, str] = field(default_factory=dict)
     calls_per_s: list[float] = field(default_factory=list)
     cpu_per_round: list[float] = field(default_factory=list)
@@ -72,7 +81,8 @@ class Variant:
 
 
 def parse_variant(text: str) -> Variant:
-    """``NAME=CHECKOUT[,redis|,sqlite|,memory][,jwt][,venv][,VAR=VALUE...]``, with a clear error
+    """``NAME=CHECKOUT[,redis|,sqlite|,memory][,jwt][,venv][,workers=N][,VAR=VALUE...]``, with a
+    clear error
     for anything else."""
     name, sep, rest = text.partition("=")
     if not sep or not name or not rest:
@@ -96,8 +106,14 @@ def parse_variant(text: str) -> Variant:
     env: dict[str, str] = {}
     jwt = False
     python = sys.executable
+    workers: int | None = None
     for option in options:
-        if option == "jwt":
+        if option.startswith("workers="):
+            count = option.partition("=")[2]
+            if not count.isdigit() or int(count) < 1:
+                raise argparse.ArgumentTypeError(f"{text!r}: workers=N takes a number, 1 or more")
+            workers = int(count)
+        elif option == "jwt":
             jwt = True
         elif option == "venv":
             python = str(checkout / ".venv" / "bin" / "python")
@@ -116,7 +132,9 @@ def parse_variant(text: str) -> Variant:
             raise argparse.ArgumentTypeError(
                 f"{text!r}: {option!r} is neither redis, sqlite, memory, jwt, venv nor VAR=VALUE"
             )
-    variant = Variant(name, checkout, store, env, store_options, jwt, python=python)
+    variant = Variant(
+        name, checkout, store, env, store_options, jwt, python=python, workers=workers
+    )
     if jwt:
         jwks, token = bearer_token()
         variant.env["BENCH_JWKS"] = jwks
@@ -158,11 +176,19 @@ def bearer_token() -> tuple[str, str]:
 
 
 def server_spec(variant: Variant, store_url: str | None) -> run.ServerSpec:
-    argv = [str(variant.checkout / "bench" / "servers" / "ours.py")]
-    if store_url is not None:
-        argv += ["--store", store_url]
+    server = str(variant.checkout / "bench" / "servers" / "ours.py")
+    env = dict(variant.env)
+    if variant.workers is None:
+        argv = [server]
+        if store_url is not None:
+            argv += ["--store", store_url]
+    else:
+        # The bookshop ours.py builds, served by the CLI; the store and keys as ours.py's.
+        argv = ["-m", "engine", "serve", f"{server}:build", "--workers", str(variant.workers)]
+        argv += ["--store", store_url or "none"]
+        env.update(ENGINE_KEYS=run.KEY, PYTHONPATH=str(variant.checkout))
     return run.ServerSpec(
-        f"ab-{variant.name}", variant.name, variant.python, argv, [], "ours", env=variant.env
+        f"ab-{variant.name}", variant.name, variant.python, argv, [], "ours", env=env
     )
 
 

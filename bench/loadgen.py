@@ -17,6 +17,7 @@ in the project venv) because the client must not be the bottleneck.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -407,22 +408,54 @@ class Caller:
 
 
 def process_cpu_seconds(pid: int) -> float:
-    """utime + stime of a process (all its threads), from ``/proc/<pid>/stat``."""
+    """utime + stime of a process (all its threads) and of the processes under it (the workers
+    of ``serve --workers``), from ``/proc/<pid>/stat``."""
+    ticks = _cpu_ticks(pid)  # OSError when there is no such process
+    for child in process_tree(pid)[1:]:
+        with contextlib.suppress(OSError):  # it exited meanwhile
+            ticks += _cpu_ticks(child)
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_ticks(pid: int) -> int:
     with open(f"/proc/{pid}/stat", "rb") as f:
         raw = f.read()
     fields = raw[raw.rindex(b")") + 2 :].split()
     # fields[0] is the state (field 3); utime and stime are fields 14 and 15.
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) + int(fields[12])
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and every live process under it, from ``/proc``."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with (
+                contextlib.suppress(OSError, IndexError, ValueError),
+                open(f"/proc/{entry}/stat", "rb") as f,
+            ):
+                raw = f.read()
+                parents[int(entry)] = int(raw[raw.rindex(b")") + 2 :].split()[1])
+    found = [pid]
+    frontier = {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier}
+        found.extend(frontier)
+    return found
 
 
 def run_queue_seconds(pid: int) -> float:
-    """Time the process's main thread (the server's event loop) has spent ready to run but
-    waiting for a CPU, from ``/proc/<pid>/schedstat``; 0 where the kernel does not keep it."""
-    try:
-        with open(f"/proc/{pid}/schedstat") as f:
-            return int(f.read().split()[1]) / 1e9
-    except (OSError, IndexError, ValueError):
-        return 0.0
+    """Time the main threads of the process and those under it (the server's event loops)
+    have spent ready to run but waiting for a CPU, from ``/proc/<pid>/schedstat``; 0 where the
+    kernel does not keep it."""
+    total = 0.0
+    for each in process_tree(pid):
+        with (
+            contextlib.suppress(OSError, IndexError, ValueError),
+            open(f"/proc/{each}/schedstat") as f,
+        ):
+            total += int(f.read().split()[1]) / 1e9
+    return total
 
 
 def system_busy_seconds() -> float:

@@ -755,6 +755,12 @@ class MCPServer(Generic[LifespanT]):
             raise ValueError(f"Unknown transport {transport!r}: use 'stdio' or 'streamable-http'")
         from engine.transports.serving import checked_uvicorn_options, serve_app
 
+        if "workers" in options:
+            raise ValueError(
+                "run() serves in this process, so it takes no workers: run `python -m engine "
+                "serve FILE.py[:ATTR] --workers N`, which starts N processes on one port, each "
+                "importing the file, sharing the store"
+            )
         serve = self.settings.serve
         given = checked_uvicorn_options(uvicorn_options)
         if self._log_level_given:

@@ -15,15 +15,16 @@ import logging
 import os
 from collections.abc import Callable, Iterator
 
-from engine.cli.reloading import Reloader, check_platform, endpoint, listen, stop_requested
+from engine.cli.reloading import Reloader
 from engine.cli.shared import CLIError, given_keys, local_keys, store_url
+from engine.cli.supervisor import check_platform, endpoint, listen, stop_requested
 
 log = logging.getLogger("engine.cli")
 
 
 def serve_reloading(args: argparse.Namespace, *, inspector: bool = False) -> int:
     """Serve ``args.target`` over HTTP, again after each change, until Ctrl-C or SIGTERM."""
-    check_platform()
+    check_platform("reloading", "run `serve` and start it again after a change")
     if not 0 <= args.port <= 65535:
         raise CLIError(
             f"--port {args.port}: a port is a number from 1 to 65535 (0 picks any free one)"

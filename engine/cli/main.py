@@ -41,9 +41,11 @@ from engine.cli.shared import (
     store_url,
 )
 from engine.cli.terminal_client import LOG_LEVELS
+from engine.cli.workers import requested_workers, serve_in_workers
 
 
 def _serve(args: argparse.Namespace) -> int:
+    count = requested_workers(args)
     if args.reload:
         from engine.cli.dev import serve_reloading
 
@@ -74,6 +76,8 @@ def _serve(args: argparse.Namespace) -> int:
             kept.announce()
         server.run("stdio")
         return 0
+    if count is not None:
+        return serve_in_workers(args, count, store, kept)
     from engine.transports.serving import CannotListen, check_listenable
 
     try:
@@ -330,6 +334,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--reload",
         action="store_true",
         help="serve the file again each time it (or a module it imports) changes",
+    )
+    serve.add_argument(
+        "--workers",
+        metavar="N",
+        help="serve in N processes on the port, sharing the store (auto: one per core); each "
+        "worker is a replica of its own, restarted if it dies",
     )
     serve.set_defaults(func=_serve)
     dev.add_command(command, store_help=store_help)

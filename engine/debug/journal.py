@@ -134,11 +134,14 @@ class RecordedCall:
     events: list[dict[str, Any]]
     """The journal events as JSON-compatible dicts (the response decoded), in append order."""
     rounds: list[RecordedRound] = field(init=False)
+    """The rounds by number (append order within one): replicas append each round's event on
+    their own, so a round's event may be appended after the next round's."""
 
     def __post_init__(self) -> None:
         if not self.events:
             raise ReplayError(f"call {self.call_id} has no journal events")
-        self.rounds = [RecordedRound.of(event) for event in self.events]
+        recorded = [RecordedRound.of(event) for event in self.events]
+        self.rounds = sorted(recorded, key=lambda each: each.round)
 
     @property
     def principal(self) -> str | None:

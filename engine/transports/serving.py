@@ -180,9 +180,10 @@ def checked_uvicorn_options(options: Mapping[str, Any] | None) -> dict[str, Any]
         )
     if given.get("reload") or (given.get("workers") or 1) > 1:
         raise ValueError(
-            "uvicorn_options cannot ask for reload or several workers: uvicorn needs an "
-            "import string for those. Run `uvicorn module:app --workers N` on "
-            "mcp.streamable_http_app(), or start one process per replica"
+            "uvicorn_options cannot ask for reload or several workers: run() serves in this "
+            "process. Run `python -m engine serve FILE.py[:ATTR] --workers N` (N processes on "
+            "one port, sharing the store) or `--reload`, which import the file in processes of "
+            "their own"
         )
     return given
 

@@ -314,6 +314,19 @@ def test_the_recorded_neuromancer_order_still_replays() -> None:
     assert [c.round for c in report.rounds] == [1, 2]
 
 
+def test_rounds_appended_out_of_order_are_read_in_order(tmp_path: Path) -> None:
+    """Two replicas (or two workers of one ``serve``) append the events of one call on their
+    own: round 1's may land after round 2's. The call is told and replayed in round order."""
+    recorded = json.loads(GOOD.read_text())
+    recorded["events"].reverse()
+    call = RecordedCall(recorded["call_id"], recorded["events"])
+    assert [r.round for r in call.rounds] == [1, 2]
+    assert "2 rounds, complete" in timeline(call).splitlines()[0]
+    reversed_fixture = tmp_path / "reversed.json"
+    reversed_fixture.write_text(json.dumps(recorded))
+    assert [c.round for c in replay(build(keys=[KEY]), reversed_fixture).rounds] == [1, 2]
+
+
 def test_an_order_recorded_with_other_wording_fails_the_helper() -> None:
     with pytest.raises(AssertionError) as caught:
         replay(build(keys=[KEY]), REWORDED)

@@ -138,8 +138,10 @@ def test_run_serves_with_the_uvicorn_options_given(monkeypatch: pytest.MonkeyPat
     assert served["app"].endpoint.freeze_after_startup is False
     with pytest.raises(ValueError, match="on the host and port passed to it"):
         mcp.run("streamable-http", uvicorn_options={"port": 9124})
-    with pytest.raises(ValueError, match="import string"):
+    with pytest.raises(ValueError, match=r"engine serve FILE\.py\[:ATTR\] --workers N"):
         mcp.run("streamable-http", uvicorn_options={"workers": 2})
+    with pytest.raises(ValueError, match=r"takes no workers: run `python -m engine serve"):
+        mcp.run("streamable-http", workers=2)
 
 
 def test_run_parses_http_with_httptools_on_uvloop_unless_told_otherwise() -> None:

@@ -1,13 +1,14 @@
-"""The process that ``serve --reload`` and ``dev`` start again on every change to the code.
+"""A server process of a supervisor (:mod:`engine.cli.supervisor`): one of ``serve --workers``,
+or the one ``serve --reload`` and ``dev`` start again on every change to the code.
 
 It serves the server file on the listening socket its supervisor holds (passed as a file
 descriptor), so a restart refuses no connection: one that arrives while the next process starts
-waits in the socket's backlog. Before serving it reports the Python files it imported from
-outside the interpreter's own directories, with their modification times, so the supervisor
-watches exactly the user's code. It ends itself when its supervisor is gone (the read end of a
-pipe whose write end only the supervisor holds reaches end-of-file).
+waits in the socket's backlog. Asked to (``--report``), it first reports the Python files it
+imported from outside the interpreter's own directories, with their modification times, so the
+reloader watches exactly the user's code. It ends itself when its supervisor is gone (the read
+end of a pipe whose write end only the supervisor holds reaches end-of-file).
 
-Run as ``python -m engine.cli.reload_worker``; not a command for users.
+Run as ``python -m engine.cli.server_process``; not a command for users.
 """
 
 from __future__ import annotations
@@ -81,13 +82,14 @@ def end_with_supervisor(descriptor: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m engine.cli.reload_worker")
+    parser = argparse.ArgumentParser(prog="python -m engine.cli.server_process")
     parser.add_argument("target")
     parser.add_argument("--fd", type=int, required=True, help="the listening socket")
     parser.add_argument("--host", required=True)
     parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--report", required=True, help="where to write the imported files")
+    parser.add_argument("--report", help="where to write the imported files")
     parser.add_argument("--supervisor-fd", type=int, required=True)
+    parser.add_argument("--dev", action="store_true", help="short keep-alive and drain")
     parser.add_argument("--traceback", action="store_true")
     args = parser.parse_args(argv)
     end_with_supervisor(args.supervisor_fd)
@@ -96,20 +98,25 @@ def main(argv: list[str] | None = None) -> int:
     try:
         server = load_server(args.target, traceback=args.traceback)
     except CLIError as exc:
-        report(args.report, target)  # a fix in an imported module starts it again too
+        if args.report:
+            report(args.report, target)  # a fix in an imported module starts it again too
         print(f"error: {exc}", file=sys.stderr)
         return exc.code
-    report(args.report, target)
+    if args.report:
+        report(args.report, target)
     listener = socket.socket(fileno=args.fd)
-    drain = None if os.environ.get("ENGINE_DRAIN_TIMEOUT") else DEV_DRAIN_TIMEOUT
-    server.run(
-        "streamable-http",
-        host=args.host,
-        port=args.port,
-        sockets=[listener],
-        drain_timeout=drain,
-        uvicorn_options={"timeout_keep_alive": DEV_KEEP_ALIVE},
-    )
+    if args.dev:
+        drain = None if os.environ.get("ENGINE_DRAIN_TIMEOUT") else DEV_DRAIN_TIMEOUT
+        server.run(
+            "streamable-http",
+            host=args.host,
+            port=args.port,
+            sockets=[listener],
+            drain_timeout=drain,
+            uvicorn_options={"timeout_keep_alive": DEV_KEEP_ALIVE},
+        )
+    else:
+        server.run("streamable-http", host=args.host, port=args.port, sockets=[listener])
     return 0
 
 
