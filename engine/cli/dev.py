@@ -12,11 +12,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
-import os
 from collections.abc import Callable, Iterator
 
 from engine.cli.reloading import Reloader
-from engine.cli.shared import CLIError, given_keys, local_keys, store_url
+from engine.cli.shared import CLIError, serving_environment
 from engine.cli.supervisor import check_platform, endpoint, listen, stop_requested
 
 log = logging.getLogger("engine.cli")
@@ -55,19 +54,7 @@ def serve_reloading(args: argparse.Namespace, *, inspector: bool = False) -> int
 
 def _configure_environment(args: argparse.Namespace) -> None:
     """The keys and the store, as ``serve`` chooses them, handed to every server process."""
-    keys = given_keys(args.keys, args.keys_file)
-    kept = local_keys(create=True) if keys is None else None
-    if kept is not None:
-        keys = kept.secret
-    if keys is not None:
-        os.environ["ENGINE_KEYS"] = keys
-    if args.replica:
-        os.environ["ENGINE_REPLICA_ID"] = args.replica
-    store = store_url(args.store)
-    if store.url is None:
-        os.environ.pop("ENGINE_STORE", None)
-    else:
-        os.environ["ENGINE_STORE"] = store.url
+    store, kept = serving_environment(args)
     store.announce()
     if kept is not None:
         kept.announce()

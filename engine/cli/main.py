@@ -32,13 +32,11 @@ from engine.cli.shared import (
     TRACEBACK_ENV,
     CLIError,
     StoreChoice,
-    given_keys,
     held_logs,
     json_object,
     load_server,
-    local_keys,
+    serving_environment,
     shown_url,
-    store_url,
 )
 from engine.cli.terminal_client import LOG_LEVELS
 from engine.cli.workers import requested_workers, serve_in_workers
@@ -54,19 +52,7 @@ def _serve(args: argparse.Namespace) -> int:
         raise CLIError(
             f"--port {args.port}: a port is a number from 1 to 65535 (0 picks any free one)"
         )
-    keys = given_keys(args.keys, args.keys_file)
-    kept = local_keys(create=True) if keys is None else None
-    if kept is not None:
-        keys = kept.secret
-    if keys is not None:
-        os.environ["ENGINE_KEYS"] = keys
-    if args.replica:
-        os.environ["ENGINE_REPLICA_ID"] = args.replica
-    store = store_url(args.store)
-    if store.url is None:
-        os.environ.pop("ENGINE_STORE", None)
-    else:
-        os.environ["ENGINE_STORE"] = store.url
+    store, kept = serving_environment(args)
     if store.url is not None:
         _reach(store)
     if args.stdio:

@@ -463,6 +463,27 @@ class StoreChoice:
         log.log(self.level, "%s", self.note)
 
 
+def serving_environment(args: Any) -> tuple[StoreChoice, LocalKeys | None]:
+    """The keys (``--keys``, ``--keys-file``, else the local ones, made when missing), the
+    replica id and the store a served file runs with, put in the environment where the server,
+    and any process it starts, reads them. Returns the store and the local keys (``None`` when
+    keys were given), whose lines are logged once the server has loaded."""
+    keys = given_keys(args.keys, args.keys_file)
+    kept = local_keys(create=True) if keys is None else None
+    if kept is not None:
+        keys = kept.secret
+    if keys is not None:
+        os.environ["ENGINE_KEYS"] = keys
+    if args.replica:
+        os.environ["ENGINE_REPLICA_ID"] = args.replica
+    store = store_url(args.store)
+    if store.url is None:
+        os.environ.pop("ENGINE_STORE", None)
+    else:
+        os.environ["ENGINE_STORE"] = store.url
+    return store, kept
+
+
 def store_url(given: str | None) -> StoreChoice:
     """``--store``, else ``ENGINE_STORE``, else the default file in the user's data directory;
     ``none`` disables. A given URL is checked (CLIError when it is malformed) and a SQLite
