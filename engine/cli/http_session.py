@@ -1,9 +1,10 @@
-"""A JSON-RPC session with one Streamable HTTP endpoint, over the standard library only.
+"""A JSON-RPC session with one Streamable HTTP endpoint, on httpx.
 
 Each request carries what 2026-07-28 wants with it: the protocol version, client capabilities
 and client info in ``_meta``, and the ``MCP-Protocol-Version``, ``Mcp-Method``, ``Mcp-Name`` and
-``Mcp-Param-*`` headers. The response is read from a JSON body or an event stream; anything that
-keeps the exchange from going on is a :class:`ProtocolFailure` that says what to try.
+``Mcp-Param-*`` headers. The response is read from a JSON body or an event stream (one parser,
+httpx-sse's, for both the answers and the refusals); anything that keeps the exchange from going
+on is a :class:`ProtocolFailure` that says what to try.
 """
 
 from __future__ import annotations
@@ -11,10 +12,11 @@ from __future__ import annotations
 import base64
 import itertools
 import json
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Mapping
-from typing import IO, Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import httpx
 
 PROTOCOL = "2026-07-28"
 CAPABILITIES: dict[str, Any] = {
@@ -51,20 +53,25 @@ def header_text(value: str) -> str:
 
 
 class Session:
-    """JSON-RPC requests to one Streamable HTTP endpoint, with the 2026-07-28 headers."""
+    """JSON-RPC requests to one Streamable HTTP endpoint, with the 2026-07-28 headers, over one
+    httpx client (its connections are kept between the rounds of a call)."""
 
     def __init__(self, url: str, timeout: float, token: str | None = None) -> None:
+        import httpx  # imported here: a command that talks to no URL does not load it
+
         self.url = url
-        self.timeout = timeout
         self.token = token
         """The bearer token every request carries (``--token``, ``ENGINE_TOKEN``)."""
         self.ids = itertools.count(1)
         self.replica = "?"
         self.where = url
         self.notify: Notify | None = None
+        # The timeout bounds each step (connecting, each read): a tool that streams progress
+        # for longer than it is still followed.
+        self.client = httpx.Client(timeout=timeout)
 
     def close(self) -> None:
-        pass
+        self.client.close()
 
     def request(
         self,
@@ -73,6 +80,8 @@ class Session:
         headers: Mapping[str, str] | None = None,
         meta: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
+        import httpx
+
         request_id = next(self.ids)
         params = {**params, "_meta": request_meta(meta)}
         body = json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
@@ -88,28 +97,11 @@ class Session:
             sent["Mcp-Name"] = header_text(name)
         if self.token is not None:
             sent["Authorization"] = f"Bearer {self.token}"
-        http = urllib.request.Request(self.url, body.encode(), sent, method="POST")
         try:
-            with urllib.request.urlopen(http, timeout=self.timeout) as response:
-                self.replica = response.headers.get("x-engine-replica", "?")
-                kind = response.headers.get("content-type", "")
-                if "text/event-stream" in kind:
-                    message = read_stream(response, request_id, self.notify)
-                else:
-                    message = response_message(response.read(), kind, request_id)
-        except urllib.error.HTTPError as exc:
-            raw, kind = exc.read(), exc.headers.get("content-type", "")
-            if exc.code in (401, 403) and exc.headers.get("www-authenticate"):
-                raise ProtocolFailure(self._refused(exc.code, raw)) from None
-            message = response_message(raw, kind, request_id)
-            if message is None:
-                text = raw.decode(errors="replace").strip()[:200]
-                raise ProtocolFailure(
-                    f"HTTP {exc.code} from {self.url}: {text or exc.reason}; is this the MCP "
-                    "endpoint (usually ending in /mcp)?"
-                ) from None
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
+            with self.client.stream("POST", self.url, content=body, headers=sent) as response:
+                message = self._answer(response, request_id)
+        except httpx.TransportError as exc:
+            reason = str(exc) or type(exc).__name__
             raise ProtocolFailure(
                 f"cannot reach {self.url} ({reason}); is the server running? Start one with "
                 "`python -m engine serve FILE.py`"
@@ -118,19 +110,36 @@ class Session:
             raise ProtocolFailure(f"{self.url} did not answer with a JSON-RPC response")
         return result_of(method, message, self)
 
+    def _answer(self, response: httpx.Response, request_id: int) -> dict[str, Any] | None:
+        """The response to ``request_id``, read from a JSON body or an event stream (whose
+        notifications go to ``notify`` as they come); a refusal is a ProtocolFailure."""
+        self.replica = response.headers.get("x-engine-replica", "?")
+        status = response.status_code
+        if status in (401, 403) and response.headers.get("www-authenticate"):
+            raise ProtocolFailure(self._refused(status, response.read()))
+        if "text/event-stream" in response.headers.get("content-type", ""):
+            message, text = read_events(response, request_id, self.notify), ""
+        else:
+            raw = response.read()
+            message, text = json_object(raw), raw.decode(errors="replace").strip()[:200]
+        if message is None and not response.is_success:
+            raise ProtocolFailure(
+                f"HTTP {status} from {self.url}: {text or response.reason_phrase}; is this the "
+                "MCP endpoint (usually ending in /mcp)?"
+            )
+        return message
+
     def _refused(self, status: int, raw: bytes) -> str:
         """What a 401 or 403 said, and what to do about it."""
-        try:
-            said = str(json.loads(raw).get("error_description") or "")
-        except (ValueError, AttributeError):
-            said = ""
+        said = json_object(raw) or {}
+        error = str(said.get("error_description") or "")
         if status == 401 and self.token is None:
             hint = "pass an access token with --token TOKEN or ENGINE_TOKEN"
         elif status == 401:
             hint = "the token was refused: get a new one and pass it with --token or ENGINE_TOKEN"
         else:
             hint = "get a token with the scopes named and pass it with --token or ENGINE_TOKEN"
-        return f"HTTP {status} from {self.url}: {said or 'unauthorized'}; {hint}"
+        return f"HTTP {status} from {self.url}: {error or 'unauthorized'}; {hint}"
 
 
 def result_of(method: str, message: Mapping[str, Any], session: Any) -> dict[str, Any]:
@@ -148,23 +157,16 @@ def result_of(method: str, message: Mapping[str, Any], session: Any) -> dict[str
     return result
 
 
-def read_stream(stream: IO[bytes], request_id: int, notify: Notify | None) -> dict[str, Any] | None:
+def read_events(
+    response: httpx.Response, request_id: int, notify: Notify | None
+) -> dict[str, Any] | None:
     """Read an event stream as it comes: notifications go to ``notify`` (so progress shows while
     the tool runs), and the response with ``request_id`` ends it; ``None`` if it never came."""
-    data: list[str] = []
-    for raw_line in stream:
-        line = raw_line.decode(errors="replace").rstrip("\r\n")
-        if line.startswith("data:"):
-            data.append(line[5:].lstrip())
-            continue
-        if line or not data:
-            continue
-        text, data = "\n".join(data), []
-        try:
-            message = json.loads(text)
-        except ValueError:
-            continue
-        if not isinstance(message, dict):
+    from httpx_sse import EventSource
+
+    for event in EventSource(response).iter_sse():
+        message = json_object(event.data.encode())
+        if message is None:
             continue
         if message.get("id") == request_id and ("result" in message or "error" in message):
             return message
@@ -174,20 +176,8 @@ def read_stream(stream: IO[bytes], request_id: int, notify: Notify | None) -> di
     return None
 
 
-def response_message(raw: bytes, kind: str, request_id: int) -> dict[str, Any] | None:
-    """The JSON-RPC response in a JSON body or an event stream, or ``None``."""
-    if "text/event-stream" in kind:
-        for event in raw.decode(errors="replace").split("\n\n"):
-            data = "\n".join(
-                line[5:].lstrip() for line in event.splitlines() if line.startswith("data:")
-            )
-            try:
-                message = json.loads(data) if data else None
-            except ValueError:
-                continue
-            if isinstance(message, dict) and message.get("id") == request_id:
-                return message
-        return None
+def json_object(raw: bytes) -> dict[str, Any] | None:
+    """``raw`` as a JSON object, or ``None`` when it is not one."""
     try:
         message = json.loads(raw)
     except ValueError:

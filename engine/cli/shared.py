@@ -416,21 +416,25 @@ STORE_FILE = "calls.sqlite3"
 
 
 def user_data_dir() -> Path:
-    """This user's application data directory, where ``platformdirs.user_data_dir(APP_NAME,
-    appauthor=False)`` puts it: ``$XDG_DATA_HOME`` (when absolute) or ``~/.local/share`` on
-    Linux and other Unixes, ``~/Library/Application Support`` on macOS, ``%LOCALAPPDATA%`` on
-    Windows; then ``mcp-engine``. ValueError when there is no absolute home to put it under."""
-    if sys.platform == "win32":
-        base = os.environ.get("LOCALAPPDATA", "").strip()
-        base = base or os.path.expanduser("~\\AppData\\Local")
-    elif sys.platform == "darwin":
-        base = os.path.expanduser("~/Library/Application Support")
-    else:
-        xdg = os.environ.get("XDG_DATA_HOME", "").strip()
-        base = xdg if os.path.isabs(xdg) else os.path.expanduser("~/.local/share")
-    if not os.path.isabs(base):
+    """This user's application data directory, as platformdirs names it: ``$XDG_DATA_HOME``
+    (when absolute) or ``~/.local/share`` on Linux and other Unixes, ``~/Library/Application
+    Support`` on macOS, ``%LOCALAPPDATA%`` on Windows; then ``mcp-engine``. Newer platformdirs
+    follow ``$XDG_DATA_HOME`` on macOS too: there a directory already in Application Support
+    (made by an engine that put it only there) is still the one used. ValueError when there is
+    no absolute home to put it under."""
+    import platformdirs
+
+    try:
+        found = platformdirs.user_data_path(APP_NAME, appauthor=False)
+    except RuntimeError:  # platformdirs' word for a home it cannot resolve
+        found = Path()
+    if sys.platform == "darwin":
+        kept = Path(os.path.expanduser("~/Library/Application Support")) / APP_NAME
+        if kept != found and kept.is_absolute() and kept.is_dir() and not found.is_dir():
+            found = kept
+    if not found.is_absolute():
         raise ValueError("there is no home directory to keep it in")
-    return Path(base) / APP_NAME
+    return found
 
 
 def sqlite_url(path: Path) -> str:

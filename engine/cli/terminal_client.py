@@ -1,7 +1,7 @@
 """``python -m engine call``: a terminal MCP client, to try a tool by hand or from a script.
 
 Trying a multi-round tool should not need an MCP host. This client speaks 2026-07-28 over
-Streamable HTTP with the standard library only (:mod:`engine.cli.http_session`), runs the whole
+Streamable HTTP on httpx (:mod:`engine.cli.http_session`), runs the whole
 loop (send, get ``input_required``, answer, send again with the ``requestState``), and turns
 each question into prompts (:mod:`engine.cli.prompts`): a form field by field (types, enums,
 defaults, required fields; decline and cancel possible), sampling as "type the model's reply",

@@ -21,6 +21,7 @@ import pytest
 
 from engine.cli.main import main
 from engine.state import claims as engine_claims
+from tests.cli.command_line import run_in_process
 from tests.conftest import KEY, OTHER_KEY
 from tests.fleet_helpers import ROOT, free_port, healthy_until_stopped
 
@@ -35,7 +36,12 @@ def environment(**extra: str) -> dict[str, str]:
 
 
 def engine(*args: str, stdin: str = "", **env: str) -> subprocess.CompletedProcess[str]:
-    """``python -m engine ARGS`` from the repository root."""
+    """``python -m engine ARGS`` from the repository root, run in this process."""
+    return run_in_process(list(args), ROOT, stdin, **env)
+
+
+def engine_process(*args: str, stdin: str = "", **env: str) -> subprocess.CompletedProcess[str]:
+    """``python -m engine ARGS`` from the repository root, in an interpreter of its own."""
     return subprocess.run(
         [sys.executable, "-m", "engine", *args],
         cwd=ROOT,
@@ -113,7 +119,7 @@ COMMANDS = ["serve", "call", "calls", "tasks", "show", "replay", "export", "insp
 
 
 def test_every_command_answers_help(capsys: pytest.CaptureFixture[str]) -> None:
-    overview = engine("--help")  # the console script and `python -m engine` share this
+    overview = engine_process("--help")  # the console script and `python -m engine` share this
     assert overview.returncode == 0
     for name in COMMANDS:
         assert f"    {name}" in overview.stdout

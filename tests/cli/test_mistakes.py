@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from engine.cli.shared import load_server
+from tests.cli.command_line import run_in_process
 from tests.cli.test_cli import Server, environment, serving
 from tests.conftest import redis_for_tests
 from tests.fleet_helpers import ROOT
@@ -142,15 +143,7 @@ def pattern(line: str, **values: str) -> re.Pattern[str]:
 def run(
     args: list[str], cwd: Path, stdin: str = "", **env: str
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "engine", *args],
-        cwd=cwd,
-        env=environment(**env),
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return run_in_process(args, cwd, stdin, **env)
 
 
 @pytest.fixture(scope="module")
