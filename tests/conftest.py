@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
+import socket
 import tempfile
 from collections.abc import AsyncIterator
 
@@ -12,14 +14,31 @@ KEY = "test-secret-0123456789abcdef-0123456789abcdef"
 OTHER_KEY = "another-secret-0123456789abcdef-0123456789abcdef"
 
 
+DEFAULT_PORT = 8000
+"""``serve``'s port when none is given: held while the suite runs (when nothing else holds it),
+so a test that serves on it, and would fail on a machine where a server listens there, fails
+on every machine."""
+_default_port_held = pytest.StashKey[socket.socket]()
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """A data directory of the suite's own, for every server and command it starts: the default
     store and the kept keys of ``serve`` never land in the home of whoever runs the tests."""
     os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="engine-tests-data-")
+    holder = socket.socket()
+    try:
+        holder.bind(("127.0.0.1", DEFAULT_PORT))
+        holder.listen()
+    except OSError:  # held already: by another run of the suite, a worker's controller, a server
+        holder.close()
+    else:
+        config.stash[_default_port_held] = holder
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     shutil.rmtree(os.environ.get("XDG_DATA_HOME", ""), ignore_errors=True)
+    with contextlib.suppress(KeyError):
+        config.stash[_default_port_held].close()
 
 
 @pytest.fixture

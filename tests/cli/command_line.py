@@ -15,7 +15,7 @@ import logging
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from engine.cli.main import main
@@ -29,13 +29,20 @@ class _Stdin(io.StringIO):
 
 
 def run_in_process(
-    args: list[str], cwd: Path, stdin: str = "", **env: str
+    args: list[str],
+    cwd: Path,
+    stdin: str = "",
+    *,
+    environ: Mapping[str, str] | None = None,
+    **env: str,
 ) -> subprocess.CompletedProcess[str]:
     """What ``subprocess.run([python, -m, engine, *args], ...)`` would return: the exit status
-    and what was written to stdout and stderr. The environment is this one without the
-    ``ENGINE_`` variables, plus ``env``."""
+    and what was written to stdout and stderr. The environment is ``environ`` (by default this
+    one without the ``ENGINE_`` variables), plus ``env``."""
+    if environ is None:
+        environ = {k: v for k, v in os.environ.items() if not k.startswith("ENGINE_")}
     out, err = io.StringIO(), io.StringIO()
-    with _restored(cwd, env):
+    with _restored(cwd, {**environ, **env}):
         sys.stdin = _Stdin(stdin)
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
@@ -55,7 +62,7 @@ def _status(code: object, err: io.StringIO) -> int:
 
 
 @contextlib.contextmanager
-def _restored(cwd: Path, env: dict[str, str]) -> Iterator[None]:
+def _restored(cwd: Path, env: Mapping[str, str]) -> Iterator[None]:
     """Everything a command may change in its process, put back as it was: the environment
     (``serve`` exports its settings), the directory, ``sys.path`` and the imported server files
     (``load_server``), standard input, and logging (``main`` configures it, a connection adds
@@ -67,8 +74,7 @@ def _restored(cwd: Path, env: dict[str, str]) -> Iterator[None]:
     stdin = sys.stdin
     logs = _logging_state()
     try:
-        for name in [name for name in os.environ if name.startswith("ENGINE_")]:
-            del os.environ[name]
+        os.environ.clear()
         os.environ.update(env)
         os.chdir(cwd)
         yield

@@ -14,6 +14,7 @@ import anyio
 import pytest
 
 from tests.auth_server import serve_authorization_server
+from tests.cli.command_line import run_in_process
 from tests.cli.test_cli import ANSWER_YES, environment
 from tests.conftest import KEY
 from tests.fleet_helpers import ROOT, free_port, healthy_until_stopped
@@ -35,13 +36,9 @@ mcp = build(
 
 
 async def engine(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    """``python -m engine ARGS``, without blocking the loop the authorization server runs in."""
-    done = await anyio.run_process(
-        [sys.executable, "-m", "engine", *args], cwd=ROOT, env=environment(**env), check=False
-    )
-    return subprocess.CompletedProcess(
-        done.args, done.returncode, done.stdout.decode(), done.stderr.decode()
-    )
+    """``python -m engine ARGS`` in this process, on a worker thread: the loop goes on serving
+    the authorization server meanwhile."""
+    return await anyio.to_thread.run_sync(lambda: run_in_process(list(args), ROOT, **env))
 
 
 def serve(app: Path, port: int, store: str, log: Path, **env: str) -> subprocess.Popen[bytes]:

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from engine.cli.main import main
+from tests.cli.command_line import run_in_process
 from tests.fleet_helpers import ROOT
 
 SERVER = """\
@@ -49,14 +50,9 @@ class Setup:
         return {**env, "HOME": str(self.home), "APPDATA": str(self.home / "AppData" / "Roaming")}
 
     def install(self, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "engine", "install", *args],
-            cwd=cwd or self.project,
-            env=self.env(),
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        """``python -m engine install ARGS``, in this process (the server file is still loaded
+        in a process of its own, as install always does)."""
+        return run_in_process(["install", *args], cwd or self.project, environ=self.env())
 
 
 @pytest.fixture
