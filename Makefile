@@ -38,8 +38,13 @@ typecheck: $(STAMP)
 imports: $(STAMP)
 	$(BIN)/python tests/import_graph.py
 
+# The suite in parallel (pytest-xdist), one process per core, each test file on one worker so a
+# module's server starts once; most tests wait on servers and processes they start, so this
+# halves the wall time on two cores (docs/benchmarks.md). PYTEST_WORKERS=0 runs it in one process.
+PYTEST_WORKERS ?= auto
+
 pytest: $(STAMP)
-	$(BIN)/python tests/redis_server.py -- $(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/python tests/redis_server.py -- $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 test: lint typecheck imports pytest
 
