@@ -39,8 +39,8 @@ imports: $(STAMP)
 	$(BIN)/python tests/import_graph.py
 
 # The suite in parallel (pytest-xdist), one process per core, each test file on one worker so a
-# module's server starts once; most tests wait on servers and processes they start, so this
-# halves the wall time on two cores (docs/benchmarks.md). PYTEST_WORKERS=0 runs it in one process.
+# module's server starts once: most tests wait on servers and processes they start, and two
+# workers overlap the waits (docs/benchmarks.md). PYTEST_WORKERS=0 runs it in one process.
 PYTEST_WORKERS ?= auto
 
 pytest: $(STAMP)
