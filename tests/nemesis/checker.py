@@ -1,0 +1,164 @@
+"""The checker: what a nemesis run's history and side-effect logs say about its promises.
+
+It reads the clients' history (tests/nemesis/history.py) and the side-effect lines every
+replica appended (``examples/fleet_server.py``: ``<time> <replica> <kind> <tag> <detail>``),
+and finds
+
+- **duplicate once steps**: a task's ``ctx.once`` step (``task-once``, ``task-done``) or a
+  call's ``once=True`` resolver (``once``) whose line appears more than once for one tag;
+- **lost acknowledged calls**: a call whose final round was answered (``ok``), then sent again
+  (``replay``) and answered with anything but the very result the client was first given
+  (a round that ran again, a refusal, a question asked anew);
+- **unclear tasks**: a task the server acknowledged (the client has its id) that did not end
+  ``completed`` with the body's result nor ``failed`` with a message, by the time the run
+  gave up on it; and a task ``completed`` whose last ``once`` step left no line;
+
+and measures the **longest stall** (the longest time in which no operation of the clients
+succeeded) and the slowest task (from its answer to the end the client saw). A verdict with
+any violation is not ``ok``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from examples.fleet_server import EFFECT_LINE
+from tests.nemesis.history import Op
+
+ONCE_KINDS = ("once", "task-once", "task-done")
+"""Effect kinds that a ``once`` step records: each must appear at most once per tag."""
+
+
+@dataclass(frozen=True)
+class Effect:
+    replica: str
+    kind: str
+    tag: str
+
+
+def read_effects(directory: Path) -> list[Effect]:
+    """Every effect line of every replica's log under ``directory``."""
+    found: list[Effect] = []
+    for path in sorted(directory.glob("*.log")) if directory.is_dir() else []:
+        for line in path.read_text(errors="replace").splitlines():
+            match = EFFECT_LINE.match(line)
+            if match is not None:
+                found.append(Effect(match["replica"], match["kind"], match["tag"]))
+    return found
+
+
+@dataclass
+class Verdict:
+    duplicates: dict[str, dict[str, int]] = field(default_factory=dict)
+    """tag → {once kind: how many times it ran}, for every step that ran more than once."""
+    lost: dict[str, str] = field(default_factory=dict)
+    """call tag → how its replay differed from its acknowledged result."""
+    unclear: dict[str, str] = field(default_factory=dict)
+    """task tag → what the client last saw of it."""
+    longest_stall: float = 0.0
+    stall_at: float = 0.0
+    """Seconds into the run the longest stall began."""
+    slowest_task: float = 0.0
+    counts: Counter[str] = field(default_factory=Counter)
+    """What happened, for the report: tasks completed/failed, calls acknowledged, faults..."""
+
+    @property
+    def ok(self) -> bool:
+        return not (self.duplicates or self.lost or self.unclear)
+
+    def report(self) -> list[str]:
+        repeats = sum(runs - 1 for kinds in self.duplicates.values() for runs in kinds.values())
+        lines = [
+            f"duplicate once steps: {repeats}",
+            f"lost acknowledged calls: {len(self.lost)}",
+            f"tasks neither completed nor failed clearly: {len(self.unclear)}",
+            f"longest stall: {self.longest_stall:.1f} s (from {self.stall_at:.1f} s into the run)",
+            f"slowest task (answer to end): {self.slowest_task:.1f} s",
+            "counts: " + ", ".join(f"{k} {v}" for k, v in sorted(self.counts.items())),
+        ]
+        for tag, kinds in sorted(self.duplicates.items())[:20]:
+            lines.append(f"  duplicate: {tag} {kinds}")
+        for tag, why in sorted(self.lost.items())[:20]:
+            lines.append(f"  lost: {tag}: {why}")
+        for tag, why in sorted(self.unclear.items())[:20]:
+            lines.append(f"  unclear: {tag}: {why}")
+        return lines
+
+
+def check(history: Sequence[Op], effects: Iterable[Effect]) -> Verdict:
+    verdict = Verdict()
+    effect_counts = Counter((e.kind, e.tag) for e in effects)
+    for (kind, tag), runs in effect_counts.items():
+        if kind in ONCE_KINDS and runs > 1:
+            verdict.duplicates.setdefault(tag, {})[kind] = runs
+    _check_calls(history, verdict)
+    _check_tasks(history, effect_counts, verdict)
+    _measure_stall(history, verdict)
+    verdict.counts.update(
+        f"fault {op.key}" for op in history if op.f == "fault" and op.type == "invoke"
+    )
+    return verdict
+
+
+def _ends(history: Sequence[Op], f: str) -> dict[str, list[Op]]:
+    ends: dict[str, list[Op]] = {}
+    for op in history:
+        if op.f == f and op.type != "invoke":
+            ends.setdefault(op.key, []).append(op)
+    return ends
+
+
+def _check_calls(history: Sequence[Op], verdict: Verdict) -> None:
+    replays = _ends(history, "replay")
+    for tag, ends in _ends(history, "call").items():
+        verdict.counts[f"calls {ends[-1].type}"] += 1
+        acknowledged = next((op for op in ends if op.type == "ok"), None)
+        if acknowledged is None:
+            continue
+        first: Any = acknowledged.value.get("result")
+        for replay in replays.get(tag, []):
+            verdict.counts[f"replays {replay.type}"] += 1
+            if replay.type == "ok" and replay.value.get("result") != first:
+                verdict.lost[tag] = f"replayed as {replay.value.get('result')!r}, was {first!r}"
+            elif replay.type == "fail":
+                verdict.lost[tag] = f"replay refused: {replay.value.get('error')!r}"
+
+
+def _check_tasks(
+    history: Sequence[Op], effects: Counter[tuple[str, str]], verdict: Verdict
+) -> None:
+    for tag, ends in _ends(history, "task").items():
+        last = ends[-1]
+        status = last.value.get("status")
+        verdict.counts[f"tasks {status or last.type}"] += 1
+        if not last.value.get("task_id"):
+            continue  # never acknowledged: the client cannot ask for it
+        waited = last.value.get("waited")
+        if isinstance(waited, (int, float)):
+            verdict.slowest_task = max(verdict.slowest_task, float(waited))
+        if last.type == "ok" and status == "completed":
+            if f"{tag} done" not in str(last.value.get("text")):
+                verdict.unclear[tag] = f"completed with {last.value.get('text')!r}"
+            elif effects[("task-done", tag)] == 0:
+                verdict.unclear[tag] = "completed, but its done step left no line"
+        elif last.type == "fail" and status == "failed" and last.value.get("error"):
+            continue
+        else:
+            verdict.unclear[tag] = f"{last.type}: {last.value!r}"
+
+
+def _measure_stall(history: Sequence[Op], verdict: Verdict) -> None:
+    """The longest gap between successive successes of the clients, from the first invocation
+    to the last success."""
+    client_ops = [op for op in history if op.f in ("task", "call", "replay")]
+    if not client_ops:
+        return
+    previous = min(op.time for op in client_ops)
+    for at in sorted(op.time for op in client_ops if op.type == "ok"):
+        if at - previous > verdict.longest_stall:
+            verdict.longest_stall, verdict.stall_at = at - previous, previous
+        previous = at
