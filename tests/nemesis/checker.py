@@ -14,12 +14,16 @@ and finds
   gave up on it; and a task ``completed`` whose last ``once`` step left no line;
 
 and measures the **longest stall** (the longest time in which no operation of the clients
-succeeded) and the slowest task (from its answer to the end the client saw). A verdict with
-any violation is not ``ok``.
+succeeded), the slowest task (from its answer to the end the client saw), and what each kind
+of fault cost: the longest stall from its start until `AFTER` seconds past its end (or the next
+fault), and the requests that failed in transit meanwhile, by what the client saw. A verdict
+with any violation is not ``ok``.
 """
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +35,10 @@ from tests.nemesis.history import Op
 
 ONCE_KINDS = ("once", "task-once", "task-done")
 """Effect kinds that a ``once`` step records: each must appear at most once per tag."""
+AFTER = 20.0
+"""Seconds past a fault's end that its cost is counted: a lapsed hold is taken over within a
+lease (10 s) and a look at the due index (up to 7.5 s)."""
+CLIENT_OPS = ("task", "call", "replay")
 
 
 @dataclass(frozen=True)
@@ -52,6 +60,24 @@ def read_effects(directory: Path) -> list[Effect]:
 
 
 @dataclass
+class Cost:
+    """What the faults of one kind cost the clients."""
+
+    times: int = 0
+    longest_stall: float = 0.0
+    errors: Counter[str] = field(default_factory=Counter)
+    """Requests that failed in transit during the faults, by what the client saw."""
+
+    def describe(self) -> str:
+        seen = ", ".join(f"{why} {n}" for why, n in self.errors.most_common())
+        return (
+            f"{self.times} times, longest stall {self.longest_stall:.1f} s, "
+            f"requests failed in transit: {sum(self.errors.values())}"
+            + (f" ({seen})" if seen else "")
+        )
+
+
+@dataclass
 class Verdict:
     duplicates: dict[str, dict[str, int]] = field(default_factory=dict)
     """tag → {once kind: how many times it ran}, for every step that ran more than once."""
@@ -65,6 +91,8 @@ class Verdict:
     slowest_task: float = 0.0
     counts: Counter[str] = field(default_factory=Counter)
     """What happened, for the report: tasks completed/failed, calls acknowledged, faults..."""
+    costs: dict[str, Cost] = field(default_factory=dict)
+    """Fault kind → what its faults cost."""
 
     @property
     def ok(self) -> bool:
@@ -80,6 +108,8 @@ class Verdict:
             f"slowest task (answer to end): {self.slowest_task:.1f} s",
             "counts: " + ", ".join(f"{k} {v}" for k, v in sorted(self.counts.items())),
         ]
+        for kind, cost in sorted(self.costs.items()):
+            lines.append(f"  {kind}: {cost.describe()}")
         for tag, kinds in sorted(self.duplicates.items())[:20]:
             lines.append(f"  duplicate: {tag} {kinds}")
         for tag, why in sorted(self.lost.items())[:20]:
@@ -98,6 +128,7 @@ def check(history: Sequence[Op], effects: Iterable[Effect]) -> Verdict:
     _check_calls(history, verdict)
     _check_tasks(history, effect_counts, verdict)
     _measure_stall(history, verdict)
+    _measure_costs(history, verdict)
     verdict.counts.update(
         f"fault {op.key}" for op in history if op.f == "fault" and op.type == "invoke"
     )
@@ -154,7 +185,7 @@ def _check_tasks(
 def _measure_stall(history: Sequence[Op], verdict: Verdict) -> None:
     """The longest gap between successive successes of the clients, from the first invocation
     to the last success."""
-    client_ops = [op for op in history if op.f in ("task", "call", "replay")]
+    client_ops = [op for op in history if op.f in CLIENT_OPS]
     if not client_ops:
         return
     previous = min(op.time for op in client_ops)
@@ -162,3 +193,23 @@ def _measure_stall(history: Sequence[Op], verdict: Verdict) -> None:
         if at - previous > verdict.longest_stall:
             verdict.longest_stall, verdict.stall_at = at - previous, previous
         previous = at
+
+
+def _measure_costs(history: Sequence[Op], verdict: Verdict) -> None:
+    faults = [op for op in history if op.f == "fault" and op.type == "invoke"]
+    ended = [op.time for op in history if op.f == "fault" and op.type != "invoke"]
+    successes = sorted(op.time for op in history if op.f in CLIENT_OPS and op.type == "ok")
+    gaps = list(itertools.pairwise(successes))
+    for n, fault in enumerate(faults):
+        start = fault.time
+        end = ended[n] if n < len(ended) else math.inf
+        until = min(end + AFTER, faults[n + 1].time if n + 1 < len(faults) else math.inf)
+        cost = verdict.costs.setdefault(fault.key, Cost())
+        cost.times += 1
+        for before, after in gaps:
+            if before < until and after > start:
+                stall = min(after, until) - max(before, start)
+                cost.longest_stall = max(cost.longest_stall, stall)
+        cost.errors.update(
+            op.key for op in history if op.f == "transit" and start <= op.time < until
+        )

@@ -21,7 +21,7 @@ import sys
 import tempfile
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
@@ -44,7 +44,9 @@ class Run:
     quiesce: float = 120.0
     kinds: Sequence[str] = KINDS
     redis_disk: str = "1g"
-    workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="nemesis-")))
+    workdir: Path | None = None
+    """Where the fleet, its logs, the side-effect logs and the history go (a new temporary
+    directory when ``None``; kept afterwards, for a look at what happened)."""
     say: bool = True
 
     def replay_command(self) -> str:
@@ -60,6 +62,9 @@ class Run:
 
 async def execute(run: Run) -> Verdict:
     """The run, from the fleet's start to the checker's verdict."""
+    if run.workdir is None:
+        run.workdir = Path(tempfile.mkdtemp(prefix="nemesis-"))
+    run.print(f"working in {run.workdir}")
     fleet_dir = run.workdir / "fleet"
     kinds = list(run.kinds)
     with contextlib.ExitStack() as stack:
@@ -140,9 +145,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         calls=args.calls,
         quiesce=args.quiesce,
         kinds=[kind for kind in args.kinds.split(",") if kind],
+        workdir=args.workdir,
     )
-    if args.workdir is not None:
-        run.workdir = args.workdir
+    unknown = set(run.kinds) - set(KINDS)
+    if unknown:
+        parser.error(f"unknown fault kinds {sorted(unknown)}: choose from {', '.join(KINDS)}")
     run.print(f"nemesis seed {run.seed}: replay with {run.replay_command()}")
     verdict = anyio.run(execute, run)
     for line in verdict.report():

@@ -139,3 +139,26 @@ def test_a_history_written_to_a_file_reads_back_the_same(tmp_path: Path) -> None
     history.add("call-c1", "invoke", "call", "c1")
     history.add("call-c1", "ok", "call", "c1", result=DONE)
     assert load(tmp_path / "history.jsonl") == history.ops
+
+
+def test_what_each_fault_cost_is_its_longest_stall_and_the_requests_that_failed_meanwhile() -> None:
+    history = [
+        op("invoke", "call", "c1", 0.0),
+        op("ok", "call", "c1", 1.0, result=DONE),
+        Op("nemesis", "invoke", "fault", "redis", 2.0, {}),
+        op("invoke", "call", "c2", 2.5),
+        Op("call-c2", "info", "transit", "HTTP 503", 3.0, {}),
+        Op("call-c2", "info", "transit", "HTTP 503", 4.0, {}),
+        Op("nemesis", "ok", "fault", "redis", 5.0, {}),
+        op("ok", "call", "c2", 7.5, result=DONE),
+        *(op("ok", "call", f"d{at}", at, result=DONE) for at in range(9, 40, 2)),  # steady load
+        Op("nemesis", "invoke", "fault", "kill", 40.0, {}),
+        Op("call-c3", "info", "transit", "HTTP 502", 41.0, {}),
+        Op("nemesis", "ok", "fault", "kill", 42.0, {}),
+        op("ok", "call", "c3", 43.0, result=DONE),
+    ]
+    costs = check(history, []).costs
+    assert costs["redis"].times == 1 and costs["redis"].errors == {"HTTP 503": 2}
+    assert costs["redis"].longest_stall == pytest.approx(5.5)  # from the fault's start to c2's ack
+    assert costs["kill"].errors == {"HTTP 502": 1}
+    assert costs["kill"].longest_stall == pytest.approx(3.0)

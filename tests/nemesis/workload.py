@@ -56,22 +56,6 @@ async def ask(client: httpx.AsyncClient, body: dict[str, Any]) -> dict[str, Any]
     return message
 
 
-async def ask_until_answered(
-    client: httpx.AsyncClient, body: dict[str, Any], give_up: anyio.Event
-) -> dict[str, Any]:
-    """`ask`, sent again while it fails in transit, for up to `RETRY_FOR` seconds."""
-    deadline = time.monotonic() + RETRY_FOR
-    pause = 0.1
-    while True:
-        try:
-            return await ask(client, body)
-        except InTransit:
-            if time.monotonic() > deadline or give_up.is_set():
-                raise
-        await anyio.sleep(pause)
-        pause = min(pause * 2, 2.0)
-
-
 @dataclass
 class Workload:
     """``tasks`` tasks and ``calls`` calls started evenly over ``seconds`` through ``base``."""
@@ -113,6 +97,32 @@ class Workload:
                     later = random_of.uniform(*self.replay_after)
                     tg.start_soon(self._limited, limit, self.call(client, f"c{n:05d}", later))
 
+    async def ask(
+        self, client: httpx.AsyncClient, body: dict[str, Any], process: str
+    ) -> dict[str, Any]:
+        """`ask`, with a request that failed in transit recorded (``transit``: what the client
+        saw, for what each fault costs)."""
+        try:
+            return await ask(client, body)
+        except InTransit as exc:
+            self.history.add(process, "info", "transit", str(exc))
+            raise
+
+    async def ask_until_answered(
+        self, client: httpx.AsyncClient, body: dict[str, Any], process: str
+    ) -> dict[str, Any]:
+        """`ask`, sent again while it fails in transit, for up to `RETRY_FOR` seconds."""
+        deadline = time.monotonic() + RETRY_FOR
+        pause = 0.1
+        while True:
+            try:
+                return await self.ask(client, body, process)
+            except InTransit:
+                if time.monotonic() > deadline or self.give_up.is_set():
+                    raise
+            await anyio.sleep(pause)
+            pause = min(pause * 2, 2.0)
+
     async def _limited(self, limit: anyio.Semaphore, job: Any) -> None:
         try:
             await job
@@ -126,7 +136,9 @@ class Workload:
         self.history.add(process, "invoke", "task", tag, seconds=work)
         made = rpc("tools/call", {"name": "job", "arguments": {"tag": tag, "seconds": work}})
         try:
-            answer = await ask(client, made)  # not sent again: a second one is another task
+            answer = await self.ask(
+                client, made, process
+            )  # not sent again: a second one is another task
         except InTransit as exc:
             self.history.add(process, "info", "task", tag, task_id=None, error=str(exc))
             return
@@ -140,7 +152,7 @@ class Workload:
         last: dict[str, Any] = {}
         while not self.give_up.is_set():
             try:
-                got = await ask(client, rpc("tasks/get", {"taskId": task_id}))
+                got = await self.ask(client, rpc("tasks/get", {"taskId": task_id}), process)
             except InTransit:
                 await anyio.sleep(POLL)
                 continue
@@ -155,7 +167,7 @@ class Workload:
                 answers = dict.fromkeys(last.get("inputRequests") or {}, GO)
                 update = rpc("tasks/update", {"taskId": task_id, "inputResponses": answers})
                 with contextlib.suppress(InTransit):  # answering twice is harmless
-                    await ask(client, update)
+                    await self.ask(client, update, process)
                 answered = answered or self.history.now()
             elif last.get("status") in ENDED:
                 break
@@ -191,7 +203,7 @@ class Workload:
         self.history.add(process, "invoke", "call", tag)
         params: dict[str, Any] = {"name": "slow", "arguments": {"tag": tag, "seconds": 0}}
         try:
-            first = await ask(client, rpc("tools/call", params))
+            first = await self.ask(client, rpc("tools/call", params), process)
         except InTransit as exc:
             self.history.add(process, "info", "call", tag, error=str(exc), round=1)
             return
@@ -204,7 +216,7 @@ class Workload:
         params["requestState"] = asked["requestState"]
         final = rpc("tools/call", params)
         try:
-            answer = await ask_until_answered(client, final, self.give_up)
+            answer = await self.ask_until_answered(client, final, process)
         except InTransit as exc:
             self.history.add(process, "info", "call", tag, error=str(exc), round=2)
             return
@@ -216,7 +228,7 @@ class Workload:
         await anyio.sleep(replay_after)
         self.history.add(process, "invoke", "replay", tag)
         try:
-            again = await ask_until_answered(client, final, self.give_up)
+            again = await self.ask_until_answered(client, final, process)
         except InTransit as exc:
             self.history.add(process, "info", "replay", tag, error=str(exc))
             return
