@@ -65,6 +65,9 @@ class Cost:
 
     times: int = 0
     longest_stall: float = 0.0
+    slowest_call: float = 0.0
+    """The longest a 2-round call took (both rounds, retries included) among those that ended
+    during the faults."""
     errors: Counter[str] = field(default_factory=Counter)
     """Requests that failed in transit during the faults, by what the client saw."""
 
@@ -72,6 +75,7 @@ class Cost:
         seen = ", ".join(f"{why} {n}" for why, n in self.errors.most_common())
         return (
             f"{self.times} times, longest stall {self.longest_stall:.1f} s, "
+            f"slowest call {self.slowest_call:.1f} s, "
             f"requests failed in transit: {sum(self.errors.values())}"
             + (f" ({seen})" if seen else "")
         )
@@ -200,6 +204,12 @@ def _measure_costs(history: Sequence[Op], verdict: Verdict) -> None:
     ended = [op.time for op in history if op.f == "fault" and op.type != "invoke"]
     successes = sorted(op.time for op in history if op.f in CLIENT_OPS and op.type == "ok")
     gaps = list(itertools.pairwise(successes))
+    invoked = {op.process: op.time for op in history if op.f == "call" and op.type == "invoke"}
+    calls = [
+        (op.time, op.time - invoked.get(op.process, op.time))
+        for op in history
+        if op.f == "call" and op.type != "invoke"
+    ]
     for n, fault in enumerate(faults):
         start = fault.time
         end = ended[n] if n < len(ended) else math.inf
@@ -210,6 +220,9 @@ def _measure_costs(history: Sequence[Op], verdict: Verdict) -> None:
             if before < until and after > start:
                 stall = min(after, until) - max(before, start)
                 cost.longest_stall = max(cost.longest_stall, stall)
+        for ended_at, took in calls:
+            if start <= ended_at < until:
+                cost.slowest_call = max(cost.slowest_call, took)
         cost.errors.update(
             op.key for op in history if op.f == "transit" and start <= op.time < until
         )

@@ -162,3 +162,4 @@ def test_what_each_fault_cost_is_its_longest_stall_and_the_requests_that_failed_
     assert costs["redis"].longest_stall == pytest.approx(5.5)  # from the fault's start to c2's ack
     assert costs["kill"].errors == {"HTTP 502": 1}
     assert costs["kill"].longest_stall == pytest.approx(3.0)
+    assert costs["redis"].slowest_call == pytest.approx(5.0)  # c2: from 2.5 to 7.5

@@ -70,7 +70,8 @@ class Workload:
     """The range of each task body's ``seconds`` of work."""
     replay_after: tuple[float, float] = (0.5, 20.0)
     """The range of seconds after its acknowledgement that a call's final round is replayed."""
-    max_in_flight: int = 64
+    max_in_flight: int = 128
+    """Tasks and calls at work at once (a call waiting for its replay is not at work)."""
     give_up: anyio.Event = field(default_factory=anyio.Event)
     """Set by the runner when the run is over: tasks still running are recorded as info."""
 
@@ -95,7 +96,8 @@ class Workload:
                     tg.start_soon(self._limited, limit, self.task(client, f"t{n:05d}", work))
                 else:
                     later = random_of.uniform(*self.replay_after)
-                    tg.start_soon(self._limited, limit, self.call(client, f"c{n:05d}", later))
+                    call = self.call(client, f"c{n:05d}", later, limit)
+                    tg.start_soon(self._limited, limit, call)
 
     async def ask(
         self, client: httpx.AsyncClient, body: dict[str, Any], process: str
@@ -198,7 +200,9 @@ class Workload:
 
     # --- a call ---------------------------------------------------------------------------
 
-    async def call(self, client: httpx.AsyncClient, tag: str, replay_after: float) -> None:
+    async def call(
+        self, client: httpx.AsyncClient, tag: str, replay_after: float, limit: anyio.Semaphore
+    ) -> None:
         process = f"call-{tag}"
         self.history.add(process, "invoke", "call", tag)
         params: dict[str, Any] = {"name": "slow", "arguments": {"tag": tag, "seconds": 0}}
@@ -225,7 +229,11 @@ class Workload:
             self.history.add(process, "fail", "call", tag, error=answer.get("error") or result)
             return
         self.history.add(process, "ok", "call", tag, result=result)
-        await anyio.sleep(replay_after)
+        limit.release()  # its place goes to the next one while it waits
+        try:
+            await anyio.sleep(replay_after)
+        finally:
+            await limit.acquire()
         self.history.add(process, "invoke", "replay", tag)
         try:
             again = await self.ask_until_answered(client, final, process)
