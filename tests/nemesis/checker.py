@@ -68,6 +68,8 @@ class Cost:
     slowest_call: float = 0.0
     """The longest a 2-round call took (both rounds, retries included) among those that ended
     during the faults."""
+    slowest_task: float = 0.0
+    """The longest from its answer to its end, among the tasks that ended during the faults."""
     errors: Counter[str] = field(default_factory=Counter)
     """Requests that failed in transit during the faults, by what the client saw."""
 
@@ -75,7 +77,7 @@ class Cost:
         seen = ", ".join(f"{why} {n}" for why, n in self.errors.most_common())
         return (
             f"{self.times} times, longest stall {self.longest_stall:.1f} s, "
-            f"slowest call {self.slowest_call:.1f} s, "
+            f"slowest call {self.slowest_call:.1f} s, slowest task {self.slowest_task:.1f} s, "
             f"requests failed in transit: {sum(self.errors.values())}"
             + (f" ({seen})" if seen else "")
         )
@@ -204,6 +206,11 @@ def _measure_costs(history: Sequence[Op], verdict: Verdict) -> None:
     ended = [op.time for op in history if op.f == "fault" and op.type != "invoke"]
     successes = sorted(op.time for op in history if op.f in CLIENT_OPS and op.type == "ok")
     gaps = list(itertools.pairwise(successes))
+    tasks = [
+        (op.time, float(op.value["waited"]))
+        for op in history
+        if op.f == "task" and isinstance(op.value.get("waited"), (int, float))
+    ]
     invoked = {op.process: op.time for op in history if op.f == "call" and op.type == "invoke"}
     calls = [
         (op.time, op.time - invoked.get(op.process, op.time))
@@ -223,6 +230,9 @@ def _measure_costs(history: Sequence[Op], verdict: Verdict) -> None:
         for ended_at, took in calls:
             if start <= ended_at < until:
                 cost.slowest_call = max(cost.slowest_call, took)
+        for ended_at, waited in tasks:
+            if start <= ended_at < until:
+                cost.slowest_task = max(cost.slowest_task, waited)
         cost.errors.update(
             op.key for op in history if op.f == "transit" and start <= op.time < until
         )

@@ -78,6 +78,7 @@ async def execute(run: Run) -> Verdict:
                 if os.environ.get("ENGINE_REQUIRE_FAULTS") == "1":
                     raise
                 kinds.remove("disk")
+                run.kinds = kinds
                 run.print(f"no disk faults: {exc} (they need root)")
         faults = schedule(run.seed, run.duration, REPLICAS, kinds)
         run.print(f"schedule ({len(faults)} faults):")

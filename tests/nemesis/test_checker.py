@@ -156,6 +156,7 @@ def test_what_each_fault_cost_is_its_longest_stall_and_the_requests_that_failed_
         Op("call-c3", "info", "transit", "HTTP 502", 41.0, {}),
         Op("nemesis", "ok", "fault", "kill", 42.0, {}),
         op("ok", "call", "c3", 43.0, result=DONE),
+        op("ok", "task", "t1", 44.0, task_id="T1", status="completed", text="t1 done", waited=9.5),
     ]
     costs = check(history, []).costs
     assert costs["redis"].times == 1 and costs["redis"].errors == {"HTTP 503": 2}
@@ -163,3 +164,4 @@ def test_what_each_fault_cost_is_its_longest_stall_and_the_requests_that_failed_
     assert costs["kill"].errors == {"HTTP 502": 1}
     assert costs["kill"].longest_stall == pytest.approx(3.0)
     assert costs["redis"].slowest_call == pytest.approx(5.0)  # c2: from 2.5 to 7.5
+    assert costs["kill"].slowest_task == 9.5 and costs["redis"].slowest_task == 0

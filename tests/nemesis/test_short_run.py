@@ -4,7 +4,6 @@ the checker finds no violation. ``make nemesis`` is the full run."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -25,8 +24,8 @@ async def test_a_short_nemesis_run_finds_no_violation(tmp_path: Path) -> None:
 
     assert verdict.ok, f"seed {SEED}: " + "\n".join(verdict.report())
     dealt = {key.removeprefix("fault ") for key in verdict.counts if key.startswith("fault ")}
-    expected = set(KINDS) if os.geteuid() == 0 else set(KINDS) - {"disk"}
-    assert dealt == expected
+    assert dealt == set(run.kinds)  # every kind this machine allows; all of them in CI (root)
+    assert set(run.kinds) >= set(KINDS) - {"disk"}
     # Not a run where nothing happened: most work got through the faults.
     assert verdict.counts["tasks completed"] >= 40
     assert verdict.counts["calls ok"] >= 400
