@@ -29,7 +29,7 @@ import anyio
 from deploy.fleet import Fleet
 from tests.nemesis.checker import Verdict, check, read_effects
 from tests.nemesis.history import History
-from tests.nemesis.nemesis import KINDS, Nemesis, disk_of_its_own, schedule
+from tests.nemesis.nemesis import KINDS, Fault, Nemesis, disk_of_its_own, schedule
 from tests.nemesis.workload import Workload
 
 REPLICAS = ("fleet-1", "fleet-2", "fleet-3")
@@ -97,7 +97,7 @@ async def execute(run: Run) -> Verdict:
 
 
 async def _drive(
-    run: Run, nemesis: Nemesis, faults: Sequence[object], workload: Workload, history: History
+    run: Run, nemesis: Nemesis, faults: Sequence[Fault], workload: Workload, history: History
 ) -> None:
     workload_done = anyio.Event()
 
@@ -118,7 +118,7 @@ async def _drive(
     async with anyio.create_task_group() as tg:
         tg.start_soon(clients)
         tg.start_soon(progress)
-        await nemesis.run(faults)  # type: ignore[arg-type]
+        await nemesis.run(faults)
         await anyio.sleep(max(0.0, run.duration - history.now()))
         await anyio.to_thread.run_sync(nemesis.heal)
         run.print(f"{history.now():6.0f} s  faults over, healed; waiting for the clients")
