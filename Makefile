@@ -12,7 +12,7 @@ OFFICIAL_TOOLS := inline-snapshot dirty-equals trio pillow logfire
 # Their own venv: some register pytest plugins, which make test must not load.
 OFFICIAL_VENV := .venv-official
 
-.PHONY: install demo test lint typecheck imports pytest conformance official interop clean fleet e2e bench wheel lock
+.PHONY: install demo test lint typecheck imports pytest conformance official interop clean fleet e2e nemesis bench wheel lock
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -74,7 +74,17 @@ wheel: $(STAMP)
 	ENGINE_WHEEL=1 $(BIN)/python tests/redis_server.py -- $(BIN)/pytest tests/packaging $(PYTEST_ARGS)
 
 e2e: $(STAMP)
-	ENGINE_E2E=1 $(BIN)/python tests/redis_server.py -- $(BIN)/pytest tests/e2e tests/faults $(PYTEST_ARGS)
+	ENGINE_E2E=1 $(BIN)/python tests/redis_server.py -- $(BIN)/pytest tests/e2e tests/faults tests/nemesis $(PYTEST_ARGS)
+
+# A fleet under a seeded schedule of faults, its clients' history checked (tests/nemesis). The
+# seed is printed first; SEED=... replays a run's schedule.
+SEED ?=
+DURATION ?= 600
+TASKS ?= 1000
+CALLS ?= 10000
+nemesis: $(STAMP)
+	$(BIN)/python -m tests.nemesis.run $(if $(SEED),--seed $(SEED)) --duration $(DURATION) \
+	  --tasks $(TASKS) --calls $(CALLS) $(NEMESIS_ARGS)
 
 bench: $(STAMP)
 	$(call PIP_INSTALL,$(BIN)) $(BENCH_TOOLS)
