@@ -82,7 +82,7 @@ _TARGETS = """WITH RECURSIVE targets (target) AS (
 _WALK = (
     "SELECT call_id, target, first_ts, last_ts, seq + 1, last_kind"
     " FROM journal AS j INDEXED BY journal_by_target"
-    " WHERE target IS ? AND last_ts >= ? AND expires_at > ? AND NOT EXISTS"
+    " WHERE target IS ? AND last_ts >= ? AND last_ts < ? AND expires_at > ? AND NOT EXISTS"
     " (SELECT 1 FROM journal AS n WHERE n.call_id = j.call_id AND n.seq = j.seq + 1)"
     " ORDER BY last_ts DESC LIMIT ?"
 )
@@ -93,15 +93,21 @@ _LAST_TS = itemgetter(3)
 
 
 def calls(
-    conn: sqlite3.Connection, clock: Clock, limit: int, since: float | None, target: str | None
+    conn: sqlite3.Connection,
+    clock: Clock,
+    limit: int,
+    since: float | None,
+    target: str | None,
+    before: float | None = None,
 ) -> list[CallSummary]:
     """The walk of `target`, or those of every target merged: as many rows as the limit, and a
     seek per target."""
     now = clock()
     floor = -math.inf if since is None else since
+    ceiling = math.inf if before is None else before
     with transaction(conn, "DEFERRED"):  # one snapshot for every walk
         groups = [target] if target is not None else [t for (t,) in conn.execute(_TARGETS)]
-        walks = [conn.execute(_WALK, (group, floor, now, limit)) for group in groups]
+        walks = [conn.execute(_WALK, (group, floor, ceiling, now, limit)) for group in groups]
         try:
             rows = list(islice(heapq.merge(*walks, key=_LAST_TS, reverse=True), limit))
         finally:

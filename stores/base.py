@@ -217,9 +217,16 @@ class Store(Protocol):
         ...
 
     async def calls(
-        self, *, limit: int = 50, since: float | None = None, target: str | None = None
+        self,
+        *,
+        limit: int = 50,
+        since: float | None = None,
+        target: str | None = None,
+        before: float | None = None,
     ) -> list[CallSummary]:
-        """Journaled calls, most recently active first, optionally active since `since`."""
+        """Journaled calls, most recently active first, optionally active since `since`, and
+        last active before `before` (strictly: the ``last_ts`` of a page's last row gives the
+        next page)."""
         ...
 
     # --- tasks: records of calls that run in the background, written compare-and-set ---

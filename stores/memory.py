@@ -260,7 +260,12 @@ class MemoryStore:
         return [decode_event(data) for data in journal.events]
 
     async def calls(
-        self, *, limit: int = 50, since: float | None = None, target: str | None = None
+        self,
+        *,
+        limit: int = 50,
+        since: float | None = None,
+        target: str | None = None,
+        before: float | None = None,
     ) -> list[CallSummary]:
         check_limit(limit)
         now = await self._enter()
@@ -271,6 +276,7 @@ class MemoryStore:
             for call_id, j in self._journals.items()
             if j.expires > now
             and (since is None or j.last_ts >= since)
+            and (before is None or j.last_ts < before)
             and (target is None or j.target == target)
         ]
         rows.sort(key=lambda row: row.last_ts, reverse=True)

@@ -613,16 +613,22 @@ class RedisStore:
         return [decode_event(as_bytes(item, "a journal event")) for item in ordered]
 
     async def calls(
-        self, *, limit: int = 50, since: float | None = None, target: str | None = None
+        self,
+        *,
+        limit: int = 50,
+        since: float | None = None,
+        target: str | None = None,
+        before: float | None = None,
     ) -> list[CallSummary]:
         check_limit(limit)
         await self._maybe_prune()
         index = self._index_key("by_ts") if target is None else self._target_key(target)
         low: float | str = "-inf" if since is None else since
+        high = "+inf" if before is None else f"({before!r}"
         found: list[CallSummary] = []
 
         async def page(start: int, size: int) -> tuple[list[bytes], list[Any]]:
-            ids = await self._client.zrevrangebyscore(index, "+inf", low, start=start, num=size)
+            ids = await self._client.zrevrangebyscore(index, high, low, start=start, num=size)
             names = [as_bytes(i, "the call index") for i in ids]
             listed = await self._client.hmget(self._index_key("calls"), names) if names else []
             return names, listed

@@ -464,12 +464,17 @@ class SQLiteStore:
         )
 
     async def calls(
-        self, *, limit: int = 50, since: float | None = None, target: str | None = None
+        self,
+        *,
+        limit: int = 50,
+        since: float | None = None,
+        target: str | None = None,
+        before: float | None = None,
     ) -> list[CallSummary]:
         check_limit(limit)
         return await self._run(
             "calls",
-            lambda conn, clock: journal_sql.calls(conn, clock, limit, since, target),
+            lambda conn, clock: journal_sql.calls(conn, clock, limit, since, target, before),
             write=False,
         )
 

@@ -385,6 +385,27 @@ async def test_listing_newest_first_with_summary(store: Store) -> None:
     assert [c.call_id for c in await store.calls(since=300.0, target="fetch")] == []
 
 
+async def test_listing_pages_by_the_last_time_of_the_page_before(store: Store) -> None:
+    for i in range(7):
+        target = "odd" if i % 2 else "even"
+        await store.append(f"call-{i}", {"ts": 100.0 + i, "target": target}, ttl=30)
+    first = await store.calls(limit=3)
+    assert [c.call_id for c in first] == ["call-6", "call-5", "call-4"]
+    second = await store.calls(limit=3, before=first[-1].last_ts)
+    assert [c.call_id for c in second] == ["call-3", "call-2", "call-1"]
+    last = await store.calls(limit=3, before=second[-1].last_ts)
+    assert [c.call_id for c in last] == ["call-0"]
+    assert [c.call_id for c in await store.calls(target="odd", before=105.0)] == [
+        "call-3",
+        "call-1",
+    ]
+    assert [c.call_id for c in await store.calls(since=102.0, before=104.5)] == [
+        "call-4",
+        "call-3",
+        "call-2",
+    ]
+
+
 async def test_listing_keeps_the_earliest_and_latest_times_of_events_out_of_order(
     store: Store,
 ) -> None:
