@@ -16,7 +16,6 @@ import secrets
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -93,7 +92,7 @@ def given_or_kept_keys(args: argparse.Namespace) -> str | None:
     return kept.secret if kept is not None else None
 
 
-def _journal_keys(args: argparse.Namespace) -> Any:
+def journal_keys(args: argparse.Namespace) -> Any:
     """The key ring that opens the sealed journal: ``--keys``, ``--keys-file``, ``ENGINE_KEYS``
     or the keys ``serve`` keeps for this user; ``None`` when there are none (a sealed event
     then says what to pass)."""
@@ -110,7 +109,7 @@ def _journal_keys(args: argparse.Namespace) -> Any:
 
 def _recorded_call(args: argparse.Namespace) -> Any:
     """The call ``args`` names, read from the store and opened with the given keys."""
-    keys = _journal_keys(args)
+    keys = journal_keys(args)
     return _with_store(args.store, lambda store: _recorded(store, args.call_id, keys))
 
 
@@ -141,50 +140,26 @@ async def _recorded(store: Any, call_id: str, keys: Any) -> Any:
 
 def parse_since(text: str, now: float | None = None) -> float:
     """``--since``: an ISO time (UTC unless it has an offset), or an age: 90, 15m, 2h, 1d."""
-    now = time.time() if now is None else now
-    value = text.strip()
-    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-    number, unit = (value[:-1], units[value[-1]]) if value[-1:] in units else (value, 1)
+    from engine.debug.listing import moment
+
     try:
-        return now - float(number) * unit
-    except ValueError:
-        pass
-    try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        raise CLIError(
-            f"--since {text!r}: give a time like 2026-05-01T10:00 (UTC unless it has an offset) "
-            "or an age like 90 (seconds), 15m, 2h or 1d"
-        ) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.timestamp()
+        return moment(text, now)
+    except ValueError as exc:
+        raise CLIError(f"--since {text!r}: {exc}") from None
 
 
 def calls(args: argparse.Namespace) -> int:
+    from engine.debug.listing import SEALED, CallFilter, list_calls
+
     since = parse_since(args.since) if args.since else None
     if args.limit < 1:
         raise CLIError("--limit must be at least 1")
 
-    keys = _journal_keys(args)
-
-    async def work(store: Any) -> tuple[list[Any], dict[str, CallSource]]:
-        # The store lists calls by tool, not by server: --server looks among more of them.
-        wanted = MATCHED_AMONG if args.server is not None else args.limit
-        found: list[Any] = await store.calls(limit=wanted, since=since, target=args.tool)
-        sources: dict[str, CallSource] = {}
-        kept: list[Any] = []
-        for c in found:
-            source = await _source(store, c.call_id, keys)
-            if args.server is not None and source.server != args.server:
-                continue
-            sources[c.call_id] = source
-            kept.append(c)
-            if len(kept) == args.limit:
-                break
-        return kept, sources
-
-    found, sources = _with_store(args.store, work)
+    keys = journal_keys(args)
+    wanted = CallFilter(tool=args.tool, server=args.server, since=since)
+    page = _with_store(args.store, lambda store: list_calls(store, keys, wanted, limit=args.limit))
+    found = [listed.summary for listed in page.calls]
+    sources = {listed.summary.call_id: listed.source for listed in page.calls}
     if args.json:
         rows = [
             {
@@ -229,45 +204,7 @@ def calls(args: argparse.Namespace) -> int:
     return 0
 
 
-SEALED = "(sealed)"
 HOW_TO_OPEN = "pass the server's keys with --keys-file PATH or ENGINE_KEYS to show them"
-
-
-@dataclass(frozen=True)
-class CallSource:
-    """Which server served a call (``None`` in journals written before servers were named),
-    and who made it."""
-
-    server: str | None
-    principal: str | None
-
-
-async def _source(store: Any, call_id: str, keys: Any) -> CallSource:
-    events = await store.events(call_id)
-    server = next((e["server"] for e in events if isinstance(e.get("server"), str)), None)
-    return CallSource(server, _principal(events, keys))
-
-
-def _principal(events: list[dict[str, Any]], keys: Any) -> str | None:
-    """Who made a call, from its first journaled round that names one (``None``: nobody in
-    particular; `SEALED` when the keys to open it were not given)."""
-    from engine.errors import InvalidRequestState
-    from engine.store_services.journal_records import is_sealed, open_event
-
-    for event in events:
-        if is_sealed(event):
-            if not event.get("has_principal"):
-                continue
-            if keys is None:
-                return SEALED
-            try:
-                event = open_event(event, keys)
-            except InvalidRequestState:
-                return SEALED
-        principal = event.get("principal")
-        if isinstance(principal, str):
-            return principal
-    return None
 
 
 TASK_STATUSES = ("working", "input_required", "completed", "failed", "cancelled")
@@ -365,7 +302,10 @@ def replay(args: argparse.Namespace) -> int:
     os.environ.setdefault("ENGINE_KEYS", secrets.token_hex(32))
     app = load_server(args.app, traceback=args.traceback)
     report = anyio.run(lambda: replay_call(app, call, arguments=arguments))
-    print(report.render())
+    if args.json:
+        print(inert_json(report.to_document(), indent=2))
+    else:
+        print(report.render())
     return 0 if report.ok else 1
 
 
@@ -438,4 +378,13 @@ def _refusal(reason: str, token: str, labels: list[str], prefix: str) -> str:
     )
 
 
-__all__ = ["calls", "export", "inspect", "parse_since", "reading_url", "replay", "show"]
+__all__ = [
+    "calls",
+    "export",
+    "inspect",
+    "journal_keys",
+    "parse_since",
+    "reading_url",
+    "replay",
+    "show",
+]

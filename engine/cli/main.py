@@ -257,8 +257,9 @@ TOKEN_HELP = (
 DESCRIPTION = """\
 Serve an MCP server file, try its tools from the terminal, and debug its calls from the journal.
 
-The journal commands (calls, tasks, show, replay, export) read the store that serve writes:
---store, else ENGINE_STORE, else calls.sqlite3 in your data directory (serve prints where).
+The journal commands (calls, tasks, show, replay, export, journal-ui) read the store that serve
+writes: --store, else ENGINE_STORE, else calls.sqlite3 in your data directory (serve prints
+where).
 Every command takes --help; see docs/replay.md for a walk-through, and docs/running.md ("When
 something is wrong") for what each error line means."""
 
@@ -474,6 +475,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="the call's arguments the server did not record (all, or the Redacted() ones); "
         "they override recorded ones",
     )
+    replay.add_argument(
+        "--json",
+        action="store_true",
+        help="print the report as JSON (the divergence's recorded and live values whole)",
+    )
     _key_options(replay)
     replay.add_argument(
         "--traceback",
@@ -491,6 +497,21 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--store", help=store_help)
     _key_options(export)
     export.set_defaults(func=cli_journal.export)
+
+    ui = command(
+        "journal-ui",
+        "see the journal in a browser: the calls, each call's rounds on a timeline, replay",
+        "It reads the store and keys the other journal commands read, and serves a loopback\n"
+        "address only. Replay from the page runs --app (or the server file named there) as\n"
+        "`replay` does; nothing is written to the store.\n\n"
+        "example:\n  python -m engine journal-ui --app server.py",
+    )
+    ui.add_argument("--store", help=store_help)
+    ui.add_argument("--host", default="127.0.0.1", help="a loopback address (default 127.0.0.1)")
+    ui.add_argument("--port", type=int, default=8765, help="default 8765")
+    ui.add_argument("--app", help="FILE.py[:ATTR]: the server code replay runs by default")
+    _key_options(ui)
+    ui.set_defaults(func=_journal_ui)
 
     inspect = command(
         "inspect",
@@ -510,6 +531,12 @@ def build_parser() -> argparse.ArgumentParser:
     keygen = command("keygen", "print a new requestState secret")
     keygen.set_defaults(func=_keygen)
     return parser
+
+
+def _journal_ui(args: argparse.Namespace) -> int:
+    from engine.cli.journal_ui import journal_ui
+
+    return journal_ui(args)
 
 
 def _key_options(command: argparse.ArgumentParser) -> None:

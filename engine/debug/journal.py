@@ -35,6 +35,9 @@ HOW_TO_GIVE_KEYS = (
     "keys=[...] in Python"
 )
 
+SEALED_PAYLOAD = "sealed_payload"
+"""Marks an event read without the keys that open its payload (:meth:`RecordedCall.readable`)."""
+
 FORMAT = "engine-call/1"
 """The ``format`` of an exported call (a fixture)."""
 
@@ -155,6 +158,26 @@ class RecordedCall:
         """From a store's events (bytes and all), their payloads opened with ``keys``."""
         ring = keys if isinstance(keys, KeyRing) or keys is None else KeyRing(list(keys))
         return cls(call_id, [_jsonable_event(opened(call_id, e, ring)) for e in events])
+
+    @classmethod
+    def readable(
+        cls, call_id: str, events: Iterable[Mapping[str, Any]], *, keys: Keys = None
+    ) -> tuple[RecordedCall, str | None]:
+        """From a store's events, for reading rather than replaying: the events the keys open
+        are opened, the others keep their fields in the clear and are marked
+        ``"sealed_payload": True``; with why the first of those did not open (``None`` when
+        every one did)."""
+        ring = keys if isinstance(keys, KeyRing) or keys is None else KeyRing(list(keys))
+        read: list[dict[str, Any]] = []
+        problem: str | None = None
+        for event in events:
+            try:
+                read.append(_jsonable_event(opened(call_id, event, ring)))
+            except ReplayError as exc:
+                problem = problem or str(exc)
+                clear = {k: v for k, v in event.items() if k != "sealed"}
+                read.append({**_jsonable_event(clear), SEALED_PAYLOAD: True})
+        return cls(call_id, read), problem
 
     @classmethod
     def from_document(cls, document: Any, source: str = "the fixture") -> RecordedCall:
@@ -305,6 +328,7 @@ def load_fixture(path: str | Path) -> RecordedCall:
 __all__ = [
     "FORMAT",
     "HOW_TO_GIVE_KEYS",
+    "SEALED_PAYLOAD",
     "Keys",
     "RecordedCall",
     "RecordedRound",

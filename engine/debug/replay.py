@@ -147,6 +147,44 @@ class ReplayReport:
             lines.append(f"All {len(self.rounds)} rounds match the record.")
         return "\n".join(inert(line) for line in lines)
 
+    def to_document(self) -> dict[str, Any]:
+        """The report as JSON-compatible data (``replay --json``): what :meth:`render` says,
+        with the divergence's recorded and live values whole."""
+        divergence = self.divergence
+        return {
+            "call_id": self.call_id,
+            "method": self.method,
+            "target": self.target,
+            "ok": self.ok,
+            "recorded_rounds": self.recorded_rounds,
+            "code_changed": self.code_changed,
+            "warnings": list(self.warnings),
+            "rounds": [
+                {
+                    "round": check.round,
+                    "recorded_kind": check.recorded_kind,
+                    "live_kind": check.live_kind,
+                    "asked": list(check.asked),
+                    "matched": check.matched,
+                    "duration_ms": check.duration_ms,
+                    "traceback": check.traceback,
+                }
+                for check in self.rounds
+            ],
+            "divergence": None
+            if divergence is None
+            else {
+                "round": divergence.round,
+                "what": divergence.what,
+                "key": divergence.key,
+                "summary": divergence.summary,
+                "recorded": normalized(divergence.recorded),
+                "live": normalized(divergence.live),
+            },
+            "skipped": self.skipped,
+            "report": self.render(),
+        }
+
     def __str__(self) -> str:
         return self.render()
 

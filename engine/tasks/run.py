@@ -286,6 +286,10 @@ async def journal_run(
     if answers is not None:  # every checkpoint: a run taken over kept those of the one before
         event["checkpoints"] = dict(answers.next_state.checkpoints)
     event["task"] = status.value
+    # In the clear, for a reader of the journal: the hold this run had (its fence), and how
+    # many times the task was taken over from a run that neither finished nor gave it back.
+    event["hold"] = record.fence
+    event["takeovers"] = record.takeovers
     await journal.record(record.task_id, event)
 
 

@@ -1,0 +1,71 @@
+"""``python -m engine journal-ui``: the journal's web page, on a loopback address.
+
+It reads the store and opens the journal with the keys the other journal commands use (the
+same defaults and options), and replays against the server file given with ``--app`` or named
+on the page. It has no sign-in of its own, so it serves a loopback address only; to open the
+journal of a fleet from elsewhere, mount it into the served app behind its bearer tokens
+(:func:`engine.debug.web.mounted.journal_ui_app`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+from engine.cli.journal import journal_keys, reading_url
+from engine.cli.shared import CLIError
+
+LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def journal_ui(args: argparse.Namespace) -> int:
+    import uvicorn
+    from starlette.applications import Starlette
+
+    from engine.debug.web.app import JournalSource, ReplaySettings, journal_ui
+    from stores import Store, StoreUnavailable, open_store
+
+    if args.host not in LOOPBACK:
+        raise CLIError(
+            f"--host {args.host}: the journal page has no sign-in of its own, so it serves a "
+            "loopback address only (127.0.0.1, ::1 or localhost); to open it from elsewhere, "
+            'mount it into the served app behind its tokens (docs/replay.md, "See a call in '
+            'the browser")'
+        )
+    url = reading_url(args.store)
+    keys = journal_keys(args)
+    opened: list[Store] = []
+
+    def store() -> Store:
+        return opened[0]
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        try:
+            opened.append(open_store(url))
+        except ValueError as exc:
+            raise CLIError(str(exc)) from None
+        try:
+            yield
+        finally:
+            await opened.pop().aclose()
+
+    app = journal_ui(
+        JournalSource(store, lambda: keys),
+        ReplaySettings(args.app, anywhere=True),
+        loopback_only=True,
+        lifespan=lifespan,
+    )
+    shown = f"[{args.host}]" if ":" in args.host else args.host
+    print(f"The journal of {url}: http://{shown}:{args.port}/ (Ctrl-C to stop)", flush=True)
+    config: dict[str, Any] = {"log_level": "warning", "lifespan": "on"}
+    try:
+        uvicorn.run(app, host=args.host, port=args.port, **config)
+    except StoreUnavailable as exc:
+        raise CLIError(str(exc)) from None
+    return 0
+
+
+__all__ = ["journal_ui"]

@@ -1,0 +1,1 @@
+"""The journal in a browser: ``python -m engine journal-ui``, or mounted beside ``/mcp``."""
