@@ -155,6 +155,15 @@ def test_the_calls_list_filters_by_tool_outcome_and_server(journal: dict[str, An
 
         page.goto(journal["page"].url + "/?server=Hostile&since=1h")
         assert rows(page) == [calls["hostile"]]
+        page.goto(journal["page"].url + "/?tool=order_book&limit=1")
+        newest = rows(page)
+        page.click("#older")
+        assert rows(page) != newest and len(rows(page)) == 1
+        page.click("#newest")
+        assert rows(page) == newest
+        page.goto(journal["page"].url + "/?since=yesterday")
+        assert "Filters not applied: give a time like" in page.inner_text("p.problem")
+
         page.goto(journal["page"].url + "/?until=2001-01-01")
         assert rows(page) == []
         assert "No recorded calls match." in page.locator("#calls").inner_text()

@@ -20,7 +20,7 @@ import os
 import secrets
 import sys
 import tempfile
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +41,7 @@ from stores import Store, StoreUnavailable
 STATIC = Path(__file__).parent / "static"
 STATIC_FILES = {"journal.css": "text/css", "journal.js": "text/javascript"}
 PAGE_SIZE = 50
+MAX_PAGE_SIZE = 500
 REPLAY_SECONDS = 120.0
 """A replay from the page that runs longer is stopped, and says so."""
 TOKEN_HEADER = "x-journal-ui-token"
@@ -84,6 +85,7 @@ def journal_ui(
     authorize: Authorizer | None = None,
     loopback_only: bool = False,
     lifespan: Callable[[Starlette], AbstractAsyncContextManager[None]] | None = None,
+    routes: Sequence[Route] = (),
 ) -> Starlette:
     """The application; ``authorize`` guards every page, ``loopback_only`` refuses requests
     that do not name a loopback host."""
@@ -132,11 +134,15 @@ def journal_ui(
                 until=moment(given["until"]) if "until" in given else None,
             )
             before = float(given["before"]) if "before" in given else None
+            limit = int(given.get("limit", PAGE_SIZE))
+            if not 1 <= limit <= MAX_PAGE_SIZE:
+                raise ValueError(f"limit: give 1 to {MAX_PAGE_SIZE} calls a page")
         except ValueError as exc:
             wanted, before, problem = CallFilter(), None, f"Filters not applied: {exc}"
+            limit = PAGE_SIZE
         keys = source.keys()
         try:
-            page = await list_calls(source.store(), keys, wanted, limit=PAGE_SIZE, before=before)
+            page = await list_calls(source.store(), keys, wanted, limit=limit, before=before)
         except StoreUnavailable as exc:
             return message(request, "The store does not answer", str(exc), 503)
         if "rows" in given:
@@ -247,14 +253,15 @@ def journal_ui(
             (STATIC / name).read_bytes(), media_type=STATIC_FILES[name], headers=SECURITY_HEADERS
         )
 
-    routes = [
+    listed = [
+        *routes,
         Route("/", calls, methods=["GET"]),
         Route("/call/{call_id}", call, methods=["GET"]),
         Route("/call/{call_id}/export", export, methods=["GET"]),
         Route("/call/{call_id}/replay", replay_call, methods=["POST"]),
         Route("/static/{name}", static, methods=["GET"]),
     ]
-    return Starlette(routes=routes, lifespan=lifespan)
+    return Starlette(routes=listed, lifespan=lifespan)
 
 
 async def run_replay(call: RecordedCall, target: str) -> tuple[dict[str, Any] | None, str | None]:

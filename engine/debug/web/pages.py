@@ -379,6 +379,7 @@ def message_page(base: str, token: str, title: str, message: str) -> str:
 
 
 __all__ = [
+    "attr",
     "call_page",
     "call_rows",
     "calls_page",
