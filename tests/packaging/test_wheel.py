@@ -15,6 +15,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import anyio
 import httpx2
 import pytest
 
@@ -86,6 +87,18 @@ def serve(installed: Path, app: Path, port: int, log: Path) -> subprocess.Popen[
         )
 
 
+def journal_ui(installed: Path, folder: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
+    """``engine journal-ui`` of the venv, on the default store and keys ``serve`` used."""
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [installed / "engine", "journal-ui", "--port", str(port)],
+            cwd=folder,
+            env={**clean_env(), "XDG_DATA_HOME": str(folder / "data")},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The ``bin`` of a fresh venv with the wheel of this checkout installed."""
@@ -149,3 +162,41 @@ async def test_the_installed_package_serves_a_two_round_call(
     assert first["resultType"] == "input_required"
     assert second["content"][0]["text"] == "Ordered Dune."
     assert (tmp_path / "data" / "mcp-engine" / "calls.sqlite3").exists()
+
+
+async def test_the_installed_package_shows_its_journal_in_the_browser_page(
+    installed: Path, tmp_path: Path
+) -> None:
+    """``engine journal-ui`` of the wheel: the page's own script and stylesheet are in it."""
+    app = tmp_path / "shop.py"
+    app.write_text(textwrap.dedent(APP))
+    port = free_port()
+    log = tmp_path / "serve.log"
+    with healthy_until_stopped(serve(installed, app, port, log), port, log):
+        async with httpx2.AsyncClient(
+            base_url=f"http://127.0.0.1:{port}", trust_env=False, timeout=20
+        ) as http:
+            body = call("order_book", {"title": "Dune"}, capabilities={"elicitation": {}})
+            asked = assert_result(await post(http, body))
+    page_port = free_port()
+    page_log = tmp_path / "journal-ui.log"
+    page = journal_ui(installed, tmp_path, page_port, page_log)
+    try:
+        async with httpx2.AsyncClient(
+            base_url=f"http://127.0.0.1:{page_port}", trust_env=False, timeout=20
+        ) as http:
+            script = None
+            while script is None:
+                try:
+                    script = await http.get("/static/journal.js")
+                except httpx2.TransportError:
+                    assert page.poll() is None, page_log.read_text()
+                    await anyio.sleep(0.1)
+            assert script.status_code == 200 and "pollCalls" in script.text
+            assert (await http.get("/static/journal.css")).status_code == 200
+            listed = await http.get("/")
+            assert listed.status_code == 200 and "order_book" in listed.text
+            assert asked["resultType"] == "input_required"
+    finally:
+        page.terminate()
+        page.wait(10)
