@@ -23,6 +23,8 @@ LABEL = 170
 LANE = 30
 TOP = 26
 MIN_BAR = 4.0
+RIGHT = 110
+"""Room right of the last bar for its label."""
 CLIENT = "client"
 
 
@@ -104,14 +106,14 @@ def timeline_svg(call: RecordedCall) -> str:
     t0 = min(bar.start for bar in drawn)
     t1 = max(bar.end for bar in drawn)
     span = max(t1 - t0, 1e-6)
-    scale = (WIDTH - LABEL - 20) / span
+    scale = (WIDTH - LABEL - RIGHT) / span
     height = TOP + LANE * len(lanes) + 8
     parts = [
         f'<svg class="timeline" xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" '
         f'height="{height}" viewBox="0 0 {WIDTH} {height}" role="img" '
         f'aria-label="rounds of the call on a timeline, one lane per replica">',
         f'<text class="axis" x="{LABEL}" y="14">0 s</text>',
-        f'<text class="axis" x="{WIDTH - 20}" y="14" text-anchor="end">{span:.3f} s</text>',
+        f'<text class="axis" x="{WIDTH - RIGHT}" y="14" text-anchor="end">{span:.3f} s</text>',
     ]
     for index, lane in enumerate(lanes):
         y = TOP + index * LANE
