@@ -288,6 +288,12 @@ class RequestSpan:
         current = self.round
         return None if current is None else current.carried()
 
+    def recorded_trace(self) -> str | None:
+        first = self.first
+        if first is None or not first.recording or not first.trace_id:
+            return None
+        return f"{first.trace_id:032x}"
+
     def failed(self, error: BaseException) -> None:
         span = self.span if self.span is not None else self._open(None)
         if span.is_recording():

@@ -421,6 +421,10 @@ class RoundRunner:
             event = None
             if journal.journals(call_id):
                 event = self.journal_event(handler, request, reply, response, started)
+                trace = request.scope.trace
+                trace_id = trace.recorded_trace() if trace is not None else None
+                if trace_id is not None:
+                    event["trace_id"] = trace_id  # in the clear: the page links the trace
                 if principal is not None:
                     event["principal"] = principal  # sealed with the payload
                     event["has_principal"] = True  # in the clear: a listing says it is sealed

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -24,7 +25,12 @@ def journal_ui(args: argparse.Namespace) -> int:
     import uvicorn
     from starlette.applications import Starlette
 
-    from engine.debug.web.app import JournalSource, ReplaySettings, journal_ui
+    from engine.debug.web.app import (
+        JournalSource,
+        ReplaySettings,
+        checked_trace_url,
+        journal_ui,
+    )
     from stores import Store, StoreUnavailable, open_store
 
     if args.host not in LOOPBACK:
@@ -34,6 +40,12 @@ def journal_ui(args: argparse.Namespace) -> int:
             'mount it into the served app behind its tokens (docs/replay.md, "See a call in '
             'the browser")'
         )
+    trace_url = args.trace_url or os.environ.get("ENGINE_TRACE_URL") or None
+    if trace_url is not None:
+        try:
+            trace_url = checked_trace_url(trace_url)
+        except ValueError as exc:
+            raise CLIError(str(exc)) from None
     url = reading_url(args.store)
     keys = journal_keys(args)
     opened: list[Store] = []
@@ -57,6 +69,7 @@ def journal_ui(args: argparse.Namespace) -> int:
         ReplaySettings(args.app, anywhere=True),
         loopback_only=True,
         lifespan=lifespan,
+        trace_url=trace_url,
     )
     shown = f"[{args.host}]" if ":" in args.host else args.host
     print(f"The journal of {url}: http://{shown}:{args.port}/ (Ctrl-C to stop)", flush=True)

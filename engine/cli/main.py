@@ -510,6 +510,12 @@ def build_parser() -> argparse.ArgumentParser:
     ui.add_argument("--host", default="127.0.0.1", help="a loopback address (default 127.0.0.1)")
     ui.add_argument("--port", type=int, default=8765, help="default 8765")
     ui.add_argument("--app", help="FILE.py[:ATTR]: the server code replay runs by default")
+    ui.add_argument(
+        "--trace-url",
+        metavar="TEMPLATE",
+        help="link each round's trace: a URL with {trace_id} (or ENGINE_TRACE_URL), e.g. "
+        "https://grafana.example/explore?traceId={trace_id}",
+    )
     _key_options(ui)
     ui.set_defaults(func=_journal_ui)
 

@@ -86,9 +86,11 @@ def journal_ui(
     loopback_only: bool = False,
     lifespan: Callable[[Starlette], AbstractAsyncContextManager[None]] | None = None,
     routes: Sequence[Route] = (),
+    trace_url: str | None = None,
 ) -> Starlette:
     """The application; ``authorize`` guards every page, ``loopback_only`` refuses requests
-    that do not name a loopback host."""
+    that do not name a loopback host, ``trace_url`` (checked by :func:`checked_trace_url`)
+    links each round's trace id."""
     page_token = secrets.token_urlsafe(24)
 
     def base(request: Request) -> str:
@@ -195,6 +197,7 @@ def journal_ui(
             task=task,
             replay_app=replay.app,
             replay_anywhere=replay.anywhere,
+            trace_url=trace_url,
         )
         return html_response(body)
 
@@ -289,6 +292,17 @@ async def run_replay(call: RecordedCall, target: str) -> tuple[dict[str, Any] | 
     return None, lines[-1] if lines else f"replay exited with status {done.returncode}"
 
 
+def checked_trace_url(template: str) -> str:
+    """A trace URL template: an http(s) URL with ``{trace_id}`` where the round's trace id
+    goes; :class:`ValueError` saying what to give otherwise."""
+    if not template.startswith(("https://", "http://")) or "{trace_id}" not in template:
+        raise ValueError(
+            f"trace URL {template!r}: give an http(s) URL with {{trace_id}} where the trace id "
+            "goes, e.g. https://grafana.example/explore?traceId={trace_id}"
+        )
+    return template
+
+
 def host_name(header: str) -> str:
     """The host a ``Host`` header names, without its port (``[::1]`` keeps its brackets)."""
     if header.startswith("["):
@@ -296,4 +310,10 @@ def host_name(header: str) -> str:
     return header.rpartition(":")[0] if ":" in header else header
 
 
-__all__ = ["JournalSource", "ReplaySettings", "journal_ui", "run_replay"]
+__all__ = [
+    "JournalSource",
+    "ReplaySettings",
+    "checked_trace_url",
+    "journal_ui",
+    "run_replay",
+]

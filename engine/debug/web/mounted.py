@@ -25,6 +25,7 @@ from engine.debug.web.app import (
     SECURITY_HEADERS,
     JournalSource,
     ReplaySettings,
+    checked_trace_url,
     journal_ui,
 )
 from engine.debug.web.markup import text
@@ -40,7 +41,11 @@ COOKIE = "engine_journal_token"
 
 
 def journal_ui_app(
-    mcp: MCPServer, *, replay_app: str | None = None, scope: str = JOURNAL_SCOPE
+    mcp: MCPServer,
+    *,
+    replay_app: str | None = None,
+    scope: str = JOURNAL_SCOPE,
+    trace_url: str | None = None,
 ) -> Starlette:
     """The journal's page for ``mcp``, to mount into its served app::
 
@@ -49,6 +54,7 @@ def journal_ui_app(
 
     ``replay_app``: the server file replay runs (``FILE.py[:ATTR]``, as ``serve`` takes it);
     without it the page does not replay. The page never runs a file a request names.
+    ``trace_url``: where a round's trace is seen, ``{trace_id}`` standing for its id.
     """
     auth, verifier = mcp.auth, mcp.token_verifier
     if auth is None or verifier is None:
@@ -123,6 +129,7 @@ def journal_ui_app(
         ReplaySettings(replay_app, anywhere=False),
         authorize=authorize,
         routes=[Route("/sign-in", sign_in, methods=["POST"])],
+        trace_url=checked_trace_url(trace_url) if trace_url is not None else None,
     )
 
 

@@ -168,6 +168,7 @@ def call_page(
     task: TaskRow | None,
     replay_app: str | None,
     replay_anywhere: bool,
+    trace_url: str | None = None,
 ) -> str:
     rounds = call.rounds
     first, last = rounds[0], rounds[-1]
@@ -216,7 +217,7 @@ def call_page(
     parts.append("<h2>Rounds</h2>")
     taken = took_over(call.events)
     for recorded, event in zip(rounds, call.events, strict=True):
-        parts.append(round_section(recorded, event, first, recorded.round in taken))
+        parts.append(round_section(recorded, event, first, recorded.round in taken, trace_url))
     parts.append(replay_form(base, call, replay_app, replay_anywhere, sealed))
     parts.append(
         f'<h2>Export</h2><p><a id="export" href="{attr(call_url(base, call.call_id))}/export" '
@@ -257,7 +258,11 @@ def task_section(call: RecordedCall, task: TaskRow | None) -> str:
 
 
 def round_section(
-    recorded: RecordedRound, event: Mapping[str, Any], first: RecordedRound, taken: bool
+    recorded: RecordedRound,
+    event: Mapping[str, Any],
+    first: RecordedRound,
+    taken: bool,
+    trace_url: str | None = None,
 ) -> str:
     offset = (
         f"+{recorded.ts - first.ts:.3f} s"
@@ -271,6 +276,9 @@ def round_section(
         + (" · taken over" if taken else "")
     )
     body = []
+    trace_id = event.get("trace_id")
+    if isinstance(trace_id, str) and trace_id:
+        body.append(f'<p class="trace">Trace {trace_link(trace_id, trace_url)}</p>')
     if event.get(SEALED_PAYLOAD):
         body.append(
             f'<p class="sealed">{SEALED}: its questions, answers and result need the '
@@ -300,6 +308,15 @@ def round_section(
         + "".join(body)
         + "</section>"
     )
+
+
+def trace_link(trace_id: str, template: str | None) -> str:
+    """The trace id, a link when a trace URL template (``...{trace_id}...``) was given."""
+    shown = text(trace_id, 64)
+    if template is None:
+        return f"<code>{shown}</code>"
+    href = template.replace("{trace_id}", quote(trace_id, safe=""))
+    return f'<a class="trace-link" href="{attr(href)}" rel="noreferrer"><code>{shown}</code></a>'
 
 
 def replay_form(
