@@ -464,6 +464,31 @@ def test_the_committed_fixtures_replay_from_the_command_line() -> None:
     assert "DIVERGED at round 1, question 'confirm_backorder'" in diverged.stdout
 
 
+def test_replay_json_prints_the_report_with_the_divergence_whole() -> None:
+    app = ["--app", "examples/bookshop_server.py", "--json"]
+    good = engine("replay", "--file", "tests/fixtures/order_book_neuromancer.json", *app)
+    assert good.returncode == 0, good.stdout + good.stderr
+    report = json.loads(good.stdout)
+    assert report["ok"] is True and report["divergence"] is None
+    assert [check["matched"] for check in report["rounds"]] == [True, True]
+    diverged = engine("replay", "--file", "tests/fixtures/order_book_reworded.json", *app)
+    assert diverged.returncode == 1
+    report = json.loads(diverged.stdout)
+    divergence = report["divergence"]
+    assert (divergence["round"], divergence["what"], divergence["key"]) == (
+        1,
+        "question",
+        "confirm_backorder",
+    )
+    assert divergence["recorded"]["params"]["message"] == (
+        "'Neuromancer' is sold out for now. Backorder it?"
+    )
+    assert divergence["live"]["params"]["message"] == (
+        "'Neuromancer' is out of stock (2-3 weeks). Order anyway?"
+    )
+    assert "DIVERGED at round 1" in report["report"]
+
+
 # --- inspect --------------------------------------------------------------------------------------
 
 
