@@ -8,7 +8,7 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -61,22 +61,22 @@ async def make_calls(r1: Served, r2: Served, db: Path) -> dict[str, str]:
         assert done["content"][0]["text"] == "Backordered 'Neuromancer'; it ships in 2-3 weeks."
         made["two_replicas"] = await last_call(db, "order_book", 2)
         await first_round(a, "The Difference Engine")
-        made["waiting"] = await last_call(db, "order_book", 1)
+        made["waiting"] = await last_call(db, "order_book", 1, {made["two_replicas"]})
     async with Client(hostile_server(db)) as client:
         await client.call_tool("echo", {"text": HOSTILE_TEXT})
     made["hostile"] = await last_call(db, "echo", 1)
     return made
 
 
-async def last_call(db: Path, tool: str, rounds: int) -> str:
-    """The id of the newest call of ``tool`` once its journal has ``rounds`` rounds (the
-    journal is written after a round answers)."""
+async def last_call(db: Path, tool: str, rounds: int, besides: Collection[str] = ()) -> str:
+    """The id of the newest call of ``tool`` but those ``besides``, once its journal has
+    ``rounds`` rounds (the journal is written after a round answers)."""
     store = SQLiteStore(db)
     try:
         with anyio.fail_after(20):
             while True:
                 found = await store.calls(target=tool, limit=1)
-                if found and found[0].events == rounds:
+                if found and found[0].call_id not in besides and found[0].events == rounds:
                     return found[0].call_id
                 await anyio.sleep(0.05)
     finally:
@@ -131,7 +131,7 @@ def test_the_calls_list_shows_every_call_and_keeps_up_as_calls_arrive(
         async def one_more() -> str:
             async with httpx.AsyncClient(base_url=journal["r2"].url) as b:
                 await first_round(b, "Count Zero")
-            return await last_call(journal["db"], "order_book", 1)
+            return await last_call(journal["db"], "order_book", 1, set(calls.values()))
 
         newest = outside_the_browser(one_more)
         page.locator(f'tr[data-call-id="{newest}"]').wait_for()  # no reload: the page polls

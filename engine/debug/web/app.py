@@ -35,6 +35,7 @@ from starlette.routing import Route
 from engine.debug.journal import RecordedCall, ReplayError
 from engine.debug.listing import SEALED, CallFilter, list_calls, moment
 from engine.debug.web import pages
+from engine.debug.web.replay_view import replay_result
 from engine.state.seal import KeyRing
 from stores import Store, StoreUnavailable
 
@@ -239,14 +240,14 @@ def journal_ui(
         named = str(form.get("app") or "").strip() if replay.anywhere else ""
         target = named or replay.app
         if not target:
-            fragment = pages.replay_result(None, "give the server file to replay against")
+            fragment = replay_result(None, "give the server file to replay against")
             return html_response(fragment, 400)
         recorded = await opened(request)
         if isinstance(recorded, Response):
-            fragment = pages.replay_result(None, "the call does not open with the page's keys")
+            fragment = replay_result(None, "the call does not open with the page's keys")
             return html_response(fragment, 409)
         report, problem = await run_replay(recorded, target)
-        return html_response(pages.replay_result(report, problem))
+        return html_response(replay_result(report, problem))
 
     async def static(request: Request) -> Response:
         name = request.path_params["name"]

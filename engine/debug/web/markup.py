@@ -26,6 +26,11 @@ SHOWN_BLOCK_CHARS = 100_000
 _CODE = re.compile(r"\\(x[0-9a-f]{2}|u[0-9a-f]{4}|U[0-9a-f]{8}|[nrt])")
 
 
+def attr(value: str) -> str:
+    """Text of this package's own making, for an attribute value or an element."""
+    return html.escape(value, quote=True)
+
+
 def text(value: str, limit: int = SHOWN_CHARS) -> str:
     """One line of HTML showing ``value``: escaped, its control characters as marked codes."""
     shown, cut = _cut(value, limit)
@@ -103,4 +108,4 @@ def _cell(line: str | None, side: str) -> str:
     return f'<td class="{side}"><code>{html.escape(line)}</code></td>'
 
 
-__all__ = ["SHOWN_CHARS", "json_block", "json_text", "shortened", "side_by_side", "text"]
+__all__ = ["SHOWN_CHARS", "attr", "json_block", "json_text", "shortened", "side_by_side", "text"]

@@ -28,7 +28,7 @@ from engine.debug.web.app import (
     checked_trace_url,
     journal_ui,
 )
-from engine.debug.web.markup import text
+from engine.debug.web.markup import attr, text
 from engine.transports._bearer import BearerGate, Refusal
 from stores import Store, StoreUnavailable
 
@@ -81,7 +81,7 @@ def journal_ui_app(
     def sign_in_page(request: Request, said: str, status: int) -> HTMLResponse:
         body = (
             f'<h1>Sign in to the journal</h1><p class="problem" id="refused">{text(said)}'
-            f'</p><form method="post" action="{pages.attr(base(request))}/sign-in">'
+            f'</p><form method="post" action="{attr(base(request))}/sign-in">'
             '<label>Access token <input name="token" type="password" autocomplete="off" '
             'size="60"></label> <button type="submit">Sign in</button></form>'
             f"<p>A token of this server with the scope <code>{text(scope)}</code>.</p>"
