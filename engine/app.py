@@ -691,6 +691,7 @@ class MCPServer(Generic[LifespanT]):
         for any); CORS is off without them. ``json_response``: calls never answered as event
         streams. ``stateless_http``: 2025-11-25 clients get no session. ``session_idle_timeout``:
         seconds an idle 2025-11-25 session lives (``session_ttl``). ``freeze_after_startup``.
+        ``mounts``: ``{"/prefix": asgi_app}``, apps served under a path prefix (the journal page).
         """
         from engine.transports.app_options import app_options
         from engine.transports.starlette_app import http_app

@@ -44,6 +44,11 @@ from engine.cli.workers import requested_workers, serve_in_workers
 
 def _serve(args: argparse.Namespace) -> int:
     count = requested_workers(args)
+    if args.journal_ui and (args.reload or count is not None):
+        raise CLIError(
+            "--journal-ui is served by a single server process: leave out --reload and "
+            "--workers, or run `python -m engine journal-ui` beside the server"
+        )
     if args.reload:
         from engine.cli.dev import serve_reloading
 
@@ -55,6 +60,8 @@ def _serve(args: argparse.Namespace) -> int:
     store, kept = serving_environment(args)
     if store.url is not None:
         _reach(store)
+    if args.stdio and args.journal_ui:
+        raise CLIError("--journal-ui is served over HTTP: leave out --stdio")
     if args.stdio:
         server = load_server(args.target, traceback=args.traceback)
         store.announce()
@@ -76,7 +83,8 @@ def _serve(args: argparse.Namespace) -> int:
         store.announce()
         if kept is not None:
             kept.announce()
-        server.run("streamable-http", host=args.host, port=args.port)
+        mounts = _journal_mount(server, args) if args.journal_ui else {}
+        server.run("streamable-http", host=args.host, port=args.port, mounts=mounts)
     except CannotListen as exc:
         if exc.in_use:
             raise CLIError(
@@ -303,6 +311,12 @@ def build_parser() -> argparse.ArgumentParser:
         "(without any, serve generates one and keeps it in your data directory)",
     )
     serve.add_argument("--replica", help="this replica's id, shown in responses")
+    serve.add_argument(
+        "--journal-ui",
+        action="store_true",
+        help="serve the journal page at /journal/ too, behind the server's bearer tokens (with "
+        "the scope engine:journal); the server file must set auth",
+    )
     serve.add_argument(
         "--store",
         help=f"store URL (or ENGINE_STORE; default {DEFAULT_STORE_SHOWN}; 'none' for no store)",
@@ -537,6 +551,19 @@ def build_parser() -> argparse.ArgumentParser:
     keygen = command("keygen", "print a new requestState secret")
     keygen.set_defaults(func=_keygen)
     return parser
+
+
+def _journal_mount(server: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """``serve --journal-ui``: the journal page at /journal/, behind the server's tokens."""
+    from engine.debug.web.mounted import journal_ui_app
+
+    try:
+        page = journal_ui_app(
+            server, replay_app=args.target, trace_url=os.environ.get("ENGINE_TRACE_URL") or None
+        )
+    except ValueError as exc:
+        raise CLIError(f"--journal-ui: {exc}") from None
+    return {"/journal": page}
 
 
 def _journal_ui(args: argparse.Namespace) -> int:

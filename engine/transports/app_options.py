@@ -39,6 +39,7 @@ class HTTPAppOptions(TypedDict, total=False):
     max_sessions: int | None
     event_store: Any
     retry_interval: int | None
+    mounts: Mapping[str, Any] | None
 
 
 HTTP_APP_OPTIONS = HTTPAppOptions.__optional_keys__
@@ -58,6 +59,8 @@ class AppOptions:
     session_idle_timeout: float | None = None
     """Seconds a 2025-11-25 session lives idle, when given here."""
     max_sessions: int | None = None
+    mounts: dict[str, Any] = field(default_factory=dict)
+    """ASGI apps served under path prefixes beside the endpoint, by prefix."""
 
 
 def app_options(given: Mapping[str, Any]) -> AppOptions:
@@ -79,6 +82,7 @@ def app_options(given: Mapping[str, Any]) -> AppOptions:
         middleware=options.pop("middleware", None),
         cors_origins=options.pop("cors_origins", None),
         max_sessions=options.pop("max_sessions", None),
+        mounts=_mounts(options.pop("mounts", None)),
     )
     if "session_idle_timeout" in options:
         result.session_idle_timeout = _idle_timeout(options.pop("session_idle_timeout"))
@@ -114,6 +118,17 @@ def security_lists(security: Any) -> tuple[list[str], list[str]]:
     if isinstance(hosts, str) or isinstance(origins, str):
         raise TypeError("transport_security: allowed_hosts and allowed_origins are lists")
     return list(hosts or ()), list(origins or ())
+
+
+def _mounts(given: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``mounts``: ``{"/prefix": asgi_app}``, each prefix a path of its own."""
+    mounts = dict(given or {})
+    for prefix, app in mounts.items():
+        if not isinstance(prefix, str) or not prefix.startswith("/") or prefix.rstrip("/") == "":
+            raise ValueError(f"mounts: {prefix!r} is not a path prefix; give one like '/journal'")
+        if not callable(app):
+            raise TypeError(f"mounts: what {prefix!r} serves must be an ASGI app, got {app!r}")
+    return {prefix.rstrip("/"): app for prefix, app in mounts.items()}
 
 
 def _idle_timeout(value: Any) -> float:

@@ -16,13 +16,13 @@ request goes through Starlette's stack, and so through them.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, cast
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
-from starlette.routing import BaseRoute, Route
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from engine.auth.metadata import WELL_KNOWN
@@ -42,8 +42,13 @@ class MCPStarlette(Starlette):
         *,
         routes: Routes | None = None,
         middleware: Sequence[Middleware] = (),
+        mounts: Mapping[str, ASGIApp] | None = None,
     ) -> None:
         listed: list[BaseRoute] = [Route(endpoint.path, endpoint, name="mcp")]
+        for prefix, mounted in (mounts or {}).items():
+            if prefix == endpoint.path:
+                raise ValueError(f"mounts: {prefix} is this app's MCP endpoint")
+            listed.append(Mount(prefix, mounted))
         if endpoint.gate is not None:
             metadata = WELL_KNOWN + ("" if endpoint.path == "/" else endpoint.path)
             listed.append(Route(metadata, endpoint, name="oauth-protected-resource"))
@@ -121,7 +126,7 @@ def http_app(
         extra_allowed_hosts=extra_allowed_hosts,
         **endpoint_options,
     )
-    return MCPStarlette(endpoint, routes=routes, middleware=stack)
+    return MCPStarlette(endpoint, routes=routes, middleware=stack, mounts=options.mounts)
 
 
 EXPOSED = ("Mcp-Session-Id", "X-Engine-Replica")

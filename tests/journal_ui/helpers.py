@@ -90,7 +90,10 @@ class Served:
 
 
 def replica(target: str, name: str, db: Path, log_dir: Path, **env: str) -> Served:
+    """``serve TARGET`` on ``db``; ``JOURNAL="1"`` adds ``--journal-ui``."""
     args = ["serve", target, "--store", f"sqlite:///{db}", "--replica", name]
+    if env.pop("JOURNAL", None):
+        args.append("--journal-ui")
     return Served(args, environment(**env), log_dir / f"{name}.log", "/healthz")
 
 

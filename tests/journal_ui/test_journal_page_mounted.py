@@ -3,6 +3,8 @@ own scope, signed in once from the browser."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import anyio
@@ -14,8 +16,9 @@ from engine.debug.web.mounted import JOURNAL_SCOPE, journal_ui_app
 from examples.bookshop import build
 from tests.auth.test_auth_http import ISSUER, HandedOut
 from tests.conftest import KEY
+from tests.fleet_helpers import ROOT
 from tests.http_helpers import assert_result, call, post, serving
-from tests.journal_ui.helpers import browser_page, chromium
+from tests.journal_ui.helpers import BOOKSHOP, browser_page, chromium, environment, replica
 
 
 def test_the_mounted_page_wants_a_token_with_the_journal_scope(tmp_path: Path) -> None:
@@ -25,8 +28,7 @@ def test_the_mounted_page_wants_a_token_with_the_journal_scope(tmp_path: Path) -
     mcp = build(
         keys=[KEY], token_verifier=verifier, auth=settings, store=f"sqlite:///{tmp_path / 'j.db'}"
     )
-    app = mcp.streamable_http_app()
-    app.mount("/journal", journal_ui_app(mcp))
+    app = mcp.streamable_http_app(mounts={"/journal": journal_ui_app(mcp)})
     shopper = verifier.issue("alice", "shop")
     operator = verifier.issue("olga", "shop", JOURNAL_SCOPE)
 
@@ -63,7 +65,67 @@ def test_the_mounted_page_wants_a_token_with_the_journal_scope(tmp_path: Path) -
             assert page.locator("#replay").count() == 0
 
 
-def test_mounting_needs_auth(tmp_path: Path) -> None:
+def test_mounting_needs_auth_and_a_path_prefix(tmp_path: Path) -> None:
     mcp = build(keys=[KEY], store=f"sqlite:///{tmp_path / 'j.db'}")
     with pytest.raises(ValueError, match="mount it into a server with auth"):
         journal_ui_app(mcp)
+    with pytest.raises(ValueError, match="'journal' is not a path prefix; give one like"):
+        mcp.streamable_http_app(mounts={"journal": mcp.streamable_http_app()})
+    with pytest.raises(ValueError, match="/mcp is this app's MCP endpoint"):
+        mcp.streamable_http_app(mounts={"/mcp/": mcp.streamable_http_app()})
+
+
+GUARDED_SERVER = """
+from engine.auth.provider import AccessToken
+from engine.auth.settings import AuthSettings
+from examples.bookshop import build
+
+
+class Tokens:
+    async def verify_token(self, token: str) -> AccessToken | None:
+        scopes = {"shopper": ["shop"], "operator": ["shop", "engine:journal"]}.get(token)
+        if scopes is None:
+            return None
+        return AccessToken(token=token, client_id=token, scopes=scopes, subject=token)
+
+
+mcp = build(
+    token_verifier=Tokens(),
+    auth=AuthSettings(issuer_url="https://auth.example.com", required_scopes=["shop"]),
+)
+"""
+
+
+def test_serve_journal_ui_mounts_the_page_behind_the_servers_tokens(tmp_path: Path) -> None:
+    server = tmp_path / "guarded_server.py"
+    server.write_text(GUARDED_SERVER)
+    served = replica(str(server), "r1", tmp_path / "calls.sqlite3", tmp_path, JOURNAL="1")
+    try:
+        body = call("order_book", {"title": "Dune"})
+        shopper = {"Authorization": "Bearer shopper"}
+
+        async def order() -> None:
+            async with httpx.AsyncClient(base_url=served.url) as client:
+                assert_result(await post(client, body, headers=shopper))
+
+        anyio.run(order)
+        operator = {"Authorization": "Bearer operator"}
+        listed = httpx.get(f"{served.url}/journal/", headers=operator)
+        assert listed.status_code == 200 and "order_book" in listed.text
+        assert httpx.get(f"{served.url}/journal/", headers=shopper).status_code == 403
+        assert httpx.get(f"{served.url}/journal/").status_code == 401
+    finally:
+        served.stop()
+
+
+def test_serve_journal_ui_refuses_a_server_without_auth(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "engine", "serve", BOOKSHOP, "--journal-ui", "--port", "0"],
+        cwd=ROOT,
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "--journal-ui: the journal page shows every principal's calls" in done.stderr
