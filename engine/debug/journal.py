@@ -147,6 +147,11 @@ class RecordedCall:
         self.rounds = sorted(recorded, key=lambda each: each.round)
 
     @property
+    def events_by_round(self) -> list[dict[str, Any]]:
+        """The events in the order of :attr:`rounds`: each round's event at its index."""
+        return sorted(self.events, key=lambda event: int(event["round"]))
+
+    @property
     def principal(self) -> str | None:
         """Who made the call: the principal its first round was made by."""
         return next((r.principal for r in self.rounds if r.principal is not None), None)

@@ -64,7 +64,10 @@ def journal_ui_app(
             f"the scope {scope!r}); on your own machine, run `python -m engine journal-ui` "
             "instead"
         )
-    gate = BearerGate(verifier, ResourceMetadata(auth, mcp.declared_scopes), mcp.metrics, "/mcp")
+    # The page checks tokens and never serves the resource metadata, so no Host of its
+    # requests names the resource.
+    metadata = ResourceMetadata(auth, mcp.declared_scopes, lambda host: False)
+    gate = BearerGate(verifier, metadata, mcp.metrics, "/mcp")
 
     def store() -> Store:
         found = mcp.store

@@ -208,8 +208,8 @@ def call_page(
     if task is not None or any(r.kind in ("task", "cancelled") for r in rounds):
         parts.append(task_section(call, task))
     parts.append("<h2>Rounds</h2>")
-    taken = took_over(call.events)
-    for recorded, event in zip(rounds, call.events, strict=True):
+    taken = took_over(call.events_by_round)
+    for recorded, event in zip(rounds, call.events_by_round, strict=True):
         parts.append(round_section(recorded, event, first, recorded.round in taken, trace_url))
     parts.append(replay_form(base, call, replay_app, replay_anywhere, sealed))
     parts.append(
@@ -227,8 +227,8 @@ def task_section(call: RecordedCall, task: TaskRow | None) -> str:
             f'<li id="task-now">Now: {text(task.status, 40)}, written {task.version} times, '
             f"last at {when(task.updated)} UTC</li>"
         )
-    taken = took_over(call.events)
-    for recorded, event in zip(call.rounds, call.events, strict=True):
+    taken = took_over(call.events_by_round)
+    for recorded, event in zip(call.rounds, call.events_by_round, strict=True):
         replica = text(recorded.replica or "?", 100)
         hold = event.get("hold")
         held = f" under hold {int(hold)}" if isinstance(hold, int) else ""

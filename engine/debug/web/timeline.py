@@ -56,7 +56,7 @@ def took_over(events: Sequence[Mapping[str, Any]]) -> set[int]:
 
 
 def bars(call: RecordedCall) -> list[Bar]:
-    taken = took_over(call.events)
+    taken = took_over(call.events_by_round)
     out: list[Bar] = []
     previous: RecordedRound | None = None
     for recorded in call.rounds:
