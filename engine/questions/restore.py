@@ -2,16 +2,22 @@
 
 A ``once`` resolver does not run again on later rounds, so the question it returned is kept in
 the call's state as (kind, rendered params). Rebuilding it here renders the same params (so the
-fingerprint matches the recorded answer) and parses answers the way the original would.
+fingerprint matches the recorded answer) and parses answers the way the original would. A kind
+this release does not know ends the call as an unusable requestState: answering it as some other
+kind of question would hand the resolver an answer of the wrong shape.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from pydantic import BaseModel
 
+from engine.errors import InvalidRequestState
 from engine.questions.kinds import Elicit, ElicitURL, ListRoots, Question, Sample
+
+log = logging.getLogger("engine.rounds")
 
 
 class _Replayed(Question):
@@ -49,6 +55,10 @@ def restore_question(
         inner = Sample([], max_tokens=0)
         if "tools" in params or "toolChoice" in params:
             inner.tools = []
-    else:
+    elif kind == ListRoots.kind:
         inner = ListRoots()
+    else:
+        # Written by a release that knows a kind this one does not: the call cannot go on here.
+        log.warning("a once resolver's checkpoint holds a question of unknown kind %r", kind[:64])
+        raise InvalidRequestState(f"a checkpoint holds a question of unknown kind {kind!r}")
     return _Replayed(inner, params)
