@@ -390,7 +390,7 @@ class Settings:
                 ),
             ),
             store=StoreSettings(
-                store=store if store is not None else env.get("ENGINE_STORE") or None,
+                store=store if store is not None else _store_from(env),
                 spill_threshold=options.get("spill_threshold", 4 * 1024),
                 duplicate_wait=options.get("duplicate_wait", 2.0),
                 claim_lease=options.get("claim_lease", DEFAULT_CLAIM_LEASE),
@@ -543,6 +543,12 @@ def _task_settings(options: ServerOptions, env: Environ) -> TaskSettings:
             "max_listen_task_ids", options.get("max_listen_task_ids", 256)
         ),
     )
+
+
+def _store_from(env: Mapping[str, str]) -> str | None:
+    """``ENGINE_STORE``; ``none`` (as ``serve --store none`` takes it) or empty is no store."""
+    url = env.get("ENGINE_STORE", "").strip()
+    return None if url.lower() in ("", "none") else url
 
 
 def _clock_skew(options: ServerOptions, env: Environ) -> float:

@@ -181,6 +181,11 @@ def test_options_given_win_over_the_environment_which_wins_over_the_defaults() -
     assert (given.tokens.audience, given.tokens.max_inline_state) == ("shop", 4000 * 3 // 4 - 256)
 
 
+@pytest.mark.parametrize("none", ["none", "NONE", " ", ""])
+def test_engine_store_none_means_no_store_as_serve_takes_it(none: str) -> None:
+    assert Settings.build(name="Bookshop", environ={"ENGINE_STORE": none}).store.store is None
+
+
 async def test_a_handler_name_may_be_given_by_position_or_by_keyword() -> None:
     mcp = MCPServer("Bookshop", keys=[KEY])
 
