@@ -259,6 +259,22 @@ class MemoryStore:
             return []
         return [decode_event(data) for data in journal.events]
 
+    async def trim_journal(self, max_bytes: int) -> int:
+        """Keep the journal's encoded events within ``max_bytes``: past it, the oldest calls
+        (the first journaled) are dropped until it is back to 90% of it. The number dropped."""
+        await self._enter()
+        total = sum(len(data) for journal in self._journals.values() for data in journal.events)
+        if total <= max_bytes:
+            return 0
+        target = max_bytes * 9 // 10
+        purged = 0
+        for call_id in list(self._journals):
+            if total <= target:
+                break
+            total -= sum(len(data) for data in self._journals.pop(call_id).events)
+            purged += 1
+        return purged
+
     async def calls(
         self,
         *,

@@ -2,7 +2,9 @@
 which code on which replica.
 
 What the handler takes of the arguments is recorded (when arguments are journaled at all),
-without what it must never keep (``Redacted``) nor extra keys a client added.
+without what it must never keep (``Redacted``) nor extra keys a client added. The response of
+a round that asks for input is kept without its ``requestState``: the token seals what the
+event records anyway (answers, checkpoints), and a journal keeps no live tokens.
 """
 
 from __future__ import annotations
@@ -12,6 +14,9 @@ from typing import Any
 
 from engine.calls.reply import CallRequest, RoundReply
 from engine.handlers.base import Handler
+
+UNKEPT_TOKEN = b"(not journaled)"
+"""What the journal keeps of a response's ``requestState``."""
 
 
 def round_event(
@@ -30,6 +35,9 @@ def round_event(
     signature = handler.signature
     redacted = signature.redacted
     arguments = request.arguments
+    token = reply.request_state
+    if token:
+        response = response.replace(token.encode(), UNKEPT_TOKEN)
     if recorded and isinstance(arguments, dict):
         # The model ignores extra keys a client added, and so does the journal.
         names = signature.argument_names
