@@ -117,11 +117,10 @@ def seal_rounds(events: list[dict[str, Any]], keys: KeyRing, max_bytes: int) -> 
         kept = {k: v for k, v in event.items() if k not in ("v", "server", "has_principal")}
         if "principal" in event:
             stored["has_principal"] = True  # in the clear: a listing says it is sealed
-        rounds.append(_capped(kept, max_bytes))
-    try:
-        packed = pack(rounds)
-    except (TypeError, ValueError, OverflowError) as exc:
-        raise TypeError(f"journal event is not msgpack-serialisable ({exc})") from exc
+        rounds.append(kept)
+    packed = _packed(rounds)
+    if len(packed) > max_bytes:  # within it, no round's payload can be over it
+        packed = _packed([_capped(kept, max_bytes) for kept in rounds])
     squeezer = _PRIMED.copy()
     deflated = squeezer.compress(packed) + squeezer.flush()
     plaintext = DEFLATED + deflated if len(deflated) < len(packed) else RAW + packed
@@ -129,6 +128,13 @@ def seal_rounds(events: list[dict[str, Any]], keys: KeyRing, max_bytes: int) -> 
     if keys.ephemeral:
         stored["ephemeral_key"] = True
     return stored
+
+
+def _packed(value: Any) -> bytes:
+    try:
+        return pack(value)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise TypeError(f"journal event is not msgpack-serialisable ({exc})") from exc
 
 
 def _capped(event: dict[str, Any], max_bytes: int) -> dict[str, Any]:
