@@ -48,7 +48,9 @@ def append_many(
                     fields.target if target is None else target,
                     min(first_ts, fields.ts),
                     max(last_ts, fields.ts),
-                    kind if fields.kind is None else fields.kind,
+                    fields.kind
+                    if fields.kind is not None and (kind is None or fields.ts >= last_ts)
+                    else kind,
                     expires,
                     data,
                 )

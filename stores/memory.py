@@ -245,7 +245,9 @@ class MemoryStore:
             journal.events.append(data)
             if journal.target is None:
                 journal.target = fields.target
-            if fields.kind is not None:
+            if fields.kind is not None and (
+                journal.last_kind is None or fields.ts >= journal.last_ts
+            ):
                 journal.last_kind = fields.kind
             journal.first_ts = min(journal.first_ts, fields.ts)
             journal.last_ts = max(journal.last_ts, fields.ts)

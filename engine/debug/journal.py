@@ -24,7 +24,7 @@ from engine._internal.inert import inert_json
 from engine.errors import InvalidRequestState
 from engine.protocol.modern import MODERN
 from engine.state.seal import KeyRing, KeySpec, record_key_id
-from engine.store_services.journal_records import is_sealed, open_rounds
+from engine.store_services.journal_records import is_sealed, open_rounds, outline_of
 from stores import Store
 
 Keys = KeyRing | Sequence[KeySpec] | None
@@ -178,13 +178,15 @@ class RecordedCall:
         ring = keys if isinstance(keys, KeyRing) or keys is None else KeyRing(list(keys))
         read: list[dict[str, Any]] = []
         problem: str | None = None
-        for event in events:
+        for record in events:
             try:
-                read.append(_jsonable_event(opened(call_id, event, ring)))
+                read.extend(_jsonable_event(r) for r in opened(call_id, record, ring))
             except ReplayError as exc:
                 problem = problem or str(exc)
-                clear = {k: v for k, v in event.items() if k != "sealed"}
-                read.append({**_jsonable_event(clear), SEALED_PAYLOAD: True})
+                read.extend(
+                    {**_jsonable_event(clear), SEALED_PAYLOAD: True}
+                    for clear in _clear_rounds(call_id, record)
+                )
         return cls(call_id, read), problem
 
     @classmethod
@@ -291,6 +293,17 @@ def opened(call_id: str, event: Mapping[str, Any], keys: KeyRing | None) -> list
         raise ReplayError(
             f"the journal of {where} does not open with the given keys (key id {kid}): it was "
             "altered, or sealed with another secret; pass the server's exact keys"
+        ) from None
+
+
+def _clear_rounds(call_id: str, record: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """What a record that does not open tells of its rounds in the clear."""
+    try:
+        return outline_of(dict(record))
+    except InvalidRequestState:
+        raise ReplayError(
+            f"the journal of call {call_id} is malformed: a record's outline of its rounds "
+            "does not read"
         ) from None
 
 

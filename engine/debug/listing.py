@@ -120,15 +120,17 @@ def principal_of(events: Sequence[dict[str, Any]], keys: KeyRing | None) -> str 
     """Who made a call, from its first journaled round that names one (``None``: nobody in
     particular; :data:`SEALED` when the keys to open it were not given)."""
     for record in events:
-        if is_sealed(record):
-            if not record.get("has_principal"):
-                continue
-            if keys is None:
-                return SEALED
-        try:
-            rounds = open_rounds(record, keys)
-        except InvalidRequestState:
+        if not is_sealed(record):
+            rounds = [record]
+        elif not record.get("has_principal"):
+            continue
+        elif keys is None:
             return SEALED
+        else:
+            try:
+                rounds = open_rounds(record, keys)
+            except InvalidRequestState:
+                return SEALED
         for event in rounds:
             principal = event.get("principal")
             if isinstance(principal, str):

@@ -2,12 +2,14 @@
 
 A record holds one or more rounds of one call (a call that ends soon after it starts is one
 record; see `engine.store_services.journal_writer`). The store holds what a listing reads (when,
-which target, how the call ended so far, which server, how many rounds) as it is, and the rounds
-themselves (arguments, questions, answers, checkpoints, responses, who made them, which replica
-and code) packed, compressed where that pays and sealed with the server's key ring, so a store
-file or a Redis dump shows no user data. A round over ``max_bytes`` loses its largest parts,
-each named under ``truncated`` with its size, so a reader can say that the round cannot be
-replayed exactly instead of replaying something else.
+which target, how the call ended so far, which server) as it is, and an outline of each round
+(`OUTLINE`: its number, kind, time, duration, replica, trace, a task run's hold), so a reader
+without the keys still sees the call's timeline. The rest of the rounds (arguments, questions,
+answers, checkpoints, responses, who made them, which code) is packed, compressed where that
+pays and sealed with the server's key ring, so a store file or a Redis dump shows no user data.
+A round over ``max_bytes`` loses its largest parts, each named under ``truncated`` with its
+size, so a reader can say that the round cannot be replayed exactly instead of replaying
+something else.
 
 Records of version 2 (one round each, the listing fields of the round in the clear, its payload
 sealed uncompressed) still open: `open_rounds` reads both.
@@ -32,7 +34,12 @@ PURPOSE_V2 = b"engine/journal/v2"
 PAYLOAD = ("arguments", "questions", "answers", "checkpoints", "response", "principal")
 """The user's data in a round: what the cap on a round's size cuts first, largest first."""
 LISTING = ("ts", "target", "kind", "server")
-"""The fields a record keeps in the clear, of its last round (``server``: the same in each)."""
+"""The fields a record keeps in the clear, of its last round (``server`` and ``target``: the
+same in each, so its rounds are sealed without them)."""
+OUTLINE = ("round", "kind", "ts", "duration_ms", "replica", "task", "trace_id", "hold", "takeovers")
+"""What a record keeps of each round in the clear, under ``outline``: what a reader without the
+keys still sees of a call (its timeline: which replica served each round, when, how long, how it
+ended; its trace; a task run's hold and takeovers). The rest of a round is sealed."""
 
 RAW = b"\x00"
 DEFLATED = b"\x01"
@@ -110,14 +117,18 @@ def seal_rounds(events: list[dict[str, Any]], keys: KeyRing, max_bytes: int) -> 
         value = last.get(name)
         if value is not None:
             stored[name] = value
-    if len(events) > 1:
-        stored["rounds"] = len(events)
+    target = stored.get("target")
+    outline = []
     rounds = []
     for event in events:
-        kept = {k: v for k, v in event.items() if k not in ("v", "server", "has_principal")}
+        outline.append({k: event[k] for k in OUTLINE if k in event})
+        kept = {k: v for k, v in event.items() if k not in _UNSEALED}
+        if "target" in kept and kept["target"] == target:
+            del kept["target"]
         if "principal" in event:
             stored["has_principal"] = True  # in the clear: a listing says it is sealed
         rounds.append(kept)
+    stored["outline"] = outline
     packed = _packed(rounds)
     if len(packed) > max_bytes:  # within it, no round's payload can be over it
         packed = _packed([_capped(kept, max_bytes) for kept in rounds])
@@ -128,6 +139,11 @@ def seal_rounds(events: list[dict[str, Any]], keys: KeyRing, max_bytes: int) -> 
     if keys.ephemeral:
         stored["ephemeral_key"] = True
     return stored
+
+
+_SHARED = ("server", "target", "has_principal")
+"""A record's fields in the clear that each of its rounds has."""
+_UNSEALED = frozenset((*OUTLINE, "v", "server", "has_principal"))
 
 
 def _packed(value: Any) -> bytes:
@@ -163,8 +179,20 @@ def is_sealed(event: dict[str, Any]) -> bool:
 
 def rounds_in(record: dict[str, Any]) -> int:
     """How many rounds a stored record holds (read in the clear)."""
-    rounds = record.get("rounds", 1)
-    return rounds if isinstance(rounds, int) and not isinstance(rounds, bool) else 1
+    outline = record.get("outline")
+    return len(outline) if isinstance(outline, list) and outline else 1
+
+
+def outline_of(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rounds of a stored record as its clear part tells them (no keys needed): each with
+    the record's listing fields and its own outline, none of its sealed fields."""
+    if record.get("v") != VERSION:
+        return [{k: v for k, v in record.items() if k != "sealed"}]
+    outline = record.get("outline")
+    if not isinstance(outline, list) or not all(isinstance(o, dict) for o in outline):
+        raise InvalidRequestState("malformed")
+    shared: dict[str, Any] = {k: record[k] for k in _SHARED if k in record}
+    return [{**shared, **o} for o in outline]
 
 
 def open_rounds(record: dict[str, Any], keys: KeyRing) -> list[dict[str, Any]]:
@@ -174,6 +202,7 @@ def open_rounds(record: dict[str, Any], keys: KeyRing) -> list[dict[str, Any]]:
         return [record]
     if record.get("v") != VERSION:
         return [_open_v2(record, keys)]
+    clear = outline_of(record)
     sealed = record["sealed"]
     if not isinstance(sealed, bytes):
         raise InvalidRequestState("malformed")
@@ -193,11 +222,13 @@ def open_rounds(record: dict[str, Any], keys: KeyRing) -> list[dict[str, Any]]:
         rounds = msgpack.unpackb(body, raw=False, strict_map_key=False)
     except (ValueError, msgpack.UnpackException):
         raise InvalidRequestState("malformed") from None
-    if not isinstance(rounds, list) or not all(isinstance(r, dict) for r in rounds):
+    if (
+        not isinstance(rounds, list)
+        or len(rounds) != len(clear)
+        or not all(isinstance(r, dict) for r in rounds)
+    ):
         raise InvalidRequestState("malformed")
-    server = record.get("server")
-    shared = {} if server is None else {"server": server}
-    return [{**shared, **r} for r in rounds]
+    return [{**c, **r} for c, r in zip(clear, rounds, strict=True)]
 
 
 def _open_v2(event: dict[str, Any], keys: KeyRing) -> dict[str, Any]:
@@ -212,4 +243,13 @@ def _open_v2(event: dict[str, Any], keys: KeyRing) -> dict[str, Any]:
     return opened
 
 
-__all__ = ["PAYLOAD", "PURPOSE", "is_sealed", "open_rounds", "rounds_in", "seal_rounds"]
+__all__ = [
+    "OUTLINE",
+    "PAYLOAD",
+    "PURPOSE",
+    "is_sealed",
+    "open_rounds",
+    "outline_of",
+    "rounds_in",
+    "seal_rounds",
+]
