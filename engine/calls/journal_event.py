@@ -37,7 +37,7 @@ def round_event(
     arguments = request.arguments
     token = reply.request_state
     if token:
-        response = response.replace(token.encode(), UNKEPT_TOKEN)
+        response = _without_token(response, token)
     if recorded and isinstance(arguments, dict):
         # The model ignores extra keys a client added, and so does the journal.
         names = signature.argument_names
@@ -64,4 +64,24 @@ def round_event(
     }
     if redacted:
         event["redacted"] = sorted(redacted)
+    if reply.input_requests and response.startswith(ASKED):
+        # The response holds the questions as sent: the journal keeps them there only.
+        event["asked_in_response"] = True
     return event
+
+
+TOKEN_FIELD = b'"requestState":"'
+ASKED = b'{"resultType":"input_required","inputRequests":'
+"""How a response starts whose ``inputRequests`` are the round's ``input_requests`` as sent."""
+
+
+def _without_token(response: bytes, token: str) -> bytes:
+    """The response with its ``requestState`` replaced by `UNKEPT_TOKEN` (found by its field
+    name, which is short to search for; the token itself, anywhere, otherwise)."""
+    at = response.rfind(TOKEN_FIELD)
+    if at >= 0:
+        start = at + len(TOKEN_FIELD)
+        sealed = token.encode()
+        if response.startswith(sealed, start) and response.startswith(b'"', start + len(sealed)):
+            return response[:start] + UNKEPT_TOKEN + response[start + len(sealed) :]
+    return response.replace(token.encode(), UNKEPT_TOKEN)

@@ -17,6 +17,7 @@ sealed uncompressed) still open: `open_rounds` reads both.
 
 from __future__ import annotations
 
+import json
 import zlib
 from typing import Any
 
@@ -102,11 +103,15 @@ DICTIONARY = b"".join(
 MCP results and input requests), so a record of a kilobyte need not spell them out. Records
 name no dictionary: changing it needs a new `RAW`/`DEFLATED` byte for the new one."""
 
-_PRIMED = zlib.compressobj(1, zlib.DEFLATED, -12, 4, zlib.Z_DEFAULT_STRATEGY, DICTIONARY)
+_PRIMED = zlib.compressobj(2, zlib.DEFLATED, -12, 4, zlib.Z_FIXED, DICTIONARY)
 """A compressor that has read `DICTIONARY`, copied for each record rather than made anew (which
-would hash the dictionary and clear its tables every time). Fast level, a 4 KiB window and small
-tables: a record of a kilobyte or two needs no more, and compresses about as well (inflating
-takes any window, so the format does not change)."""
+would hash the dictionary and clear its tables every time). A fast level, a 4 KiB window, small
+tables and deflate's fixed codes (no code tables to build and send for each record): a record of
+a kilobyte or two needs no more, and compresses about as well (inflating takes any window and
+either kind of codes, so the format does not change)."""
+
+IN_RESPONSE = True
+"""A round's ``questions`` when they are the ``inputRequests`` of its response."""
 
 
 def seal_rounds(events: list[dict[str, Any]], keys: KeyRing, max_bytes: int) -> dict[str, Any]:
@@ -120,17 +125,23 @@ def seal_rounds(events: list[dict[str, Any]], keys: KeyRing, max_bytes: int) -> 
     target = stored.get("target")
     outline = []
     rounds = []
+    unsealed = _UNSEALED
     for event in events:
         outline.append({k: event[k] for k in OUTLINE if k in event})
-        kept = {k: v for k, v in event.items() if k not in _UNSEALED}
+        kept = {k: v for k, v in event.items() if k not in unsealed}
         if "target" in kept and kept["target"] == target:
             del kept["target"]
         if "principal" in event:
             stored["has_principal"] = True  # in the clear: a listing says it is sealed
+        if event.get("asked_in_response"):  # its questions: the response's inputRequests
+            kept["questions"] = IN_RESPONSE
         rounds.append(kept)
     stored["outline"] = outline
     packed = _packed(rounds)
     if len(packed) > max_bytes:  # within it, no round's payload can be over it
+        for kept, event in zip(rounds, events, strict=True):
+            if kept.get("questions") is IN_RESPONSE:  # the cap may cut the response
+                kept["questions"] = event["questions"]
         packed = _packed([_capped(kept, max_bytes) for kept in rounds])
     squeezer = _PRIMED.copy()
     deflated = squeezer.compress(packed) + squeezer.flush()
@@ -143,7 +154,7 @@ def seal_rounds(events: list[dict[str, Any]], keys: KeyRing, max_bytes: int) -> 
 
 _SHARED = ("server", "target", "has_principal")
 """A record's fields in the clear that each of its rounds has."""
-_UNSEALED = frozenset((*OUTLINE, "v", "server", "has_principal"))
+_UNSEALED = frozenset((*OUTLINE, "v", "server", "has_principal", "asked_in_response"))
 
 
 def _packed(value: Any) -> bytes:
@@ -228,7 +239,22 @@ def open_rounds(record: dict[str, Any], keys: KeyRing) -> list[dict[str, Any]]:
         or not all(isinstance(r, dict) for r in rounds)
     ):
         raise InvalidRequestState("malformed")
-    return [{**c, **r} for c, r in zip(clear, rounds, strict=True)]
+    opened = [{**c, **r} for c, r in zip(clear, rounds, strict=True)]
+    for event in opened:
+        if event.get("questions") is IN_RESPONSE:
+            event["questions"] = _asked(event.get("response"))
+    return opened
+
+
+def _asked(response: Any) -> Any:
+    """The questions a response asked (its ``inputRequests``)."""
+    if not isinstance(response, bytes):
+        raise InvalidRequestState("malformed")
+    try:
+        asked = json.loads(response)["inputRequests"]
+    except (ValueError, KeyError, TypeError):
+        raise InvalidRequestState("malformed") from None
+    return asked
 
 
 def _open_v2(event: dict[str, Any], keys: KeyRing) -> dict[str, Any]:

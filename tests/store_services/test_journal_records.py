@@ -90,3 +90,25 @@ def test_a_record_altered_in_the_store_does_not_open() -> None:
     with pytest.raises(InvalidRequestState) as refused:
         open_rounds(stored, KeyRing([KEY]))
     assert refused.value.reason == "seal"
+
+
+ASKING = {
+    **ROUND_1,
+    "questions": {"q": {"method": "elicitation/create", "params": {"message": "Sure?"}}},
+    "response": b'{"resultType":"input_required","inputRequests":{"q":{"method":'
+    b'"elicitation/create","params":{"message":"Sure?"}}},"requestState":"(not journaled)"}',
+    "asked_in_response": True,
+}
+
+
+def test_questions_sent_in_the_response_are_kept_there_once_and_read_back() -> None:
+    keys = KeyRing([KEY])
+    apart = seal_rounds([{**ASKING, "asked_in_response": False}], keys, 64 * 1024)
+    once = seal_rounds([dict(ASKING)], keys, 64 * 1024)
+    assert len(once["sealed"]) < len(apart["sealed"])
+    expected = {k: v for k, v in without_v(ASKING).items() if k != "asked_in_response"}
+    assert open_rounds(once, keys) == [expected]
+    # past the cap the response is left out, and the questions are kept on their own
+    [capped] = open_rounds(seal_rounds([dict(ASKING)], keys, 120), keys)
+    assert capped["response"] is None and capped["truncated"] == {"response": 149}
+    assert capped["questions"] == ASKING["questions"]
