@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from engine.state.seal import KeyRing  # noqa: E402
-from engine.store_services.journal_records import seal_event  # noqa: E402
+from engine.store_services.journal_records import seal_rounds  # noqa: E402
 from stores import SQLiteStore  # noqa: E402
 
 KEY = "bench-secret-0123456789abcdef-0123456789abcdef"
@@ -74,7 +74,7 @@ async def fill(db: Path, calls: int) -> None:
         now = time.time()
         for start in range(0, calls, BATCH):
             items = [
-                (f"call-{i:08d}", seal_event(event(i, now), keys, 1 << 20))
+                (f"call-{i:08d}", seal_rounds([event(i, now)], keys, 1 << 20))
                 for i in range(start, min(start + BATCH, calls))
             ]
             await store.append_many(items, ttl=7 * 86400)

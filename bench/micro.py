@@ -22,6 +22,12 @@ valgrind's callgrind: an instruction count repeats exactly, where a time does no
 difference between the counts of two N is what those extra calls cost:
 
     valgrind --tool=callgrind --callgrind-out-file=/dev/null python bench/micro.py --calls 200
+
+``--store sqlite`` runs ``--calls`` against the default store (a SQLite file in a temporary
+directory: claims, completions and the journal, with arguments recorded, as ``serve`` does).
+``--journal-bytes N`` runs N two-round calls so, lets the journal writers finish, and prints
+what the journal takes on disk per call (its table and indexes, from SQLite's ``dbstat``) and
+the whole file per call.
 """
 
 from __future__ import annotations
@@ -124,11 +130,14 @@ async def bench_dispatch(
 
 
 async def bench_asgi(
-    seconds: float, batches: list[tuple[float, int]] | None = None, calls: int | None = None
+    seconds: float,
+    batches: list[tuple[float, int]] | None = None,
+    calls: int | None = None,
+    store: str | None = None,
 ) -> dict[str, float]:
     """µs per round of the ASGI app over whole two-round calls (only the app call is timed);
     with ``calls``, exactly that many calls whatever the time."""
-    server = build()
+    server = build(store)
     app = server.streamable_http_app()
     clock = time.perf_counter
     hang_up = asyncio.get_running_loop().create_future()  # the client never hangs up
@@ -286,22 +295,59 @@ def profile(seconds: float) -> None:
     print(profiler.output_text(unicode=True, color=False, show_all=False))
 
 
+def journal_bytes(calls: int) -> dict[str, float]:
+    """Bytes on disk per two-round call: the journal's table and indexes, and the whole file."""
+    import sqlite3
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as directory:
+        path = os.path.join(directory, "calls.db")
+        loop = new_event_loop()
+        try:
+            loop.run_until_complete(bench_asgi(0.0, calls=calls, store=f"sqlite:///{path}"))
+        finally:
+            loop.close()
+        conn = sqlite3.connect(path)
+        try:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            sizes = dict(conn.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name"))
+            (records,) = conn.execute("SELECT count(*) FROM journal").fetchone()
+        finally:
+            conn.close()
+        journal = sum(size for name, size in sizes.items() if "journal" in name)
+        return {
+            "calls": calls,
+            "journal_records": records,
+            "journal_bytes_per_call": journal / calls,
+            "file_bytes_per_call": os.path.getsize(path) / calls,
+        }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=2.0)
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument("--profile", action="store_true", help="pyinstrument the dispatch loop")
     parser.add_argument("--calls", type=int, help="run exactly N calls through the ASGI app")
+    parser.add_argument("--store", choices=["sqlite"], help="--calls against the default store")
+    parser.add_argument("--journal-bytes", type=int, metavar="N", help="journal bytes per call")
     args = parser.parse_args()
     # Inline state on purpose: the warning every server made here would log is not news.
     logging.getLogger("engine.app").setLevel(logging.ERROR)
     logging.getLogger("engine.seal").setLevel(logging.ERROR)
+    if args.journal_bytes is not None:
+        print(json.dumps(journal_bytes(args.journal_bytes)))
+        return
     if args.calls is not None:
-        loop = new_event_loop()
-        try:
-            loop.run_until_complete(bench_asgi(0.0, calls=args.calls))
-        finally:
-            loop.close()
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as directory:
+            store = None if args.store is None else f"sqlite:///{directory}/calls.db"
+            loop = new_event_loop()
+            try:
+                loop.run_until_complete(bench_asgi(0.0, calls=args.calls, store=store))
+            finally:
+                loop.close()
         return
     if args.profile:
         profile(args.seconds)

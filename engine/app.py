@@ -154,6 +154,9 @@ class MCPServer(Generic[LifespanT]):
     - ``journal_max_event_bytes``: a round's journaled payload over this many bytes (64 KiB by
       default) loses its largest parts, marked as truncated
       (``ENGINE_JOURNAL_MAX_EVENT_BYTES``).
+    - ``journal_max_bytes``: the journal's size in the store (256 MiB by default; 0: no cap;
+      ``ENGINE_JOURNAL_MAX_BYTES``): past it, its oldest calls are purged first, counted in
+      ``engine_journal_calls_purged_total`` (docs/stores.md says what each store counts).
 
     Tasks, tool calls whose body runs in the background (``@mcp.tool(task=...)``; they need a
     store; see docs/tasks.md):

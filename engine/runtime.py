@@ -82,6 +82,7 @@ class Runtime:
                 lease=settings.store.claim_lease,
                 journal_sample=settings.journal.sample,
                 journal_max_event_bytes=settings.journal.max_event_bytes,
+                journal_max_bytes=settings.journal.max_bytes,
                 skew_tolerance=min(settings.tasks.lease, settings.store.claim_lease) / 4,
             )
             if self.store is not None

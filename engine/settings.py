@@ -44,6 +44,7 @@ class ServerOptions(TypedDict, total=False):
     journal_ttl: float
     journal_sample: float | None
     journal_max_event_bytes: int | None
+    journal_max_bytes: int | None
     session_ttl: float
     legacy_answer_timeout: float
     max_pending_calls_per_session: int
@@ -99,6 +100,10 @@ beyond their TTL on each side)."""
 JOURNAL_MAX_EVENT_BYTES = 64 * 1024
 """The default cap on a journal event's payload."""
 
+JOURNAL_MAX_BYTES = 256 * 1024 * 1024
+"""The default cap on the journal's size in the store: a day of a busy laptop's calls, far
+less than its disk."""
+
 MAX_TASK_RESULT_BYTES = 4 * 1024 * 1024
 """The default cap on a task's result, as JSON: a larger one fails the task instead of being
 kept."""
@@ -143,6 +148,9 @@ class JournalSettings:
     max_event_bytes: int
     """A round's payload (arguments, questions, answers, checkpoints, response) larger than
     this is journaled without its largest parts, marked as truncated."""
+    max_bytes: int = JOURNAL_MAX_BYTES
+    """Past this many bytes in the store, the journal's oldest calls are purged (0: no cap;
+    see `stores.SQLiteStore.trim_journal` for what the SQLite store counts)."""
     server: str = ""
     """The server's name, journaled in the clear with each round: one store often keeps the
     calls of several servers, and ``python -m engine calls`` tells them apart by it."""
@@ -340,7 +348,7 @@ class Settings:
 
         An option not given takes its default, here. Those with an ``ENGINE_*`` variable
         (``keys``, ``store``, ``replica_id``, ``stamp_results``, ``journal_arguments``,
-        ``journal_sample``, ``journal_max_event_bytes``) read it
+        ``journal_sample``, ``journal_max_event_bytes``, ``journal_max_bytes``) read it
         from ``environ`` (default: ``os.environ``) when not given or ``None``.
         """
         env = os.environ if environ is None else environ
@@ -364,6 +372,14 @@ class Settings:
                 "ENGINE_JOURNAL_MAX_EVENT_BYTES",
                 default=JOURNAL_MAX_EVENT_BYTES,
                 hint="of bytes, at least 1024",
+            )
+        journal_max_bytes: float | None = options.get("journal_max_bytes")
+        if journal_max_bytes is None:
+            journal_max_bytes = env_number(
+                env,
+                "ENGINE_JOURNAL_MAX_BYTES",
+                default=JOURNAL_MAX_BYTES,
+                hint="of bytes, 0 for no cap or at least 65536",
             )
         store = options.get("store")
         return cls(
@@ -400,6 +416,7 @@ class Settings:
                 ttl=options.get("journal_ttl", 24 * 3600),
                 sample=check_journal_sample(journal_sample),
                 max_event_bytes=check_max_event_bytes(journal_max_event_bytes),
+                max_bytes=check_journal_max_bytes(journal_max_bytes),
                 server=name,
             ),
             tasks=_task_settings(options, env),
@@ -663,6 +680,23 @@ def check_max_event_bytes(size: Any) -> int:
         raise ValueError(
             "journal_max_event_bytes (ENGINE_JOURNAL_MAX_EVENT_BYTES) must be a whole number of "
             f"bytes, at least 1024, got {size!r}; the default is {JOURNAL_MAX_EVENT_BYTES}"
+        )
+    return int(size)
+
+
+def check_journal_max_bytes(size: Any) -> int:
+    """The cap on the journal's size, checked: 0 (no cap) or a whole number of bytes of at
+    least 64 KiB (a cap smaller than a few calls would purge each call as it is written)."""
+    whole = (
+        not isinstance(size, bool)
+        and isinstance(size, (int, float))
+        and math.isfinite(size)
+        and size == int(size)
+    )
+    if not whole or (size != 0 and size < 64 * 1024):
+        raise ValueError(
+            "journal_max_bytes (ENGINE_JOURNAL_MAX_BYTES) must be 0 (no cap) or a whole number "
+            f"of bytes, at least 65536, got {size!r}; the default is {JOURNAL_MAX_BYTES}"
         )
     return int(size)
 

@@ -80,10 +80,10 @@ local function summary(old, ts_list, targets, kinds)
   end
   for i = 1, #ts_list do
     local ts = tonumber(ts_list[i])
+    if kinds[i] ~= '' and (kind == '' or not last or ts >= last) then kind = kinds[i] end
     if not first or ts < first then first = ts end
     if not last or ts > last then last = ts end
     if target == '' then target = targets[i] end
-    if kinds[i] ~= '' then kind = kinds[i] end
   end
   return first, last, kind, target
 end
@@ -246,10 +246,10 @@ for i = 1, #order do
   while e do
     local entry = entries[e]
     local ts = tonumber(entry[3])
+    if entry[5] ~= '' and (kind == '' or not last or ts >= last) then kind = entry[5] end
     if not first or ts < first then first = ts end
     if not last or ts > last then last = ts end
     if target == '' then target = entry[4] end
-    if entry[5] ~= '' then kind = entry[5] end
     if #pointers >= 3 * limit then
       head = move(list, head, pointers)
       pointers = {}

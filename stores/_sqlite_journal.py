@@ -48,7 +48,9 @@ def append_many(
                     fields.target if target is None else target,
                     min(first_ts, fields.ts),
                     max(last_ts, fields.ts),
-                    kind if fields.kind is None else fields.kind,
+                    fields.kind
+                    if fields.kind is not None and (kind is None or fields.ts >= last_ts)
+                    else kind,
                     expires,
                     data,
                 )
@@ -117,3 +119,49 @@ def calls(
         CallSummary(call_id, tgt, first, last, count, last_kind=kind)
         for call_id, tgt, first, last, count, kind in rows
     ]
+
+
+TRIM_TO = 0.9
+"""A journal past its cap is cut to this share of it, so that it is not trimmed again at once."""
+_OLDEST = (
+    "SELECT call_id FROM journal INDEXED BY journal_by_expiry WHERE seq = 0"
+    " ORDER BY expires_at LIMIT ?"
+)
+"""The calls the longest journaled (their first rows expire first)."""
+
+
+def used_bytes(conn: sqlite3.Connection) -> int:
+    """What the file's pages in use hold: its size less the free pages it keeps for reuse."""
+    (pages,) = conn.execute("PRAGMA page_count").fetchone()
+    (free,) = conn.execute("PRAGMA freelist_count").fetchone()
+    (size,) = conn.execute("PRAGMA page_size").fetchone()
+    return int((pages - free) * size)
+
+
+def trim(conn: sqlite3.Connection, max_bytes: int) -> int:
+    """Past ``max_bytes`` in use, the file's oldest calls purged, a chunk at a time, until it
+    is back to `TRIM_TO` of it (or the journal is empty), and the freed pages given back to
+    the disk; the number of calls purged."""
+    used = used_bytes(conn)
+    if used <= max_bytes:
+        return 0
+    target = int(max_bytes * TRIM_TO)
+    purged = 0
+    with transaction(conn):
+        while used > target:
+            chunk = 32 + (used - target) // 2048  # more than a call's share: measured again
+            oldest = conn.execute(_OLDEST, (chunk,)).fetchall()
+            if not oldest:
+                break
+            conn.executemany("DELETE FROM journal WHERE call_id = ?", oldest)
+            purged += len(oldest)
+            used = used_bytes(conn)
+    give_space_back(conn)
+    return purged
+
+
+def give_space_back(conn: sqlite3.Connection) -> None:
+    """Hand the file's free pages back to the disk, shrinking it (with ``auto_vacuum`` on
+    ``INCREMENTAL``; a file of another mode keeps them for reuse). Run as a script: a single
+    step of the pragma frees one page."""
+    conn.executescript("PRAGMA incremental_vacuum;")

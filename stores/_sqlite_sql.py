@@ -8,6 +8,7 @@ what has expired reads the time from the store's `Clock`. Writes that read first
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sqlite3
 import time
@@ -17,6 +18,8 @@ from contextlib import contextmanager
 from ._checks import check_synchronous
 from ._claims import FRESH, claim_found
 from .base import ClaimResult, StoreUnavailable
+
+log = logging.getLogger(__name__)
 
 Clock = Callable[[], float]
 """The store's time in seconds, read when an operation runs (inside its transaction)."""
@@ -193,12 +196,15 @@ def connect(path: str, op_timeout: float, synchronous: str = "normal") -> sqlite
             path, timeout=op_timeout, isolation_level=None, check_same_thread=False
         )
         try:
+            conn.execute("PRAGMA auto_vacuum = INCREMENTAL")  # a new file: before it has pages
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute(f"PRAGMA synchronous = {check_synchronous(synchronous).upper()}")
             conn.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}")
             if _schema_version(conn, path) != SCHEMA_VERSION:
                 with transaction(conn):  # re-read: another process may have done it meanwhile
                     _create_or_migrate(conn, _schema_version(conn, path))
+            if conn.execute("PRAGMA auto_vacuum").fetchone()[0] != INCREMENTAL:
+                _make_incremental(conn, path)
         except sqlite3.OperationalError as exc:
             conn.close()
             # Two processes opening a new file at once: switching it to WAL does not wait for
@@ -253,6 +259,23 @@ def is_full(exc: sqlite3.Error) -> bool:
     """Whether SQLite found no room: the disk, or ``max_page_count``, is full."""
     code = getattr(exc, "sqlite_errorcode", 0) or 0
     return code & 0xFF == sqlite3.SQLITE_FULL
+
+
+INCREMENTAL = 2
+"""``PRAGMA auto_vacuum`` of a file whose free pages can be handed back to the disk."""
+
+
+def _make_incremental(conn: sqlite3.Connection, path: str) -> None:
+    """A file made before the store gave space back: switched, once, by rewriting it
+    (``VACUUM``, which the mode needs once a file has tables). Busy (another process holds it):
+    tried again at the next open; the file meanwhile reuses its free pages but keeps them."""
+    log.info("SQLite store %r: rewriting it once so that it can give space back", path)
+    try:
+        conn.executescript("PRAGMA auto_vacuum = INCREMENTAL; VACUUM;")
+    except sqlite3.OperationalError as exc:
+        log.warning(
+            "SQLite store %r not rewritten yet (%s); tried again at the next open", path, exc
+        )
 
 
 def _create_or_migrate(conn: sqlite3.Connection, version: int) -> None:
@@ -428,3 +451,4 @@ def purge(conn: sqlite3.Connection, clock: Clock) -> None:
         conn.execute("DELETE FROM rounds WHERE expires_at <= ?", (now,))
         conn.execute(_PURGE_JOURNAL, {"now": now})
         conn.execute("DELETE FROM tasks WHERE expires_at <= ?", (now,))
+    conn.executescript("PRAGMA incremental_vacuum;")  # the space of what expired, to the disk

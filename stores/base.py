@@ -50,7 +50,9 @@ class CallSummary:
     last_ts: float
     events: int
     last_kind: str | None = None
-    """The ``"kind"`` of the most recent event that had one, e.g. to show how a call ended."""
+    """The ``"kind"`` of the latest event (by ``ts``) that had one, e.g. to show how a call
+    ended: an event appended late (a replica wrote it after another's later one) does not
+    replace it."""
 
 
 @dataclass(frozen=True, slots=True)

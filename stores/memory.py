@@ -245,7 +245,9 @@ class MemoryStore:
             journal.events.append(data)
             if journal.target is None:
                 journal.target = fields.target
-            if fields.kind is not None:
+            if fields.kind is not None and (
+                journal.last_kind is None or fields.ts >= journal.last_ts
+            ):
                 journal.last_kind = fields.kind
             journal.first_ts = min(journal.first_ts, fields.ts)
             journal.last_ts = max(journal.last_ts, fields.ts)
@@ -258,6 +260,22 @@ class MemoryStore:
         if journal is None or journal.expires <= now:
             return []
         return [decode_event(data) for data in journal.events]
+
+    async def trim_journal(self, max_bytes: int) -> int:
+        """Keep the journal's encoded events within ``max_bytes``: past it, the oldest calls
+        (the first journaled) are dropped until it is back to 90% of it. The number dropped."""
+        await self._enter()
+        total = sum(len(data) for journal in self._journals.values() for data in journal.events)
+        if total <= max_bytes:
+            return 0
+        target = max_bytes * 9 // 10
+        purged = 0
+        for call_id in list(self._journals):
+            if total <= target:
+                break
+            total -= sum(len(data) for data in self._journals.pop(call_id).events)
+            purged += 1
+        return purged
 
     async def calls(
         self,

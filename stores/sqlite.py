@@ -463,6 +463,14 @@ class SQLiteStore:
             "events", lambda conn, clock: journal_sql.events(conn, clock, call_id), write=False
         )
 
+    async def trim_journal(self, max_bytes: int) -> int:
+        """Keep the file within ``max_bytes``: past it, the journal's oldest calls are purged
+        until the pages in use are back to 90% of it, and the freed pages go back to the disk.
+        The file's other records (claims, state, tasks) count too but are never purged for
+        it. The number of calls purged."""
+        trim = functools.partial(journal_sql.trim, max_bytes=max_bytes)
+        return await self._run("trim_journal", lambda conn, clock: trim(conn), write=False)
+
     async def calls(
         self,
         *,

@@ -105,6 +105,7 @@ def test_options_not_given_take_their_defaults() -> None:
     journal = settings.journal
     assert (journal.arguments, journal.ttl, journal.sample) == (True, 24 * 3600, 1.0)
     assert journal.max_event_bytes == 64 * 1024
+    assert journal.max_bytes == 256 * 1024 * 1024
     assert (settings.legacy.session_ttl, settings.legacy.answer_timeout) == (3600, 300)
     legacy = settings.legacy
     assert (legacy.max_pending_calls_per_session, legacy.max_pending_calls) == (16, 1000)

@@ -29,6 +29,9 @@ _HELP = {
     "engine_journal_events_dropped_total": (
         "Journal events dropped: the writers were behind, or the store refused them."
     ),
+    "engine_journal_calls_purged_total": (
+        "Journaled calls purged, the oldest first, to keep the journal within journal_max_bytes."
+    ),
     "engine_task_runs_total": "Runs of task bodies that ended here, by the status they left.",
     "engine_task_takeovers_total": "Tasks taken over here after their replica's hold lapsed.",
     "engine_task_holds_lost_total": "Task runs stopped here: cancelled, expired or taken over.",

@@ -166,7 +166,7 @@ def calls(args: argparse.Namespace) -> int:
                 "call_id": c.call_id,
                 "server": sources[c.call_id].server,
                 "target": c.target,
-                "rounds": c.events,
+                "rounds": sources[c.call_id].rounds,
                 "last_kind": c.last_kind,
                 "first_ts": c.first_ts,
                 "last_ts": c.last_ts,
@@ -195,7 +195,8 @@ def calls(args: argparse.Namespace) -> int:
         principal = sources[c.call_id].principal
         print(
             f"{inert(c.call_id):<{id_width}}{inert(server):<{server_width}}"
-            f"{inert(c.target or '?'):<{tool_width}}{c.events:>6}  {inert(c.last_kind or '?'):<16}"
+            f"{inert(c.target or '?'):<{tool_width}}{sources[c.call_id].rounds:>6}  "
+            f"{inert(c.last_kind or '?'):<16}"
             f"{started:<21}{_ago(now - c.last_ts):<12}"
             f"{inert(principal) if principal is not None else '-'}".rstrip()
         )

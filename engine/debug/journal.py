@@ -24,7 +24,7 @@ from engine._internal.inert import inert_json
 from engine.errors import InvalidRequestState
 from engine.protocol.modern import MODERN
 from engine.state.seal import KeyRing, KeySpec, record_key_id
-from engine.store_services.journal_records import is_sealed, open_event
+from engine.store_services.journal_records import is_sealed, open_rounds, outline_of
 from stores import Store
 
 Keys = KeyRing | Sequence[KeySpec] | None
@@ -160,9 +160,12 @@ class RecordedCall:
     def from_events(
         cls, call_id: str, events: Iterable[Mapping[str, Any]], *, keys: Keys = None
     ) -> RecordedCall:
-        """From a store's events (bytes and all), their payloads opened with ``keys``."""
+        """From a store's records (bytes and all), their rounds opened with ``keys``."""
         ring = keys if isinstance(keys, KeyRing) or keys is None else KeyRing(list(keys))
-        return cls(call_id, [_jsonable_event(opened(call_id, e, ring)) for e in events])
+        return cls(
+            call_id,
+            [_jsonable_event(r) for record in events for r in opened(call_id, record, ring)],
+        )
 
     @classmethod
     def readable(
@@ -175,13 +178,15 @@ class RecordedCall:
         ring = keys if isinstance(keys, KeyRing) or keys is None else KeyRing(list(keys))
         read: list[dict[str, Any]] = []
         problem: str | None = None
-        for event in events:
+        for record in events:
             try:
-                read.append(_jsonable_event(opened(call_id, event, ring)))
+                read.extend(_jsonable_event(r) for r in opened(call_id, record, ring))
             except ReplayError as exc:
                 problem = problem or str(exc)
-                clear = {k: v for k, v in event.items() if k != "sealed"}
-                read.append({**_jsonable_event(clear), SEALED_PAYLOAD: True})
+                read.extend(
+                    {**_jsonable_event(clear), SEALED_PAYLOAD: True}
+                    for clear in _clear_rounds(call_id, record)
+                )
         return cls(call_id, read), problem
 
     @classmethod
@@ -256,18 +261,18 @@ class RecordedCall:
         return [by_round[n] for n in numbers]
 
 
-def opened(call_id: str, event: Mapping[str, Any], keys: KeyRing | None) -> Mapping[str, Any]:
-    """A store's event with its sealed payload opened; :class:`ReplayError` saying which keys
-    it needs when ``keys`` do not open it."""
+def opened(call_id: str, event: Mapping[str, Any], keys: KeyRing | None) -> list[Mapping[str, Any]]:
+    """The rounds of a store's record, opened; :class:`ReplayError` saying which keys it needs
+    when ``keys`` do not open it."""
     if not isinstance(event, dict) or not is_sealed(event):
-        return event  # written before journals were sealed, or by hand
-    where = f"round {event.get('round', '?')} of call {call_id}"
+        return [event]  # written before journals were sealed, or by hand
+    where = f"round {event['round']} of call {call_id}" if "round" in event else f"call {call_id}"
     if keys is None:
         raise ReplayError(
             f"the journal of {where} is sealed with the server's keys: {HOW_TO_GIVE_KEYS}"
         )
     try:
-        return open_event(event, keys)
+        return list(open_rounds(event, keys))
     except InvalidRequestState as exc:
         sealed = event.get("sealed")
         kid = record_key_id(sealed) if isinstance(sealed, bytes) else "?"
@@ -288,6 +293,17 @@ def opened(call_id: str, event: Mapping[str, Any], keys: KeyRing | None) -> Mapp
         raise ReplayError(
             f"the journal of {where} does not open with the given keys (key id {kid}): it was "
             "altered, or sealed with another secret; pass the server's exact keys"
+        ) from None
+
+
+def _clear_rounds(call_id: str, record: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """What a record that does not open tells of its rounds in the clear."""
+    try:
+        return outline_of(dict(record))
+    except InvalidRequestState:
+        raise ReplayError(
+            f"the journal of call {call_id} is malformed: a record's outline of its rounds "
+            "does not read"
         ) from None
 
 

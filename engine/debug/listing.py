@@ -16,7 +16,7 @@ from typing import Any
 
 from engine.errors import InvalidRequestState
 from engine.state.seal import KeyRing
-from engine.store_services.journal_records import is_sealed, open_event
+from engine.store_services.journal_records import is_sealed, open_rounds, rounds_in
 from stores import CallSummary, Store
 
 SEALED = "(sealed)"
@@ -42,6 +42,8 @@ class CallSource:
 
     server: str | None
     principal: str | None
+    rounds: int
+    """The rounds journaled (a record may hold several: counted in the clear)."""
 
 
 @dataclass(frozen=True)
@@ -110,25 +112,29 @@ async def call_source(store: Store, call_id: str, keys: KeyRing | None) -> CallS
 
 def source_of(events: Sequence[dict[str, Any]], keys: KeyRing | None) -> CallSource:
     server = next((e["server"] for e in events if isinstance(e.get("server"), str)), None)
-    return CallSource(server, principal_of(events, keys))
+    rounds = sum(rounds_in(e) for e in events)
+    return CallSource(server, principal_of(events, keys), rounds)
 
 
 def principal_of(events: Sequence[dict[str, Any]], keys: KeyRing | None) -> str | None:
     """Who made a call, from its first journaled round that names one (``None``: nobody in
     particular; :data:`SEALED` when the keys to open it were not given)."""
-    for event in events:
-        if is_sealed(event):
-            if not event.get("has_principal"):
-                continue
-            if keys is None:
-                return SEALED
+    for record in events:
+        if not is_sealed(record):
+            rounds = [record]
+        elif not record.get("has_principal"):
+            continue
+        elif keys is None:
+            return SEALED
+        else:
             try:
-                event = open_event(event, keys)
+                rounds = open_rounds(record, keys)
             except InvalidRequestState:
                 return SEALED
-        principal = event.get("principal")
-        if isinstance(principal, str):
-            return principal
+        for event in rounds:
+            principal = event.get("principal")
+            if isinstance(principal, str):
+                return principal
     return None
 
 

@@ -1,7 +1,9 @@
 """The journal: every round of a sampled call, written to the store off the response's path.
 
-A round's event goes to a background writer's queue, and writers seal the payloads of what has
-gathered (:mod:`engine.store_services.journal_records`) and send it in one round trip. A journal
+A round's event goes to a background writer's queue, and writers seal what has gathered, a
+record per call (:mod:`engine.store_services.journal_records`), and send it in one round trip.
+The rounds of a call still open wait in their writer for its end (`JOURNAL_HOLD`), so a call
+that ends soon is one record: one row, one seal, one compressed payload. A journal
 failure never fails a call: the events the store refused, and under overload those beyond what
 the queues hold, are dropped rather than slowing the calls down, and counted
 (:mod:`engine.store_services.journal_drops`).
@@ -10,6 +12,7 @@ the queues hold, are dropped rather than slowing the calls down, and counted
 from __future__ import annotations
 
 import logging
+import math
 import zlib
 from collections import deque
 from time import perf_counter
@@ -20,7 +23,7 @@ import anyio
 from engine._internal.metrics import Metrics
 from engine.state.seal import KeyRing
 from engine.store_services.journal_drops import JournalDrops, refused
-from engine.store_services.journal_records import seal_event
+from engine.store_services.journal_records import seal_rounds
 from stores import Store, StoreUnavailable
 
 log = logging.getLogger(__name__)
@@ -35,6 +38,21 @@ JOURNAL_QUEUE = 2048
 
 MAX_EVENT_BYTES = 64 * 1024
 """The default cap on a journal event's payload (``journal_max_event_bytes``)."""
+
+JOURNAL_HOLD = 1.0
+"""Seconds the rounds of a call still open (its last round asked for input) wait in their
+writer for the call to end, so that a call that ends soon is written as one record; a call
+open longer has its rounds so far written then, as a record of their own."""
+JOURNAL_HOLD_ROUNDS = 16
+"""Rounds of one call a writer holds at most: a call of more is written in records of this
+many."""
+INPUT_REQUIRED = "input_required"
+TRIM_EVERY = 64
+"""A writer asks the store to trim the journal each time it has written this share of the cap
+(1/64): the store's size is then past the cap by about that much at most, between checks."""
+ROW_BYTES = 200
+"""What a record takes in the store beyond its sealed part, about (its listing fields, keys,
+index entries)."""
 
 BEHIND = "the journal writers are behind the calls (the store is too slow or too far for this load)"
 
@@ -71,6 +89,29 @@ class _EventQueue:
         self.wake.set()
 
 
+class _HeldCall:
+    """The rounds of one call a writer has not written yet, and when they are due."""
+
+    __slots__ = ("call_id", "due", "events", "links")
+
+    def __init__(self, call_id: str, due: float) -> None:
+        self.call_id = call_id
+        self.due = due
+        self.events: list[dict[str, Any]] = []
+        self.links: list[Any] = []
+
+
+def _take_due(held: dict[str, _HeldCall], now: float) -> list[_HeldCall]:
+    """The held calls due by ``now`` (the longest waiting come first), out of ``held``."""
+    due = []
+    while held:
+        call = next(iter(held.values()))
+        if call.due > now:
+            break
+        due.append(held.pop(call.call_id))
+    return due
+
+
 class JournalWriter:
     """Which calls are journaled, and the writers that put their rounds in the store."""
 
@@ -83,6 +124,7 @@ class JournalWriter:
         sample: float,
         metrics: Metrics | None,
         max_event_bytes: int = MAX_EVENT_BYTES,
+        max_bytes: int = 0,
     ) -> None:
         self.store = store
         self.keys = keys
@@ -100,6 +142,13 @@ class JournalWriter:
         self._writers: list[_EventQueue] = []
         self._drained = anyio.Event()
         self.drops = JournalDrops(metrics)
+        self.max_bytes = max_bytes
+        """The cap on the journal's size in the store (0: none): `_trim` keeps it there."""
+        self._trim = getattr(store, "trim_journal", None) if max_bytes else None
+        self._written = max_bytes  # unknown at startup: checked at the first write
+        """Bytes written since the store was last trimmed (what the records took, about)."""
+        self._trimming = False
+        self._trimmed_before = False
 
     def journals(self, call_id: str) -> bool:
         """Whether this call's rounds go to the journal: all of them or none, and the same
@@ -154,42 +203,107 @@ class JournalWriter:
 
     async def _write_journal(self, queue: _EventQueue) -> None:
         events = queue.events
+        held: dict[str, _HeldCall] = {}
+        """The calls whose rounds wait for their end, the longest waiting first."""
         while True:
             if not events:
                 if queue.closed:
+                    await self._write(_take_due(held, math.inf))
                     return
-                queue.wake = anyio.Event()
-                await queue.wake.wait()
+                wake = queue.wake = anyio.Event()
+                if held:
+                    with anyio.move_on_after(next(iter(held.values())).due - anyio.current_time()):
+                        await wake.wait()
+                    if not events:
+                        await self._write(_take_due(held, anyio.current_time()))
+                else:
+                    await wake.wait()
                 continue
             if len(events) < JOURNAL_BATCH:  # let a batch gather: one round trip for many
                 await anyio.sleep(JOURNAL_LINGER)
             batch = [events.popleft() for _ in range(min(len(events), JOURNAL_BATCH))]
-            try:
-                sealed = [(call_id, self.sealed(event)) for call_id, event, _ in batch]
-                started = perf_counter()
-                await self.store.append_many(sealed, self.ttl)
-            except StoreUnavailable as exc:  # a batch the store wrote in part counts whole
-                self.drops.dropped(len(batch), refused(exc))
-                continue
-            except TypeError as exc:
-                self.drops.dropped(len(batch), f"not serialisable: {exc}")
-                continue
-            except Exception as exc:  # a store's own bug: the journal must not stop the server
-                log.exception("journal write failed unexpectedly")
-                self.drops.dropped(len(batch), f"the store failed ({type(exc).__name__})")
-                continue
-            self.drops.written()
-            if self.metrics is not None:
-                links = [link for _, _, link in batch if link is not None]
-                self.metrics.store_operation("journal", perf_counter() - started, links)
+            now = anyio.current_time()
+            records: list[_HeldCall] = []
+            for call_id, event, link in batch:
+                call = held.get(call_id)
+                if call is None:
+                    call = _HeldCall(call_id, now + JOURNAL_HOLD)
+                    if event.get("kind") == INPUT_REQUIRED:
+                        held[call_id] = call
+                    else:
+                        records.append(call)
+                elif event.get("kind") != INPUT_REQUIRED or len(call.events) >= JOURNAL_HOLD_ROUNDS:
+                    del held[call_id]
+                    records.append(call)
+                call.events.append(event)
+                if link is not None:
+                    call.links.append(link)
+            records += _take_due(held, now)
+            while len(held) > JOURNAL_QUEUE:  # a burst of open calls: the longest held go now
+                records.append(held.pop(next(iter(held))))
+            await self._write(records)
 
-    def sealed(self, event: dict[str, Any]) -> dict[str, Any]:
-        """The event as the store keeps it: its payload sealed, and capped."""
-        return seal_event(event, self.keys, self.max_event_bytes)
+    async def _write(self, records: list[_HeldCall]) -> None:
+        """One round trip for the records of these calls (each its rounds so far)."""
+        if not records:
+            return
+        rounds = sum(len(call.events) for call in records)
+        try:
+            sealed = [(call.call_id, self.sealed(call.events)) for call in records]
+            started = perf_counter()
+            await self.store.append_many(sealed, self.ttl)
+        except StoreUnavailable as exc:  # a batch the store wrote in part counts whole
+            self.drops.dropped(rounds, refused(exc))
+            return
+        except TypeError as exc:
+            self.drops.dropped(rounds, f"not serialisable: {exc}")
+            return
+        except Exception as exc:  # a store's own bug: the journal must not stop the server
+            log.exception("journal write failed unexpectedly")
+            self.drops.dropped(rounds, f"the store failed ({type(exc).__name__})")
+            return
+        self.drops.written()
+        if self.metrics is not None:
+            links = [link for call in records for link in call.links]
+            self.metrics.store_operation("journal", perf_counter() - started, links)
+        if self._trim is not None:
+            self._written += sum(len(record["sealed"]) + ROW_BYTES for _, record in sealed)
+            if self._written * TRIM_EVERY >= self.max_bytes and not self._trimming:
+                await self._trim_store(self._trim)
+
+    async def _trim_store(self, trim: Any) -> None:
+        """Purge the journal's oldest calls if it is past its cap; one line the first time,
+        the count in the metric always."""
+        self._trimming = True
+        self._written = 0
+        try:
+            purged = await trim(self.max_bytes)
+        except StoreUnavailable as exc:
+            log.debug("journal not trimmed: %s", exc)
+            return
+        finally:
+            self._trimming = False
+        if not purged:
+            return
+        if self.metrics is not None:
+            self.metrics.add("engine_journal_calls_purged_total", purged)
+        if not self._trimmed_before:
+            self._trimmed_before = True
+            log.warning(
+                "the journal reached journal_max_bytes (%d bytes): its oldest calls are purged "
+                "as new ones come (%d now; counted in engine_journal_calls_purged_total, not "
+                "logged again); raise journal_max_bytes (ENGINE_JOURNAL_MAX_BYTES) to keep more",
+                self.max_bytes,
+                purged,
+            )
+
+    def sealed(self, events: list[dict[str, Any]]) -> dict[str, Any]:
+        """A call's rounds as the store keeps them: one record, sealed, each round capped."""
+        return seal_rounds(events, self.keys, self.max_event_bytes)
 
     async def _append(self, call_id: str, event: dict[str, Any]) -> None:
         try:
-            await self.store.append(call_id, self.sealed(event), self.ttl)
+            await self.store.append(call_id, self.sealed([event]), self.ttl)
         except StoreUnavailable as exc:
             self.drops.dropped(1, refused(exc))
         except TypeError as exc:

@@ -36,6 +36,7 @@ class StoreServices:
         lease: float = DEFAULT_CLAIM_LEASE,
         journal_sample: float = 1.0,
         journal_max_event_bytes: int = MAX_EVENT_BYTES,
+        journal_max_bytes: int = 0,
         skew_tolerance: float | None = None,
     ) -> None:
         self.retries = DeferredWrites(ttl=ttl)
@@ -56,6 +57,7 @@ class StoreServices:
             sample=journal_sample,
             metrics=metrics,
             max_event_bytes=journal_max_event_bytes,
+            max_bytes=journal_max_bytes,
         )
         tolerance = lease / 4 if skew_tolerance is None else skew_tolerance
         self.clock = StoreClock(store, tolerance=tolerance)

@@ -87,6 +87,17 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         yield running
 
 
+JOURNALED_TIMEOUT = 30.0
+"""Seconds, generously, until a call left open is in the journal (its round waits a second)."""
+
+
+def listed_calls(server: Server) -> list[dict[str, Any]]:
+    listed = engine("calls", "--store", server.store, "--json")
+    assert listed.returncode == 0, listed.stderr
+    calls: list[dict[str, Any]] = json.loads(listed.stdout)
+    return calls
+
+
 def newest_call(server: Server) -> str:
     listed = engine("calls", "--store", server.store, "--json")
     assert listed.returncode == 0, listed.stderr
@@ -245,6 +256,12 @@ def test_protocol_problems_exit_2_and_say_what_to_do(server: Server) -> None:
     no_answers = engine("call", server.url, "order_book", "--arg", "title=Neuromancer", stdin="")
     assert no_answers.returncode == 2
     assert "--answer KEY=JSON" in no_answers.stderr
+    # the call stays open: its round 1 waits in the server's journal writer for its end, then is
+    # written alone (later tests compare the store before and after, so this one waits for it)
+    deadline = time.monotonic() + JOURNALED_TIMEOUT
+    while not any(c["last_kind"] == "input_required" for c in listed_calls(server)):
+        assert time.monotonic() < deadline, "the unanswered call was never journaled"
+        time.sleep(0.1)
 
 
 READING_APP = """

@@ -171,6 +171,17 @@ async def order_across(first: httpx.AsyncClient, second: httpx.AsyncClient) -> d
     return {"body": body, "response": response}
 
 
+JOURNALED_TIMEOUT = 30.0
+"""Seconds, generously, until a call's rounds are in the journal: a round whose call went on on
+another worker waits a second in its writer for the call's end."""
+
+
+def two_rounds(served: Served, *args: str) -> list[dict[str, Any]]:
+    """The calls of ``order_book`` the journal lists with both rounds."""
+    listed = served.engine("calls", *args, "--tool", "order_book", "--limit", "500")
+    return [c for c in listed if c["rounds"] == 2]
+
+
 def rounds_of(served: Served, call_id: str) -> list[tuple[int, str, str]]:
     """``(round, kind, replica)`` of each recorded round of a call, from ``show --json``, by
     round: each worker's journal writer appends on its own, so round 1's event may be appended
@@ -214,9 +225,9 @@ async def test_two_workers_serve_rounds_single_use_and_journal_every_call(
             assert refused.status_code == 400
             assert refused.json()["error"]["code"] == -32602
 
-        listed = served.engine("calls", "--tool", "order_book", "--limit", "500")
-        two_round = [c for c in listed if c["rounds"] == 2]
-        assert len(two_round) == CALLS
+        # a round 1 whose call went on elsewhere waits in its writer for the call's end first
+        until(lambda: len(two_rounds(served)) == CALLS, JOURNALED_TIMEOUT, served)
+        two_round = two_rounds(served)
         replicas: set[str] = set()
         for listed_call in two_round[:4]:
             (_, kind_1, replica_1), (_, kind_2, replica_2) = rounds_of(
@@ -286,8 +297,9 @@ async def test_two_workers_on_redis_share_rounds(tmp_path: Path, redis_url: str)
                 last = await order_across(first, second)
             again = await post(b, last["body"])
             assert again.content == last["response"].content
-        listed = served.engine("calls", "--store", redis_url, "--tool", "order_book")
-        assert len([c for c in listed if c["rounds"] == 2]) == 10
+        until(
+            lambda: len(two_rounds(served, "--store", redis_url)) == 10, JOURNALED_TIMEOUT, served
+        )
 
 
 async def test_the_workers_stop_when_serve_is_killed_outright(tmp_path: Path) -> None:

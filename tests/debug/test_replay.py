@@ -13,7 +13,7 @@ from engine import Context, Elicit, MCPServer, Resolve, ToolError
 from engine.debug.journal import RecordedCall, load_call
 from engine.debug.render import timeline
 from engine.state.seal import KeyRing
-from engine.store_services.journal_records import open_event
+from engine.store_services.journal_records import open_rounds
 from engine.testing import Client, ReplayError, replay, replay_call
 from examples import bookshop
 from examples.bookshop import build
@@ -411,7 +411,7 @@ async def test_a_legacy_call_is_journaled_with_its_questions_and_answers_and_rep
 
     [summary] = await store.calls(limit=1)
     [stored] = await store.events(summary.call_id)
-    event = open_event(stored, KeyRing([KEY]))
+    [event] = open_rounds(stored, KeyRing([KEY]))
     assert (event["protocol"], event["round"], event["kind"]) == ("2025-11-25", 1, "complete")
     assert {k: q["method"] for k, q in event["questions"].items()} == {
         "confirm_hold": "elicitation/create",

@@ -2,7 +2,10 @@
 
 from typing import Any
 
+import msgpack
+
 from engine import MCPServer
+from engine.state.seal import KeyRing
 from engine.testing import Client
 from stores import Store
 from tests.conftest import KEY
@@ -46,3 +49,16 @@ def round_of(mcp: MCPServer, state: str) -> tuple[str, int, bytes]:
 
     claims = Claims.decode(mcp.keys.open(state, mcp.settings.tokens.max_token_chars))
     return claims.call_id.hex(), claims.round_no, responses_fingerprint({"confirm_backorder": YES})
+
+
+def v2_record(event: dict[str, Any], keys: KeyRing) -> dict[str, Any]:
+    """A round as the journal stored it before records held whole calls (version 2): its
+    listing fields in the clear, its payload packed and sealed alone, uncompressed."""
+    payload_fields = ("arguments", "questions", "answers", "checkpoints", "response", "principal")
+    stored = {k: v for k, v in event.items() if k not in payload_fields}
+    payload = {k: event[k] for k in payload_fields if k in event}
+    stored["v"] = 2
+    stored["sealed"] = keys.seal_record(
+        msgpack.packb(payload, use_bin_type=True), b"engine/journal/v2"
+    )
+    return stored

@@ -7,12 +7,12 @@ import pytest
 
 from engine import MCPServer
 from engine.state.seal import KeyRing
-from engine.store_services.journal_records import open_event
+from engine.store_services.journal_records import open_rounds, rounds_in
 from engine.testing import Client
 from examples.bookshop import build as bookshop
 from stores import MemoryStore, open_store
 from tests.conftest import KEY
-from tests.store_services.helpers import YES, order_server
+from tests.store_services.helpers import YES, first_round, order_server
 
 pytestmark = pytest.mark.anyio
 
@@ -25,7 +25,7 @@ async def test_every_round_is_journaled() -> None:
     [summary] = await store.calls()
     stored = await store.events(summary.call_id)
     assert all(isinstance(e["sealed"], bytes) and "answers" not in e for e in stored)
-    events = [open_event(e, KeyRing([KEY])) for e in stored]
+    events = [r for e in stored for r in open_rounds(e, KeyRing([KEY]))]
     assert summary.target == "order_book"
     assert [e["kind"] for e in events] == ["input_required", "complete"]
     assert events[0]["questions"]["confirm_backorder"]["method"] == "elicitation/create"
@@ -34,6 +34,56 @@ async def test_every_round_is_journaled() -> None:
     assert events[0]["arguments"] == {"title": "Neuromancer"}  # recorded by default
     assert events[0]["code"] == events[1]["code"]
     assert result.text in events[1]["response"].decode()
+
+
+async def test_a_served_call_that_ends_soon_is_one_record() -> None:
+    store = MemoryStore()
+    mcp = order_server(store, [])
+    async with mcp.running(), Client(mcp, elicitation=lambda p: YES) as client:
+        await client.call_tool("order_book", {"title": "Neuromancer"})
+    [summary] = await store.calls()
+    [record] = await store.events(summary.call_id)
+    assert rounds_in(record) == 2 and record["kind"] == "complete"
+    rounds = open_rounds(record, KeyRing([KEY]))
+    assert [(r["round"], r["kind"]) for r in rounds] == [(1, "input_required"), (2, "complete")]
+
+
+async def test_a_call_left_open_is_journaled_once_its_rounds_have_waited(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from engine.store_services import journal_writer
+
+    monkeypatch.setattr(journal_writer, "JOURNAL_HOLD", 0.05)
+    written = anyio.Event()
+
+    class WatchedStore(MemoryStore):
+        async def append_many(self, items: list[tuple[str, dict[str, Any]]], ttl: float) -> None:
+            await super().append_many(items, ttl)
+            written.set()
+
+    store = WatchedStore()
+    mcp = order_server(store, [])
+    async with mcp.running(), Client(mcp, elicitation=lambda p: YES) as client:
+        first = await first_round(client)
+        assert first["resultType"] == "input_required"
+        with anyio.fail_after(10):  # the call stays open: its round is written once held long
+            await written.wait()
+        [summary] = await store.calls()
+        [record] = await store.events(summary.call_id)
+    [opened] = open_rounds(record, KeyRing([KEY]))
+    assert (opened["round"], opened["kind"]) == (1, "input_required")
+    assert b"(not journaled)" in opened["response"]  # no live token in the journal
+    assert first["requestState"].encode() not in opened["response"]
+
+
+async def test_rounds_still_held_are_written_when_the_server_stops() -> None:
+    store = MemoryStore()
+    mcp = order_server(store, [])
+    async with mcp.running(), Client(mcp, elicitation=lambda p: YES) as client:
+        await first_round(client)
+        assert await store.calls() == []  # held for the call's end
+    [summary] = await store.calls()
+    assert summary.last_kind == "input_required"
 
 
 @pytest.mark.parametrize("backend", ["memory", "redis"])
@@ -53,7 +103,8 @@ async def test_a_sampled_journal_keeps_whole_calls_and_every_replica_agrees(
         assert (services := a.runtime.store_services) is not None and services.journal.journals(
             call.call_id
         )
-        events = await store.events(call.call_id)  # two replicas' writers: either may be first
+        stored = await store.events(call.call_id)  # two replicas' writers: either may be first
+        events = [r for e in stored for r in open_rounds(e, KeyRing([KEY]))]
         assert sorted((e["round"], e["kind"]) for e in events) == [
             (1, "input_required"),
             (2, "complete"),

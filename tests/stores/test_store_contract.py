@@ -418,6 +418,17 @@ async def test_listing_keeps_the_earliest_and_latest_times_of_events_out_of_orde
     ]
 
 
+async def test_the_last_kind_is_the_latest_rounds_even_when_appended_first(store: Store) -> None:
+    # A replica that held its round a while appends it after another's later round.
+    await store.append("c1", {"ts": 200.0, "kind": "complete"}, ttl=30)
+    await store.append("c1", {"ts": 100.0, "kind": "input_required"}, ttl=30)
+    [summary] = await store.calls()
+    assert summary.last_kind == "complete"
+    await store.append("c1", {"ts": 200.0, "kind": "error"}, ttl=30)
+    [summary] = await store.calls()
+    assert summary.last_kind == "error"
+
+
 async def test_listing_keeps_every_digit_of_the_times(store: Store) -> None:
     ts = 1764512345.1234567
     await store.append_many([("c1", {"ts": ts}), ("c1", {"ts": ts + 0.000_001})], ttl=30)
@@ -500,7 +511,11 @@ async def test_a_short_listing_of_many_calls_is_the_head_of_the_whole(
                 min(was.first_ts, ts),
                 max(was.last_ts, ts),
                 was.events + 1,
-                last_kind=was.last_kind if kind is None else kind,
+                last_kind=(
+                    kind
+                    if kind is not None and (was.last_kind is None or ts >= was.last_ts)
+                    else was.last_kind
+                ),
             )
         )
     for start in range(0, len(items), 70):

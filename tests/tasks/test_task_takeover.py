@@ -19,6 +19,7 @@ import pytest
 
 from engine.state.call import CallState
 from engine.state.seal import KeyRing
+from engine.store_services.journal_records import open_rounds
 from engine.store_services.task_records import TaskRecords
 from engine.tasks.policy import EXTENSION
 from stores import SQLiteStore
@@ -112,7 +113,9 @@ async def journaled(db: Path, call_id: str, event: tuple[int, str]) -> None:
     try:
         with anyio.fail_after(10):
             while True:
-                if event in [(e["round"], e["kind"]) for e in await store.events(call_id)]:
+                records = await store.events(call_id)
+                rounds = [r for e in records for r in open_rounds(e, KeyRing([KEY]))]
+                if event in [(r["round"], r["kind"]) for r in rounds]:
                     return
                 await anyio.sleep(0.05)
     finally:
@@ -163,7 +166,8 @@ async def test_a_killed_replicas_task_is_finished_by_another_process(
         events = await store.events(task_id)
     finally:
         await store.aclose()
-    kinds = [(event["round"], event["kind"]) for event in events]
+    rounds = [r for event in events for r in open_rounds(event, KeyRing([KEY]))]
+    kinds = [(r["round"], r["kind"]) for r in rounds]
     assert kinds == [(1, "task"), (2, "complete")]  # the killed run journaled nothing
 
 

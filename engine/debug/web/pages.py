@@ -94,7 +94,7 @@ def call_rows(base: str, listed: Sequence[ListedCall]) -> str:
             f'<td class="id"><a href="{attr(call_url(base, summary.call_id))}">'
             f"{text(summary.call_id, 80)}</a></td>"
             f'<td class="tool">{text(summary.target or "?", 200)}</td>'
-            f'<td class="rounds num">{summary.events}</td>'
+            f'<td class="rounds num">{source.rounds}</td>'
             f'<td class="last kind-{attr(summary.last_kind or "")}">'
             f"{text(summary.last_kind or '?', 40)}</td>"
             f'<td class="principal">{text(principal, 200) if principal is not None else "-"}</td>'

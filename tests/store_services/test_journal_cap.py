@@ -1,0 +1,107 @@
+"""The journal within ``journal_max_bytes``: past it, the oldest calls go first, counted and said
+once; the SQLite file gives the space back."""
+
+import logging
+import os
+import secrets
+import sqlite3
+from pathlib import Path
+
+import anyio
+import pytest
+
+from engine import MCPServer
+from engine.debug.journal import load_call
+from engine.testing import Client
+from stores import MemoryStore, SQLiteStore
+from tests.conftest import KEY
+
+pytestmark = pytest.mark.anyio
+
+CAP = 2 * 1024 * 1024
+
+
+def note() -> str:
+    """About a kilobyte that does not compress, as the journal records it."""
+    return secrets.token_hex(512)
+
+
+def note_server(store: MemoryStore | SQLiteStore, cap: int) -> MCPServer:
+    mcp = MCPServer("Notes", keys=[KEY], store=store, journal_max_bytes=cap)
+
+    @mcp.tool()
+    async def keep(note: str, n: int) -> str:
+        return f"kept note {n}"
+
+    return mcp
+
+
+async def test_a_sqlite_journal_past_its_cap_keeps_the_file_within_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "calls.db"
+    store = SQLiteStore(path)
+    mcp = note_server(store, CAP)
+    calls = 4000  # about 6 MB of journal: three times the cap
+    async with mcp.running(), Client(mcp) as client:
+        for n in range(calls):
+            await client.call_tool("keep", {"note": note(), "n": n})
+            if n % 100 == 0:  # in process, calls outrun the journal writers: let them write
+                await anyio.sleep(0.02)
+    purged = mcp.metrics.value("engine_journal_calls_purged_total")
+    dropped = mcp.metrics.value("engine_journal_events_dropped_total")  # writers behind the loop
+    assert calls // 3 < purged < calls - dropped
+    kept = await store.calls(limit=calls)
+    assert len(kept) == calls - purged - dropped
+    newest = await load_call(store, kept[0].call_id, keys=[KEY])
+    assert newest.arguments is not None and newest.arguments["n"] > kept[-1].events  # opens
+    await store.aclose()
+    assert os.path.getsize(path) <= 1.1 * CAP
+    lines = [r for r in caplog.records if "journal_max_bytes" in r.getMessage()]
+    assert len(lines) == 1 and r"engine_journal_calls_purged_total" in lines[0].getMessage()
+
+
+async def test_a_memory_journal_past_its_cap_drops_its_oldest_calls() -> None:
+    store = MemoryStore()
+    mcp = note_server(store, 256 * 1024)
+    async with mcp.running(), Client(mcp) as client:
+        for n in range(600):
+            await client.call_tool("keep", {"note": note(), "n": n})
+    kept = await store.calls(limit=1000)
+    assert 100 < len(kept) < 600
+    assert await store.trim_journal(256 * 1024) == 0  # within it now
+    oldest = min(kept, key=lambda c: c.first_ts)
+    arguments = (await load_call(store, oldest.call_id, keys=[KEY])).arguments
+    assert arguments["n"] == 600 - len(kept)  # the newest calls are those kept
+
+
+async def test_no_cap_purges_nothing(tmp_path: Path) -> None:
+    store = MemoryStore()
+    mcp = note_server(store, 0)
+    async with mcp.running(), Client(mcp) as client:
+        for n in range(300):
+            await client.call_tool("keep", {"note": note(), "n": n})
+    assert len(await store.calls(limit=1000)) == 300
+    assert mcp.metrics.value("engine_journal_calls_purged_total") == 0
+
+
+def test_a_cap_too_small_to_hold_a_few_calls_is_refused_by_name() -> None:
+    with pytest.raises(ValueError, match=r"journal_max_bytes .* at least 65536"):
+        MCPServer("Notes", keys=[KEY], store=MemoryStore(), journal_max_bytes=1000)
+
+
+async def test_a_file_made_before_it_could_give_space_back_is_switched_on_open(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as old:  # as an earlier engine made it: no auto_vacuum
+        old.execute("PRAGMA journal_mode = WAL")
+        old.execute("CREATE TABLE filler (data BLOB)")
+    old.close()
+    caplog.set_level(logging.INFO, logger="stores")
+    store = SQLiteStore(path)
+    await store.aclose()
+    with sqlite3.connect(path) as reopened:
+        assert reopened.execute("PRAGMA auto_vacuum").fetchone() == (2,)  # incremental
+    reopened.close()
+    assert any("give space back" in r.getMessage() for r in caplog.records)
