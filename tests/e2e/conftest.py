@@ -10,7 +10,6 @@ for the 2025-11-25 sessions of ``test_legacy_fleet.py``.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import pytest
 
 from deploy.fleet import Fleet
 from tests.e2e.driver import REPORT
+from tests.slow_suites import asked_for
 
 HERE = Path(__file__).resolve().parent
 FLEET_MODULES = {"test_fleet.py", "test_faults.py", "test_legacy_fleet.py", "test_tasks_fleet.py"}
@@ -27,18 +27,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "e2e: starts a real fleet (nginx, replicas, Redis)")
 
 
-def _asked_for(config: pytest.Config) -> bool:
-    if os.environ.get("ENGINE_E2E") == "1":
-        return True
-    for arg in config.args:
-        path = Path(arg.split("::")[0]).resolve()
-        if path == HERE or HERE in path.parents:
-            return True
-    return False
-
-
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    if collection_path.name in FLEET_MODULES and not _asked_for(config):
+    if collection_path.name in FLEET_MODULES and not asked_for(config, HERE):
         return True
     return None
 

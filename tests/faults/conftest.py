@@ -8,26 +8,17 @@ them; ``make e2e`` (``ENGINE_E2E=1``) does, as does naming ``tests/faults`` or o
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
+from tests.slow_suites import asked_for
+
 HERE = Path(__file__).resolve().parent
 
 
-def _asked_for(config: pytest.Config) -> bool:
-    if os.environ.get("ENGINE_E2E") == "1":
-        return True
-    for arg in config.args:
-        path = Path(arg.split("::")[0]).resolve()
-        if path == HERE or HERE in path.parents:
-            return True
-    return False
-
-
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    if collection_path.name.startswith("test_") and not _asked_for(config):
+    if collection_path.name.startswith("test_") and not asked_for(config, HERE):
         return True
     return None
 

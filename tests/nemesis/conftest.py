@@ -4,28 +4,19 @@ naming ``tests/nemesis`` or its file. The checker's own tests are quick and alwa
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
+
+from tests.slow_suites import asked_for
 
 HERE = Path(__file__).resolve().parent
 ALWAYS = {"test_checker.py"}
 
 
-def _asked_for(config: pytest.Config) -> bool:
-    if os.environ.get("ENGINE_E2E") == "1":
-        return True
-    for arg in config.args:
-        path = Path(arg.split("::")[0]).resolve()
-        if path == HERE or HERE in path.parents:
-            return True
-    return False
-
-
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
     name = collection_path.name
-    if name.startswith("test_") and name not in ALWAYS and not _asked_for(config):
+    if name.startswith("test_") and name not in ALWAYS and not asked_for(config, HERE):
         return True
     return None
 
