@@ -24,7 +24,7 @@ import anyio
 import pytest
 
 from tests.auth_server import serve_authorization_server
-from tests.cli.test_cli import environment
+from tests.cli.test_cli import environment, serve_in_background
 from tests.conftest import KEY
 from tests.fleet_helpers import ROOT, free_port, healthy_until_stopped
 
@@ -96,18 +96,6 @@ async def engine(*args: str, stdin: str = "", **env: str) -> subprocess.Complete
     )
 
 
-def serve(app: Path, port: int, store: str, log: Path, **env: str) -> subprocess.Popen[bytes]:
-    command = ["serve", str(app), "--port", str(port), "--store", store]
-    with log.open("wb") as out:
-        return subprocess.Popen(
-            [sys.executable, "-m", "engine", *command],
-            cwd=ROOT,
-            env=environment(ENGINE_KEYS=KEY, **env),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-
-
 async def test_journal_and_server_text_reaches_the_terminal_inert(tmp_path: Path) -> None:
     app = tmp_path / "shelf.py"
     app.write_text(textwrap.dedent(SERVER))
@@ -116,7 +104,9 @@ async def test_journal_and_server_text_reaches_the_terminal_inert(tmp_path: Path
     url = f"http://127.0.0.1:{port}/mcp"
     async with serve_authorization_server() as issuer:
         log = tmp_path / "serve.log"
-        process = serve(app, port, store, log, TEST_ISSUER=issuer.issuer, TEST_RESOURCE=url)
+        process = serve_in_background(
+            app, port, store, log, TEST_ISSUER=issuer.issuer, TEST_RESOURCE=url
+        )
         with healthy_until_stopped(process, port, log):
             token = issuer.mint(SUBJECT, audience=url)
             called = await engine("call", url, "shelve", "--answer", ANSWER, "--token", token)

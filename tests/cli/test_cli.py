@@ -35,6 +35,21 @@ def environment(**extra: str) -> dict[str, str]:
     return {**env, **extra}
 
 
+def serve_in_background(
+    app: Path, port: int, store: str, log: Path, **env: str
+) -> subprocess.Popen[bytes]:
+    """``python -m engine serve APP`` on ``port`` and ``store``, its output to ``log``."""
+    command = ["serve", str(app), "--port", str(port), "--store", store]
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "engine", *command],
+            cwd=ROOT,
+            env=environment(ENGINE_KEYS=KEY, **env),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+
+
 def engine(*args: str, stdin: str = "", **env: str) -> subprocess.CompletedProcess[str]:
     """``python -m engine ARGS`` from the repository root, run in this process."""
     return run_in_process(list(args), ROOT, stdin, **env)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -15,7 +14,7 @@ import pytest
 
 from tests.auth_server import serve_authorization_server
 from tests.cli.command_line import run_in_process
-from tests.cli.test_cli import ANSWER_YES, environment
+from tests.cli.test_cli import ANSWER_YES, serve_in_background
 from tests.conftest import KEY
 from tests.fleet_helpers import ROOT, free_port, healthy_until_stopped
 
@@ -41,18 +40,6 @@ async def engine(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     return await anyio.to_thread.run_sync(lambda: run_in_process(list(args), ROOT, **env))
 
 
-def serve(app: Path, port: int, store: str, log: Path, **env: str) -> subprocess.Popen[bytes]:
-    command = ["serve", str(app), "--port", str(port), "--store", store]
-    with log.open("wb") as out:
-        return subprocess.Popen(
-            [sys.executable, "-m", "engine", *command],
-            cwd=ROOT,
-            env=environment(ENGINE_KEYS=KEY, **env),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-
-
 async def test_a_call_with_a_token_is_recorded_as_its_user(tmp_path: Path) -> None:
     app = tmp_path / "guarded_shop.py"
     app.write_text(textwrap.dedent(SERVER))
@@ -61,7 +48,9 @@ async def test_a_call_with_a_token_is_recorded_as_its_user(tmp_path: Path) -> No
     url = f"http://127.0.0.1:{port}/mcp"
     async with serve_authorization_server() as issuer:
         log = tmp_path / "serve.log"
-        process = serve(app, port, store, log, TEST_ISSUER=issuer.issuer, TEST_RESOURCE=url)
+        process = serve_in_background(
+            app, port, store, log, TEST_ISSUER=issuer.issuer, TEST_RESOURCE=url
+        )
         with healthy_until_stopped(process, port, log):
             order = ["call", url, "order_book", "--arg", "title=Neuromancer"]
             refused = await engine(*order, "--answer", ANSWER_YES)
