@@ -28,14 +28,15 @@ from engine.handlers.tool import Tool
 from engine.settings import Settings
 from engine.state.seal import KeyRing
 from engine.store_services.services import StoreServices
+from engine.store_services.store_probe import StoreProbe
 from engine.store_services.task_records import TaskRecords
 from engine.tasks.service import Tasks
-from stores.base import Store, StoreMisconfigured, StoreUnavailable
+from stores.base import Store, StoreMisconfigured
 
 log = logging.getLogger("engine.seal")
 
 HEALTH_TIMEOUT = 2.0
-"""Seconds a health check waits for the store's write probe."""
+"""Seconds a health check waits for the store's write probe (which may go on after)."""
 
 
 class Runtime:
@@ -67,6 +68,7 @@ class Runtime:
             from stores import open_store  # the backend's library loads only when one is used
 
             self.store = open_store(given)
+        self.store_probe = None if self.store is None else StoreProbe(self.store, HEALTH_TIMEOUT)
         self.owns_store = isinstance(given, str)
         """A store opened from a URL is closed with the server; a store object is the caller's."""
         self.store_services: StoreServices | None = (
@@ -158,6 +160,8 @@ class Runtime:
             tg = await stack.enter_async_context(anyio.create_task_group())
             stack.callback(tg.cancel_scope.cancel)
             await tg.start(self.bus.relay)
+            if self.store_probe is not None:
+                await tg.start(self.store_probe.run)
             serve = getattr(store, "serve", None)  # optional: see stores.base.Store
             if serve is not None:
                 await tg.start(serve)
@@ -171,16 +175,11 @@ class Runtime:
     async def health(self) -> tuple[bool, dict[str, Any]]:
         """``(healthy, details)``: the process answers and its store (if any) does too."""
         details: dict[str, Any] = {"replica": self.replica_id, "store": None}
-        if self.store is None:
+        if self.store_probe is None:
             return True, details
-        try:
-            with anyio.fail_after(HEALTH_TIMEOUT):
-                await self.store.ping()
-        except StoreUnavailable as exc:
-            details["store"] = f"unavailable: {exc}"
-            return False, details
-        except TimeoutError:
-            details["store"] = f"unavailable: no answer within {HEALTH_TIMEOUT:g} s"
+        failure = await self.store_probe.check()
+        if failure is not None:
+            details["store"] = failure
             return False, details
         details["store"] = "ok"
         skew = None if self.store_services is None else self.store_services.clock.details()
