@@ -18,9 +18,9 @@ from typing import Any
 import anyio
 
 from engine._internal.budgets import ANONYMOUS, over_budget
+from engine._internal.json_bytes import dumps
 from engine._internal.metrics import Metrics
 from engine.errors import INTERNAL_ERROR, TOO_MANY_PENDING_CALLS, MCPError, ToolError
-from engine.protocol.jsonrpc import dumps
 from engine.questions.kinds import BadAnswer, ElicitURL
 from engine.questions.rendering import Rendered
 from engine.state.call import CallState

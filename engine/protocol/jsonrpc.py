@@ -9,16 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic_core import from_json, to_json
+from pydantic_core import from_json
 
+from engine._internal.json_bytes import dumps as dumps
 from engine.errors import INVALID_REQUEST, PARSE_ERROR, MCPError
 
 RequestId = str | int
 _ID_TYPES = (str, int)
-
-
-dumps = to_json
-"""``dumps(value)``: compact JSON bytes (pydantic-core's serializer, called directly)."""
 
 
 def loads(data: bytes | str) -> Any:

@@ -21,6 +21,7 @@ from typing import Any
 import anyio.lowlevel
 
 from engine._internal.budgets import over_budget
+from engine._internal.json_bytes import dumps
 from engine._internal.metrics import Metrics
 from engine.calls.execute import Outcome, execute_round
 from engine.calls.reply import CallRequest, ReplyKind, RoundReply
@@ -29,7 +30,6 @@ from engine.context import RequestScope
 from engine.errors import INVALID_PARAMS, OVER_BUDGET, MCPError
 from engine.handlers.results import error_result
 from engine.handlers.tool import Tool
-from engine.protocol.jsonrpc import dumps
 from engine.questions.answers import StatelessAnswers
 from engine.state.call import CallState
 from engine.store_services.journal_writer import JournalWriter
