@@ -22,11 +22,11 @@ from engine.app import MCPServer
 from engine.debug.journal import RecordedCall, ReplayError, load_call, load_fixture
 from engine.debug.replay import ReplayReport, replay_call
 from engine.debug.tokens import describe_request_state
+from engine.handlers.task_policy import EXTENSION
 from engine.protocol.dispatch import dispatch
 from engine.protocol.jsonrpc import dumps, loads
 from engine.protocol.modern import META_CAPABILITIES, META_VERSION, MODERN, Exchange
 from engine.state.seal import KeyRing
-from engine.tasks.policy import EXTENSION
 
 Callback = Callable[[dict[str, Any]], Any] | Callable[[dict[str, Any]], Awaitable[Any]]
 

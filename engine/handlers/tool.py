@@ -12,8 +12,8 @@ from engine.handlers.content import as_call_tool_result
 from engine.handlers.output import output_shape
 from engine.handlers.param_headers import check_param_headers
 from engine.handlers.results import content_blocks
+from engine.handlers.task_policy import TaskOption, TaskPolicy
 from engine.role import Role
-from engine.tasks.policy import TaskOption, TaskPolicy
 from engine.types import Icon, ToolAnnotations
 
 

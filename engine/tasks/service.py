@@ -39,6 +39,7 @@ from engine.errors import (
     MCPError,
 )
 from engine.fleet.bus import Bus
+from engine.handlers.task_policy import declares_tasks, missing_extension
 from engine.handlers.tool import Tool
 from engine.questions.answers import AnswerSource
 from engine.settings import TaskSettings
@@ -47,7 +48,6 @@ from engine.state.claims import principal_tag
 from engine.store_services.journal_writer import JournalWriter
 from engine.store_services.task_records import TaskRecords, changed
 from engine.tasks.lease import WRITE_ATTEMPTS, Lease
-from engine.tasks.policy import declares_tasks, missing_extension
 from engine.tasks.record import TERMINAL, Status, TaskRecord
 from engine.tasks.run import RunContext, journal_run, run_body, task_request
 from engine.tasks.wire import detailed, task_fields

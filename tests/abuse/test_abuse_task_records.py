@@ -15,8 +15,8 @@ import httpx
 import pytest
 
 from engine import MCPServer
+from engine.handlers.task_policy import EXTENSION
 from engine.state.claims import new_call_id
-from engine.tasks.policy import EXTENSION
 from stores import Store, TaskRow, open_store
 from tests.conftest import KEY
 from tests.fleet_helpers import serve_asgi

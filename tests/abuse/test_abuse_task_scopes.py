@@ -23,7 +23,7 @@ from pydantic import BaseModel
 
 from engine import Context, JWTVerifier, MCPServer
 from engine.auth.settings import AuthSettings
-from engine.tasks.policy import EXTENSION
+from engine.handlers.task_policy import EXTENSION
 from tests.auth_server import AuthorizationServer, serve_authorization_server
 from tests.conftest import KEY
 from tests.fleet_helpers import serve_asgi

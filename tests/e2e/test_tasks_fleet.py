@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from deploy.fleet import Fleet
-from engine.tasks.policy import EXTENSION
+from engine.handlers.task_policy import EXTENSION
 from stores import RedisStore
 from tests.e2e.driver import REPORT, Numbers
 from tests.http_helpers import assert_result, post, request

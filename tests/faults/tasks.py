@@ -19,7 +19,7 @@ import anyio
 import httpx
 
 from deploy.fleet import Fleet
-from engine.tasks.policy import EXTENSION
+from engine.handlers.task_policy import EXTENSION
 from examples.fleet_server import read_effects
 from tests.http_helpers import post, request
 

@@ -12,7 +12,7 @@ import pytest
 from pydantic import BaseModel
 
 from engine import Context, MCPServer
-from engine.tasks.policy import EXTENSION
+from engine.handlers.task_policy import EXTENSION
 from tests.conftest import KEY
 from tests.http_helpers import (
     SUBSCRIPTION_ID,

@@ -17,7 +17,7 @@ from engine import (
     Resolve,
     ToolError,
 )
-from engine.tasks.policy import EXTENSION
+from engine.handlers.task_policy import EXTENSION
 from engine.testing import Client, ProtocolError
 from stores import MemoryStore, Store
 from tests.conftest import KEY
