@@ -29,7 +29,7 @@ from engine.settings import Settings
 from engine.state.seal import KeyRing
 from engine.store_services.services import StoreServices
 from engine.store_services.store_probe import StoreProbe
-from engine.store_services.task_records import TaskRecords
+from engine.tasks.record_store import TaskRecords
 from engine.tasks.service import Tasks
 from stores.base import Store, StoreMisconfigured
 

@@ -23,8 +23,8 @@ from collections.abc import Callable
 import anyio
 import anyio.lowlevel
 
-from engine.store_services.task_records import TaskRecords, changed
 from engine.tasks.record import Status, TaskRecord
+from engine.tasks.record_store import TaskRecords, changed
 from stores import StoreUnavailable
 
 log = logging.getLogger("engine.tasks")

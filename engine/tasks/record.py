@@ -1,7 +1,7 @@
 """A task's record: everything a replica needs to answer for the task, run its body again or
 take it over from a replica that died.
 
-The store keeps it sealed (`engine.store_services.task_records`); this module is the record and
+The store keeps it sealed (`engine.tasks.record_store`); this module is the record and
 its msgpack codec, read only after the seal verified.
 """
 

@@ -46,9 +46,9 @@ from engine.settings import TaskSettings
 from engine.state.call import CallState
 from engine.state.claims import principal_tag
 from engine.store_services.journal_writer import JournalWriter
-from engine.store_services.task_records import TaskRecords, changed
 from engine.tasks.lease import WRITE_ATTEMPTS, Lease
 from engine.tasks.record import TERMINAL, Status, TaskRecord
+from engine.tasks.record_store import TaskRecords, changed
 from engine.tasks.run import RunContext, journal_run, run_body, task_request
 from engine.tasks.wire import detailed, task_fields
 from stores import StoreUnavailable

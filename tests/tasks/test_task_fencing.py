@@ -11,9 +11,9 @@ import pytest
 
 from engine import Context, MCPServer
 from engine.state.seal import KeyRing
-from engine.store_services.task_records import TaskRecords, changed
 from engine.tasks.lease import Lease
 from engine.tasks.record import TaskRecord
+from engine.tasks.record_store import TaskRecords, changed
 from engine.testing import Client
 from stores import MemoryStore, Store, StoreUnavailable, TaskRow
 from tests.conftest import KEY

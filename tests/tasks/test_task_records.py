@@ -9,8 +9,8 @@ import msgpack
 import pytest
 
 from engine.state.seal import KeyRing
-from engine.store_services.task_records import UNBOUND_TASK_RECORD, TaskRecords, changed
 from engine.tasks.record import TaskRecord
+from engine.tasks.record_store import UNBOUND_TASK_RECORD, TaskRecords, changed
 from stores import MemoryStore, TaskRow
 from tests.conftest import KEY
 

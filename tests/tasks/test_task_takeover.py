@@ -21,7 +21,7 @@ from engine.handlers.task_policy import EXTENSION
 from engine.state.call import CallState
 from engine.state.seal import KeyRing
 from engine.store_services.journal_records import open_rounds
-from engine.store_services.task_records import TaskRecords
+from engine.tasks.record_store import TaskRecords
 from stores import SQLiteStore
 from tests.conftest import KEY
 from tests.fleet_helpers import ROOT, free_port
