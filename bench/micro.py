@@ -51,10 +51,10 @@ from loadgen import META, new_event_loop  # noqa: E402
 from servers.ours import KEY, build  # noqa: E402
 
 from engine.calls.reply import CallRequest  # noqa: E402
-from engine.context import RequestScope  # noqa: E402
 from engine.protocol.dispatch import dispatch  # noqa: E402
 from engine.protocol.jsonrpc import loads  # noqa: E402
 from engine.protocol.modern import Exchange  # noqa: E402
+from engine.scope import RequestScope  # noqa: E402
 from engine.state.seal import KeyRing  # noqa: E402
 
 YES = {"action": "accept", "content": {"confirm": True}}

@@ -7,7 +7,7 @@ from engine.auth.current import get_access_token
 from engine.auth.provider import AccessToken, TokenVerifier
 from engine.auth.settings import AuthSettings
 from engine.calls.runner import Principal
-from engine.context import Context, RequestScope
+from engine.context import Context
 from engine.di.input_required import returns_input_required
 from engine.di.redacted import Redacted
 from engine.di.resolve import Resolve
@@ -50,6 +50,7 @@ from engine.resources.security import (
     ResourceSecurityError,
 )
 from engine.resources.uri_template import InvalidUriTemplate
+from engine.scope import RequestScope
 from engine.types import Icon
 
 if TYPE_CHECKING:

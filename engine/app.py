@@ -24,7 +24,7 @@ from engine.auth.settings import AuthSettings
 from engine.caching import result_hints
 from engine.calls.runner import Principal, token_principal
 from engine.completions import Completer, no_completer
-from engine.context import Context, RequestScope
+from engine.context import Context
 from engine.di.overrides import DependencyOverrides
 from engine.extensions import InterceptedOperations, advertised, apply_extensions, interceptors
 from engine.fleet.backchannel import BackChannel
@@ -44,6 +44,7 @@ from engine.request_state import RequestStateSecurity
 from engine.resources.security import DEFAULT_RESOURCE_SECURITY, ResourceSecurity
 from engine.resources.uri_template import UriTemplate
 from engine.runtime import Runtime
+from engine.scope import RequestScope
 from engine.settings import SERVER_OPTIONS, InfoSettings, ServerOptions, Settings
 from engine.state.seal import KeyRing
 from engine.tasks.service import Tasks
@@ -123,7 +124,7 @@ class MCPServer(Generic[LifespanT]):
       per-process key is made and a warning logged.
     - ``audience``: what tokens are bound to, ``name`` by default; one per service.
     - ``principal``: ``principal(request) -> str | None`` names who makes a request (it gets a
-      :class:`~engine.context.RequestScope`); a token then opens only for that principal, and
+      :class:`~engine.scope.RequestScope`); a token then opens only for that principal, and
       a 2025-11-25 session and its streams serve only the principal that initialized it.
     - ``state_ttl``: seconds a requestState stays valid (and rounds are kept in the store).
     - ``clock_skew``: seconds another replica's clock may be off from this one's, either way,

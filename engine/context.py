@@ -11,20 +11,20 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, Protocol, cast
+from typing import TYPE_CHECKING, Any, Generic, cast
 
 import anyio.to_thread
 from pydantic import BaseModel, TypeAdapter
 from typing_extensions import TypeVar
 
 from engine._internal.logbridge import log_message, notify_in_order
-from engine._internal.notify import Notify
 from engine.auth.provider import AccessToken
-from engine.questions.answers import PENDING, AnswerSource
+from engine.questions.answers import PENDING
 from engine.questions.kinds import Elicit, ElicitURL, ListRoots, Question, Sample
 from engine.questions.rendering import Rendered
 from engine.questions.session import RequestSession
-from engine.state.call import CallState, HandlerRequests
+from engine.scope import NO_SESSION, CallScope, RequestScope, ServerHooks, Session, Suspend
+from engine.state.call import HandlerRequests
 from engine.types import (
     ClientCapabilities,
     CreateMessageResult,
@@ -38,9 +38,6 @@ from engine.types import (
 )
 
 if TYPE_CHECKING:
-    # For the type of ``ctx.mcp_server`` only: at run time a Context sees its server through
-    # the narrow ServerHooks below.
-    from engine._internal.tracing import RequestTrace
     from engine.app import MCPServer
 
 log = logging.getLogger("engine.rounds")
@@ -53,74 +50,6 @@ RequestT = TypeVar("RequestT", default=Any)
 ``Context[AppState, Any]`` annotations work; ``Context[AppState]`` means the same."""
 ModelT = TypeVar("ModelT", bound=BaseModel)
 R = TypeVar("R")
-
-
-class ServerHooks(Protocol):
-    """What a handler's Context reaches of its server (the MCPServer provides it)."""
-
-    @property
-    def lifespan_context(self) -> Any: ...
-
-    async def read_resource_contents(self, uri: str, scope: RequestScope) -> list[Any]: ...
-
-    async def notify_list_changed(self, kind: str) -> None: ...
-
-    async def notify_resource_updated(self, uri: str) -> None: ...
-
-
-class Session:
-    """The server side of the conversation with this client.
-
-    ``send_*_list_changed()`` and ``send_resource_updated(uri)`` reach a 2025-11-25 client on its
-    session. A 2026-07-28 client only hears list changes on its ``subscriptions/listen`` streams:
-    use ``ctx.notify_*`` for those (they reach every subscribed stream, on every replica).
-    """
-
-    def __init__(self, notify: Notify | None = None) -> None:
-        self._notify = notify
-
-    async def send_notification(self, method: str, params: dict[str, Any] | None = None) -> None:
-        if self._notify is not None:
-            await self._notify(method, params or {})
-
-    async def send_tool_list_changed(self) -> None:
-        await self.send_notification("notifications/tools/list_changed")
-
-    async def send_prompt_list_changed(self) -> None:
-        await self.send_notification("notifications/prompts/list_changed")
-
-    async def send_resource_list_changed(self) -> None:
-        await self.send_notification("notifications/resources/list_changed")
-
-    async def send_resource_updated(self, uri: Any) -> None:
-        await self.send_notification("notifications/resources/updated", {"uri": str(uri)})
-
-
-NO_SESSION = Session()
-"""The session of a request that has none (2026-07-28): it sends nothing, so one is shared."""
-
-
-@dataclass(slots=True)
-class RequestScope:
-    """What the protocol layer knows about the request being served."""
-
-    request_id: str | int | None = None
-    method: str = ""
-    protocol_version: str | None = None
-    capabilities: dict[str, Any] = field(default_factory=dict)
-    headers: Mapping[str, str] | None = None
-    meta: dict[str, Any] = field(default_factory=dict)
-    notify: Notify | None = None
-    session: Session = NO_SESSION
-    close_stream: Callable[[], Awaitable[None]] | None = None
-    """Ends the HTTP response of a 2025-11-25 call early; the client resumes it with GET."""
-    access_token: AccessToken | None = None
-    """The bearer token the HTTP transport verified (``None`` on stdio, or with auth off)."""
-    trace: RequestTrace | None = None
-    """The request's span, when the server traces."""
-    client: str | None = None
-    """The client's network address, as the HTTP server saw it (``None`` on stdio): whose
-    budgets a request draws on when no principal is known."""
 
 
 _OUTSIDE = (
@@ -199,58 +128,6 @@ class RequestContext(Generic[LifespanT]):
     session: RequestSession
     client_capabilities: ClientCapabilities = field(default_factory=ClientCapabilities)
     """What the client declared it supports (by attribute, or as a mapping of its wire form)."""
-
-
-class CallScope:
-    """Per-round bookkeeping for questions and checkpoints taken inside a handler body."""
-
-    __slots__ = (
-        "asker",
-        "call_id",
-        "input_responses",
-        "next_state",
-        "prefix",
-        "request_state",
-        "round_no",
-        "state",
-        "steps",
-        "target",
-    )
-
-    def __init__(
-        self,
-        target: str,
-        asker: AnswerSource,
-        state: CallState,
-        next_state: CallState,
-        round_no: int,
-        prefix: str = "",
-    ) -> None:
-        self.target = target
-        self.asker = asker
-        self.state = state
-        self.next_state = next_state
-        self.round_no = round_no
-        self.prefix = prefix
-        self.steps = 0
-        self.call_id = ""
-        self.input_responses: dict[str, Any] | None = None
-        """The client's answers to the input requests the handler returned last round."""
-        self.request_state: str | None = None
-        """The ``request_state`` string the handler returned last round."""
-
-    def child(self, resolver_key: str) -> CallScope:
-        """A scope whose steps are counted apart: a resolver's own questions and checkpoints
-        get keys that do not depend on how concurrent resolvers were scheduled."""
-        scope = CallScope(
-            self.target, self.asker, self.state, self.next_state, self.round_no, f"{resolver_key}."
-        )
-        scope.call_id = self.call_id
-        return scope
-
-
-class Suspend(BaseException):
-    """Raised inside a body when a question must go to the client before it can continue."""
 
 
 class Context(Generic[LifespanT, RequestT]):

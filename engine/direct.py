@@ -14,10 +14,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from engine.calls.reply import CallRequest, ReplyKind, RoundReply
-from engine.context import Context, RequestScope, forwarded_input, request_scope
+from engine.context import Context, forwarded_input, request_scope
 from engine.errors import ResourceError, ToolError, UnexpectedToolError
 from engine.handlers.results import ReadResourceContents, contents_for_server
 from engine.operations import Operations
+from engine.scope import RequestScope
 from engine.types import CallToolResult, GetPromptResult
 
 ASKABLE: dict[str, Any] = {"elicitation": {"form": {}, "url": {}}, "sampling": {}, "roots": {}}

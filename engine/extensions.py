@@ -21,7 +21,6 @@ from pydantic import BaseModel, ValidationError
 
 from engine.calls.arguments import summarize
 from engine.calls.reply import CallRequest, ReplyKind, RoundReply
-from engine.context import RequestScope
 from engine.errors import INVALID_PARAMS, METHOD_NOT_FOUND, MISSING_CLIENT_CAPABILITY, MCPError
 from engine.extension import ExtensionLike, check_identifier
 from engine.handlers.resource import Resource, ResourceObject, ResourceOptions
@@ -30,6 +29,7 @@ from engine.middleware import CallNext, ClientSession, ServerRequestContext, cha
 from engine.operations import Operations
 from engine.protocol.served import ExtensionMethod
 from engine.questions.answers import AnswerSource
+from engine.scope import RequestScope
 from engine.types import CallToolResult, TextContent, wire_of
 
 

@@ -20,8 +20,8 @@ from pydantic import BaseModel
 from typing_extensions import TypeVar
 
 from engine.auth.provider import AccessToken
-from engine.context import NO_SESSION, Session
 from engine.questions.session import covers
+from engine.scope import NO_SESSION, Session
 from engine.types import ClientCapabilities, wire_of
 
 LifespanT = TypeVar("LifespanT", default=Any)

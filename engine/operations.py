@@ -14,7 +14,6 @@ from engine._internal.metrics import Metrics
 from engine.calls.execute import Convert
 from engine.calls.reply import CallRequest, ReplyKind, RoundReply
 from engine.calls.runner import RoundRunner
-from engine.context import RequestScope
 from engine.errors import (
     INVALID_PARAMS,
     MCPError,
@@ -30,6 +29,7 @@ from engine.handlers.tool import Tool
 from engine.protocol.errors import store_error
 from engine.questions.answers import AnswerSource
 from engine.registry import Registry
+from engine.scope import RequestScope
 from engine.tasks.service import Tasks, task_start
 from stores.base import StoreUnavailable
 

@@ -13,12 +13,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Self
 
 from engine.calls.execute import Outcome, execute_round
-from engine.context import DETACHED, ServerHooks
+from engine.context import DETACHED
 from engine.di.overrides import DependencyOverrides
 from engine.direct import HandedBack, asks_a_client, direct_scope
 from engine.handlers import prompt
 from engine.prompt_messages import AssistantMessage, Message, UserMessage
 from engine.questions.answers import StatelessAnswers
+from engine.scope import ServerHooks
 from engine.state.call import CallState
 from engine.types import Icon
 

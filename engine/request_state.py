@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from engine.calls.runner import Principal, token_principal
-from engine.context import RequestScope
+from engine.scope import RequestScope
 from engine.settings import ServerOptions
 from engine.state.codec import CodecRing, RequestStateCodec
 from engine.state.seal import KeyRing, KeySpec
@@ -42,7 +42,7 @@ class RequestStateSecurity:
     seconds a token stays valid, re-stamped every round (whole seconds: a fraction counts as
     the next whole second). ``audience`` is what tokens are bound to (the server's name when
     ``None``). ``bind_principal(scope)`` names who makes a request from its
-    :class:`~engine.context.RequestScope`; by default the issuer and subject of its verified
+    :class:`~engine.scope.RequestScope`; by default the issuer and subject of its verified
     access token; ``None`` binds tokens to no one.
     """
 

@@ -18,13 +18,13 @@ import anyio
 from engine._internal.metrics import Metrics
 from engine._internal.tracing import StoreSpans, Tracing
 from engine.calls.runner import Principal, RoundRunner
-from engine.context import ServerHooks
 from engine.di.overrides import DependencyOverrides
 from engine.fleet.backchannel import BackChannel
 from engine.fleet.bus import Bus
 from engine.fleet.notifications import Notifications
 from engine.fleet.sessions import SessionRegistry
 from engine.handlers.tool import Tool
+from engine.scope import ServerHooks
 from engine.settings import Settings
 from engine.state.seal import KeyRing
 from engine.store_services.services import StoreServices

@@ -193,7 +193,8 @@ async def test_describe_catalog_reads_its_own_resource() -> None:
 
 
 async def test_read_resource_gives_content_and_mime_type() -> None:
-    from engine.context import Context, RequestScope
+    from engine.context import Context
+    from engine.scope import RequestScope
 
     ctx: Context[object] = Context(describe_catalog.mcp, RequestScope())
     [contents] = await ctx.read_resource("catalog://genres")

@@ -17,7 +17,6 @@ from typing import Any
 from engine.calls.arguments import InvalidArguments, validate_arguments
 from engine.calls.handler_requests import handed_answers, keep_requests
 from engine.calls.walk import DEFERRED, SUSPENDED, BeforeBody, Round
-from engine.context import CallScope, RequestScope, ServerHooks
 from engine.di.overrides import DependencyOverrides
 from engine.errors import (
     INTERNAL_ERROR,
@@ -32,6 +31,7 @@ from engine.handlers.base import Handler
 from engine.input_requests import NEVER_ASKS, input_required_of
 from engine.questions.answers import AnswerSource
 from engine.role import Role
+from engine.scope import CallScope, RequestScope, ServerHooks
 from engine.state.call import CallState
 
 log = logging.getLogger("engine.calls")

@@ -8,8 +8,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from engine.context import RequestScope
 from engine.questions.answers import AnswerSource
+from engine.scope import RequestScope
 from engine.state.call import CallState, HandlerRequests
 
 Finisher = Callable[["RoundReply", bytes], Awaitable[None] | None]

@@ -31,12 +31,12 @@ from engine.calls.execute import (
 from engine.calls.journal_event import round_event
 from engine.calls.reply import CallRequest, Finisher, ReplyKind, RoundReply, TaskStart
 from engine.calls.traced import traced_round
-from engine.context import RequestScope, ServerHooks
 from engine.di.overrides import DependencyOverrides
 from engine.errors import INTERNAL_ERROR, INVALID_PARAMS, InvalidRequestState, MCPError, ToolError
 from engine.handlers.base import Handler
 from engine.questions.answers import AnswerSource, StatelessAnswers
 from engine.role import Role
+from engine.scope import RequestScope, ServerHooks
 from engine.settings import JournalSettings, TokenSettings
 from engine.state.call import CallState
 from engine.state.claims import Binding, Claims, StateRef, new_call_id, principal_tag

@@ -19,7 +19,7 @@ import anyio
 import anyio.to_thread
 
 from engine._internal.markers import Marker
-from engine.context import CallScope, Context, RequestScope, ServerHooks, Suspend
+from engine.context import Context
 from engine.di.plan import Node, Parameters, Source
 from engine.di.signature import Signature
 from engine.errors import ToolError
@@ -34,6 +34,7 @@ from engine.questions.kinds import (
 )
 from engine.questions.rendering import Rendered
 from engine.questions.restore import restore_question
+from engine.scope import CallScope, RequestScope, ServerHooks, Suspend
 from engine.types import WireModel
 
 SUSPENDED: Any = Marker("SUSPENDED")

@@ -21,7 +21,6 @@ from engine.app import MCPServer
 from engine.calls.execute import Outcome, execute_round, fails_as_protocol_error
 from engine.calls.reply import ReplyKind, RoundReply
 from engine.calls.runner import RoundRunner
-from engine.context import RequestScope
 from engine.debug.journal import RecordedCall, RecordedRound
 from engine.errors import MCPError
 from engine.handlers.base import Handler
@@ -31,6 +30,7 @@ from engine.operations import Operations, converter
 from engine.protocol import legacy, modern
 from engine.questions.answers import StatelessAnswers
 from engine.questions.rendering import Rendered
+from engine.scope import RequestScope
 from engine.state.call import CallState
 
 CAPABILITIES: dict[str, Any] = {

@@ -18,7 +18,6 @@ from engine._internal.notify import Notify
 from engine._internal.tracing import RequestTrace
 from engine.auth.provider import AccessToken
 from engine.calls.reply import CallRequest, ReplyKind, RoundReply
-from engine.context import NO_SESSION, RequestScope, Session
 from engine.errors import (
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -42,6 +41,7 @@ from engine.protocol.served import Served
 from engine.protocol.traced import request_trace, traced
 from engine.questions.answers import StatelessAnswers
 from engine.questions.rendering import Rendered
+from engine.scope import NO_SESSION, RequestScope, Session
 from engine.state.call import CallState
 
 LATEST = "2025-11-25"

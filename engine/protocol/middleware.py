@@ -16,10 +16,10 @@ from typing import Any
 from pydantic import BaseModel
 
 from engine.auth.provider import AccessToken
-from engine.context import NO_SESSION, Session
 from engine.middleware import HandlerResult, ServerRequestContext, chained
 from engine.protocol.jsonrpc import Message, dumps, loads
 from engine.protocol.served import Served
+from engine.scope import NO_SESSION, Session
 from engine.types import wire_of
 
 log = logging.getLogger("engine.protocol")

@@ -16,7 +16,6 @@ from engine._internal.notify import Notify
 from engine._internal.tracing import RequestTrace
 from engine.auth.provider import AccessToken
 from engine.calls.reply import CallRequest, ReplyKind, RoundReply
-from engine.context import RequestScope
 from engine.errors import (
     INVALID_PARAMS,
     UNSUPPORTED_PROTOCOL_VERSION,
@@ -37,6 +36,7 @@ from engine.protocol.middleware import message_context, observe_notification, th
 from engine.protocol.served import Served
 from engine.protocol.tasks import TASK_OPERATIONS, with_extension
 from engine.protocol.traced import request_trace, traced
+from engine.scope import RequestScope
 
 MODERN = "2026-07-28"
 SUPPORTED_VERSIONS = [MODERN]

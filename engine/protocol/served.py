@@ -9,12 +9,12 @@ from typing import Any, Protocol
 from engine._internal.metrics import Metrics
 from engine._internal.tracing import Tracing
 from engine.calls.reply import CallRequest, RoundReply
-from engine.context import RequestScope
 from engine.fleet.backchannel import BackChannel
 from engine.fleet.notifications import Listener
 from engine.fleet.sessions import SessionRegistry
 from engine.middleware import ServerMiddleware
 from engine.questions.answers import AnswerSource
+from engine.scope import RequestScope
 from engine.tasks.service import Tasks
 
 ExtensionMethod = Callable[[dict[str, Any], RequestScope], Awaitable[dict[str, Any]]]

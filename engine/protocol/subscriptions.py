@@ -19,7 +19,6 @@ import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
 from engine._internal.budgets import over_budget
-from engine.context import RequestScope
 from engine.errors import INVALID_PARAMS, METHOD_NOT_FOUND, MCPError
 from engine.handlers.task_policy import declares_tasks, missing_extension
 from engine.protocol.jsonrpc import Message, notification_bytes, parse
@@ -32,6 +31,7 @@ from engine.protocol.modern import (
     read_meta,
 )
 from engine.protocol.served import Served
+from engine.scope import RequestScope
 from engine.tasks.service import STATUS_NOTIFICATION, Tasks
 
 SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"

@@ -11,11 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from engine.calls.runner import too_many_answers
-from engine.context import RequestScope
 from engine.errors import INVALID_PARAMS, METHOD_NOT_FOUND, MCPError
 from engine.handlers.task_policy import EXTENSION, declares_tasks, missing_extension
 from engine.protocol.common import string_param
 from engine.protocol.served import Served
+from engine.scope import RequestScope
 from engine.tasks.service import Tasks
 
 

@@ -33,7 +33,7 @@ from engine.types import (
 
 class Channel(Protocol):
     """Where a session's notifications go (the 2025-11-25 session's standalone stream):
-    ``engine.context.Session``."""
+    ``engine.scope.Session``."""
 
     async def send_notification(
         self, method: str, params: dict[str, Any] | None = None

@@ -26,11 +26,11 @@ from engine._internal.metrics import Metrics
 from engine.calls.execute import Outcome, execute_round
 from engine.calls.reply import CallRequest, ReplyKind, RoundReply
 from engine.calls.runner import RoundRunner
-from engine.context import RequestScope
 from engine.errors import INVALID_PARAMS, OVER_BUDGET, MCPError
 from engine.handlers.results import error_result
 from engine.handlers.tool import Tool
 from engine.questions.answers import StatelessAnswers
+from engine.scope import RequestScope
 from engine.state.call import CallState
 from engine.store_services.journal_writer import JournalWriter
 from engine.tasks.lease import Lease

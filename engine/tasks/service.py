@@ -30,7 +30,6 @@ from engine._internal.random_pool import random_bytes
 from engine.auth.provider import require_scopes
 from engine.calls.reply import CallRequest, ReplyKind, RoundReply, TaskStart
 from engine.calls.runner import RoundRunner
-from engine.context import RequestScope
 from engine.errors import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -42,6 +41,7 @@ from engine.fleet.bus import Bus
 from engine.handlers.task_policy import declares_tasks, missing_extension
 from engine.handlers.tool import Tool
 from engine.questions.answers import AnswerSource
+from engine.scope import RequestScope
 from engine.settings import TaskSettings
 from engine.state.call import CallState
 from engine.state.claims import principal_tag

@@ -16,8 +16,8 @@ import httpx2
 import pytest
 
 from engine import MCPServer
-from engine.context import RequestScope
 from engine.errors import OVER_BUDGET
+from engine.scope import RequestScope
 from examples.bookshop import build as build_bookshop
 from tests.abuse.legacy_waiting import initialize, leave_waiting
 from tests.abuse.replica import replica

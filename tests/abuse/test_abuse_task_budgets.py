@@ -17,9 +17,9 @@ import httpx
 import pytest
 
 from engine import MCPServer
-from engine.context import RequestScope
 from engine.errors import INVALID_PARAMS, OVER_BUDGET
 from engine.handlers.task_policy import EXTENSION
+from engine.scope import RequestScope
 from tests.conftest import KEY
 from tests.http_helpers import assert_error, assert_result, post, request, serving
 

@@ -14,7 +14,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from engine import InvalidRequestState, MCPServer, RequestStateSecurity
-from engine.context import RequestScope
+from engine.scope import RequestScope
 from engine.state.codec import CodecRing
 from engine.store_services.journal_records import open_rounds
 from examples.bookshop import build

@@ -21,8 +21,8 @@ import engine.calls.runner
 import engine.state.claims
 import engine.state.seal
 from engine import Elicit, MCPServer, Resolve
-from engine.context import RequestScope
 from engine.errors import InvalidRequestState
+from engine.scope import RequestScope
 from engine.state.seal import KeyRing, KeySpec
 from engine.testing import Client, ProtocolError
 from examples.bookshop import build
