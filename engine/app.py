@@ -24,7 +24,7 @@ from engine.auth.settings import AuthSettings
 from engine.caching import result_hints
 from engine.calls.runner import Principal, token_principal
 from engine.completions import Completer, no_completer
-from engine.context import Context
+from engine.context import Context, ServerAPI
 from engine.di.overrides import DependencyOverrides
 from engine.extensions import InterceptedOperations, advertised, apply_extensions, interceptors
 from engine.fleet.backchannel import BackChannel
@@ -874,5 +874,9 @@ def _registering(register: Callable[[Any], object]) -> Callable[[F], F]:
 
     return decorator
 
+
+_SERVES_CTX_MCP_SERVER: type[ServerAPI] = MCPServer
+"""``ctx.mcp_server`` is typed as :class:`~engine.context.ServerAPI`: the type check fails here
+the day the server stops providing it."""
 
 __all__ = ["MCPServer"]

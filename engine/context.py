@@ -11,7 +11,7 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, cast
+from typing import Any, Generic, Protocol, cast
 
 import anyio.to_thread
 from pydantic import BaseModel, TypeAdapter
@@ -26,19 +26,22 @@ from engine.questions.session import RequestSession
 from engine.scope import NO_SESSION, CallScope, RequestScope, ServerHooks, Session, Suspend
 from engine.state.call import HandlerRequests
 from engine.types import (
+    CallToolResult,
     ClientCapabilities,
     CreateMessageResult,
+    GetPromptResult,
+    Icon,
     ListRootsResult,
     ModelPreferences,
+    Prompt,
+    Resource,
+    ResourceTemplate,
     SamplingMessage,
     TextContent,
     Tool,
     ToolChoice,
     wire_of,
 )
-
-if TYPE_CHECKING:
-    from engine.app import MCPServer
 
 log = logging.getLogger("engine.rounds")
 
@@ -50,6 +53,60 @@ RequestT = TypeVar("RequestT", default=Any)
 ``Context[AppState, Any]`` annotations work; ``Context[AppState]`` means the same."""
 ModelT = TypeVar("ModelT", bound=BaseModel)
 R = TypeVar("R")
+
+
+class ServerAPI(ServerHooks, Protocol):
+    """What ``ctx.mcp_server`` is typed as: the public API of the server a handler runs in.
+
+    The object is the ``MCPServer`` itself. A protocol, because the Context sits below the server
+    and must not import it: what a handler reaches of its server (who it is, its listings, its
+    direct calls) is named here, and the server is checked against it where it is defined.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def instructions(self) -> str | None: ...
+
+    @property
+    def version(self) -> str | None: ...
+
+    @property
+    def title(self) -> str | None: ...
+
+    @property
+    def description(self) -> str | None: ...
+
+    @property
+    def website_url(self) -> str | None: ...
+
+    @property
+    def icons(self) -> list[Icon] | None: ...
+
+    async def list_tools(self) -> list[Tool]: ...
+
+    async def list_prompts(self) -> list[Prompt]: ...
+
+    async def list_resources(self) -> list[Resource]: ...
+
+    async def list_resource_templates(self) -> list[ResourceTemplate]: ...
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        context: Context[Any] | None = None,
+    ) -> CallToolResult | Any: ...
+
+    async def get_prompt(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        context: Context[Any] | None = None,
+    ) -> GetPromptResult | Any: ...
+
+    async def read_resource(self, uri: Any, context: Context[Any] | None = None) -> Any: ...
 
 
 _OUTSIDE = (
@@ -150,7 +207,7 @@ class Context(Generic[LifespanT, RequestT]):
         scope: RequestScope | None = None,
         call: CallScope | None = None,
         *,
-        mcp_server: MCPServer | None = None,
+        mcp_server: ServerAPI | None = None,
         request_context: Any = None,
     ) -> None:
         if server is None:
@@ -175,10 +232,10 @@ class Context(Generic[LifespanT, RequestT]):
         return Context(self._server, self._scope, self._call.child(key))
 
     @property
-    def mcp_server(self) -> MCPServer:
+    def mcp_server(self) -> ServerAPI:
         if self._server is DETACHED:
             raise ValueError(_OUTSIDE)
-        return cast("MCPServer", self._server)
+        return cast(ServerAPI, self._server)
 
     @property
     def request_id(self) -> str:
