@@ -1,12 +1,12 @@
-"""The store's write probe behind ``/healthz``: one at a time, however many checks ask.
+"""The store's write probe behind ``/healthz``: at most one running, however many checks ask.
 
 A load balancer (or several) may check every replica every second. Each check that started its
 own write would queue behind the others on a store that is slow to write (a SQLite file locked
 by another process, a Redis near its memory limit), and a check would answer only once the
 probes before it had: seconds past the moment it should have said 503. Here the checks that
-arrive while a probe runs share its outcome, and a check waits for it at most ``timeout``
-seconds; a probe still running then goes on in the server's task group and the check answers
-that the store did not answer in time.
+arrive while a probe runs share the next one, which starts once it ends (so an answer is never
+older than its check), and a check waits at most ``timeout`` seconds: a probe still running then
+goes on in the server's task group and the check answers that the store did not answer in time.
 """
 
 from __future__ import annotations
@@ -32,13 +32,14 @@ class _Probe:
 
 
 class StoreProbe:
-    """Runs the store's ``ping`` for the checks that ask, one probe at a time."""
+    """Runs the store's ``ping`` for the checks that ask: one running, one waiting at most."""
 
     def __init__(self, store: Store, timeout: float) -> None:
         self._store = store
         self._timeout = timeout
         self._wanted = anyio.Event()
-        self._current: _Probe | None = None
+        self._next: _Probe | None = None
+        """The probe the checks waiting now share; it starts once the one running ends."""
         self._running = False
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -49,13 +50,12 @@ class StoreProbe:
             while True:
                 await self._wanted.wait()
                 self._wanted = anyio.Event()
-                probe = self._current
+                probe, self._next = self._next, None
                 if probe is None:
                     continue
                 try:
                     probe.failure = await self._ping(PROBE_LIMIT)
                 finally:
-                    self._current = None
                     probe.done.set()
         finally:
             self._running = False
@@ -64,9 +64,9 @@ class StoreProbe:
         """``None`` when the store took a write, else why it is unavailable."""
         if not self._running:  # a server that is not running: the check probes alone
             return await self._ping(self._timeout)
-        probe = self._current
+        probe = self._next
         if probe is None:
-            probe = self._current = _Probe()
+            probe = self._next = _Probe()
             self._wanted.set()
         with anyio.move_on_after(self._timeout):
             await probe.done.wait()

@@ -32,7 +32,7 @@ class SlowStore(MemoryStore):
             raise StoreUnavailable("the disk is full")
 
 
-async def test_checks_that_arrive_together_share_one_probe() -> None:
+async def test_checks_that_arrive_together_share_one_probe_and_each_answer_is_fresh() -> None:
     store = SlowStore(0.2)
     probe = StoreProbe(store, timeout=1.0)
     answers: list[str | None] = []
@@ -65,11 +65,11 @@ async def test_a_probe_stuck_on_the_store_answers_503_in_time_and_goes_on() -> N
             and details["store"] == f"unavailable: no answer within {HEALTH_TIMEOUT:g} s"
         )
         assert took < HEALTH_TIMEOUT + 0.5
-        assert not (await mcp.health())[0]  # waits on the same probe: no second write queued
+        assert not (await mcp.health())[0]  # its probe waits for the stuck one: none piles up
         assert store.pings == before + 1
         store.delay = 0
         await anyio.sleep(1.5 * HEALTH_TIMEOUT)  # the slow write goes through in the end
-        assert (await mcp.health())[0] and store.pings == before + 2  # then a fresh probe
+        assert (await mcp.health())[0] and store.pings == before + 3  # each answer is fresh
 
 
 async def test_an_unexpected_error_of_the_probe_is_a_503_that_says_what_happened() -> None:
