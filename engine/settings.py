@@ -8,15 +8,12 @@ looks at ``os.environ``. An argument given in code wins over the environment, wh
 default.
 """
 
-from __future__ import annotations
-
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypedDict, Unpack
 
 from pydantic import AfterValidator, BeforeValidator, Field, PlainValidator, model_validator
-from pydantic_settings import NoDecode
 
 from engine._internal.setting_groups import (
     CODE_ONLY,
@@ -62,6 +59,62 @@ less than its disk."""
 MAX_TASK_RESULT_BYTES = 4 * 1024 * 1024
 """The default cap on a task's result, as JSON: a larger one fails the task instead of being
 kept."""
+
+
+class ServerOptions(TypedDict, total=False):
+    """The settings keywords of ``MCPServer(...)``, for type checkers: what the groups above
+    declare (a test keeps the two the same), as code may give them."""
+
+    keys: Iterable[KeySpec] | KeyRing | None
+    audience: str | None
+    state_ttl: int
+    max_token_chars: int
+    max_inline_state: int | None
+    trust_unsolicited_answers: bool
+    store: str | Store | None
+    spill_threshold: int
+    duplicate_wait: float
+    claim_lease: float
+    journal_arguments: bool | None
+    journal_ttl: float
+    journal_sample: float | None
+    journal_max_event_bytes: int | None
+    journal_max_bytes: int | None
+    session_ttl: float
+    legacy_answer_timeout: float
+    max_pending_calls_per_session: int
+    max_pending_calls: int
+    max_pending_calls_per_principal: int
+    max_sessions_per_principal: int
+    max_input_responses: int
+    list_ttl_ms: int
+    replica_id: str | None
+    stamp_results: bool | None
+    warn_on_duplicate_tools: bool
+    warn_on_duplicate_prompts: bool
+    warn_on_duplicate_resources: bool
+    max_head_bytes: int
+    head_timeout: float
+    body_timeout: float
+    min_body_rate: float
+    max_connections: int | None
+    task_ttl: float
+    task_poll_interval: float
+    task_lease: float
+    max_running_tasks: int
+    max_task_takeovers: int
+    max_tasks_per_principal: int
+    max_tasks_per_replica: int
+    max_task_creations_per_minute: int
+    max_task_result_bytes: int | None
+    max_listen_task_ids: int
+    clock_skew: float
+    tracer_provider: Any
+    log_level: str
+    debug: bool
+    cache_hints: Mapping[str, Any] | None
+    subscriptions: Any
+    dependencies: Iterable[str] | None
 
 
 class TokenSettings(SettingGroup):
@@ -227,7 +280,7 @@ class InfoSettings:
         description: str | None,
         website_url: str | None,
         icons: Iterable[Icon | Mapping[str, Any]] | None,
-    ) -> InfoSettings:
+    ) -> "InfoSettings":
         """Icons as given: ``engine.types.Icon``, a dict (``src``, ``mimeType``, ``sizes``,
         ``theme``), or another pydantic model of those fields (the official ``mcp_types.Icon``)."""
         return cls(title, description, website_url, tuple(Icon.of(icon) for icon in icons or ()))
@@ -280,7 +333,7 @@ class ServeSettings(SettingGroup):
     access_log: Annotated[bool, ENVIRONMENT_ONLY] = Field(False, alias="access_log")
     """Log uvicorn's line per request."""
     extra_allowed_hosts: Annotated[
-        tuple[str, ...], ENVIRONMENT_ONLY, NoDecode, BeforeValidator(_host_names)
+        tuple[str, ...], ENVIRONMENT_ONLY, BeforeValidator(_host_names)
     ] = Field((), alias="allowed_hosts")
     """``Host`` names accepted besides loopback names, comma-separated."""
     trust_forwarded: Annotated[bool, ENVIRONMENT_ONLY] = Field(False, alias="trust_forwarded")
@@ -392,7 +445,7 @@ class Settings(SettingGroup):
         environ: Environ | None = None,
         info: InfoSettings | None = None,
         **options: Unpack[ServerOptions],
-    ) -> Settings:
+    ) -> "Settings":
         """The settings of a server named ``name`` (see ``MCPServer`` for each option): each
         option given (and not ``None``) wins over its ``ENGINE_`` variable in ``environ``
         (default: ``os.environ``), which wins over its default."""
@@ -438,59 +491,3 @@ SERVER_OPTIONS = frozenset(
 )
 """The keywords ``MCPServer(...)`` takes besides its name, instructions, version, principal,
 lifespan and the objects after it: those the groups declare."""
-
-
-class ServerOptions(TypedDict, total=False):
-    """The settings keywords of ``MCPServer(...)``, for type checkers: what the groups above
-    declare (a test keeps the two the same), as code may give them."""
-
-    keys: Iterable[KeySpec] | KeyRing | None
-    audience: str | None
-    state_ttl: int
-    max_token_chars: int
-    max_inline_state: int | None
-    trust_unsolicited_answers: bool
-    store: str | Store | None
-    spill_threshold: int
-    duplicate_wait: float
-    claim_lease: float
-    journal_arguments: bool | None
-    journal_ttl: float
-    journal_sample: float | None
-    journal_max_event_bytes: int | None
-    journal_max_bytes: int | None
-    session_ttl: float
-    legacy_answer_timeout: float
-    max_pending_calls_per_session: int
-    max_pending_calls: int
-    max_pending_calls_per_principal: int
-    max_sessions_per_principal: int
-    max_input_responses: int
-    list_ttl_ms: int
-    replica_id: str | None
-    stamp_results: bool | None
-    warn_on_duplicate_tools: bool
-    warn_on_duplicate_prompts: bool
-    warn_on_duplicate_resources: bool
-    max_head_bytes: int
-    head_timeout: float
-    body_timeout: float
-    min_body_rate: float
-    max_connections: int | None
-    task_ttl: float
-    task_poll_interval: float
-    task_lease: float
-    max_running_tasks: int
-    max_task_takeovers: int
-    max_tasks_per_principal: int
-    max_tasks_per_replica: int
-    max_task_creations_per_minute: int
-    max_task_result_bytes: int | None
-    max_listen_task_ids: int
-    clock_skew: float
-    tracer_provider: Any
-    log_level: str
-    debug: bool
-    cache_hints: Mapping[str, Any] | None
-    subscriptions: Any
-    dependencies: Iterable[str] | None

@@ -15,16 +15,14 @@ refused names the keyword or the variable it came from, what it was, and what is
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from types import NoneType, UnionType
-from typing import Any, Literal, Self, Union, cast, get_args, get_origin
+from typing import Any, Literal, Self, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
-from pydantic_settings import BaseSettings, EnvSettingsSource
 
 ENV_PREFIX = "ENGINE_"
 
@@ -69,35 +67,13 @@ def variable_of(field: FieldInfo) -> str | None:
     return ENV_PREFIX + field.alias.upper()
 
 
-class Environment(EnvSettingsSource):
-    """The ``ENGINE_`` variables of a group's settings in ``environ`` (``os.environ`` unless
-    given), as pydantic-settings finds them: case aside, blank ones unset."""
-
-    def __init__(self, group: type[SettingGroup], environ: Mapping[str, str] | None) -> None:
-        self.environ = os.environ if environ is None else environ
-        super().__init__(
-            cast("type[BaseSettings]", group),  # it reads the fields and config of any model
-            case_sensitive=False,
-            env_prefix=ENV_PREFIX,
-            env_prefix_target="alias",
-            env_ignore_empty=True,
-        )
-
-    def _load_env_vars(self) -> Mapping[str, str | None]:
-        return {name.lower(): value for name, value in self.environ.items() if value.strip()}
-
-    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
-        if variable_of(field) is None:
-            return None, field_name, False
-        return super().get_field_value(field, field_name)
-
-
 class SettingGroup(BaseModel):
     """Settings read by one part of the engine: frozen, each declared once (see the module).
 
     A model rather than pydantic-settings' ``BaseSettings``, whose construction reads
     ``os.environ`` and checks code's values and the environment's text alike: :meth:`of` reads
-    the variables with pydantic-settings' own source, from the environment it is given.
+    the variables with pydantic-settings' own source (``engine._internal.environment``), from
+    the environment it is given.
     """
 
     model_config = ConfigDict(
@@ -105,7 +81,7 @@ class SettingGroup(BaseModel):
         extra="forbid",
         arbitrary_types_allowed=True,
         allow_inf_nan=False,
-        use_attribute_docstrings=True,
+        defer_build=True,  # checked when a server is first made, not when the engine is imported
     )
 
     @classmethod
@@ -137,7 +113,9 @@ class SettingGroup(BaseModel):
         cls, environ: Mapping[str, str] | None, passed: Mapping[str, Any]
     ) -> dict[str, Any]:
         """The settings set in the environment, parsed from their text and checked."""
-        texts = Environment(cls, environ)()
+        from engine._internal.environment import variables  # with the first server, not the engine
+
+        texts = variables(cls, environ, prefix=ENV_PREFIX, reads=_has_variable)
         if not texts:
             return {}
         try:
@@ -149,6 +127,10 @@ class SettingGroup(BaseModel):
             for name, field in cls.model_fields.items()
             if (alias := field.alias) is not None and alias in texts
         }
+
+
+def _has_variable(field: FieldInfo) -> bool:
+    return variable_of(field) is not None
 
 
 def settings_of(group: type[SettingGroup]) -> Iterator[tuple[str, FieldInfo]]:
