@@ -163,7 +163,9 @@ def _store_given(value: Any) -> str | Store | None:
 class StoreSettings(SettingGroup):
     """Which store holds what outlives a round, and how rounds use it."""
 
-    store: Annotated[str | Store | None, PlainValidator(_store_given)] = Field(None, alias="store")
+    store: Annotated[
+        str | Store | None, PlainValidator(_store_given), Allowed("a store URL, or none")
+    ] = Field(None, alias="store")
     """A URL (``sqlite:///calls.db``, ``redis://...``, ``memory://``) or a ``stores.Store``;
     none by default."""
     spill_threshold: Bytes = Field(4 * 1024, alias="spill_threshold", ge=0)
@@ -333,7 +335,10 @@ class ServeSettings(SettingGroup):
     access_log: Annotated[bool, ENVIRONMENT_ONLY] = Field(False, alias="access_log")
     """Log uvicorn's line per request."""
     extra_allowed_hosts: Annotated[
-        tuple[str, ...], ENVIRONMENT_ONLY, BeforeValidator(_host_names)
+        tuple[str, ...],
+        ENVIRONMENT_ONLY,
+        BeforeValidator(_host_names),
+        Allowed("host names, comma-separated"),
     ] = Field((), alias="allowed_hosts")
     """``Host`` names accepted besides loopback names, comma-separated."""
     trust_forwarded: Annotated[bool, ENVIRONMENT_ONLY] = Field(False, alias="trust_forwarded")

@@ -154,7 +154,7 @@ def _described(group: type[SettingGroup], error: ValidationError, *, environment
         custom = problem["type"] == "value_error" and not _has(field, Allowed)
         if custom:
             message = str(problem["ctx"]["error"])
-            lines.append(message if message.startswith(f"{name}:") else f"{name}: {message}")
+            lines.append(message if message.startswith(name) else f"{name}: {message}")
             continue
         unset = "unset it" if environment else "leave it out"
         default = "" if field.default in (None, PydanticUndefined) else f", {field.default!r}"
@@ -178,6 +178,8 @@ def allowed(field: FieldInfo, *, environment: bool = False) -> str:
         return "one of " + ", ".join(str(choice) for choice in get_args(kind))
     if kind is bool:
         return "1, true, yes or on, or 0, false, no or off" if environment else "True or False"
+    if kind is str:
+        return "text"
     if kind not in (int, float):
         return "a " + getattr(kind, "__name__", str(kind))
     words = "a whole number" if kind is int else "a number"
