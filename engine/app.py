@@ -102,8 +102,9 @@ class MCPServer(Generic[LifespanT]):
     that shape) when given: they are its ``serverInfo``. These, ``auth_server_provider`` and
     ``token_verifier`` may be given by position, in the official constructor's order. The other
     options are keywords; all but ``principal``, ``lifespan`` and the objects after them are
-    declared once, in :class:`~engine.settings.ServerOptions`, and defaulted by
-    ``Settings.build``.
+    settings, each declared once in :mod:`engine.settings` (its default, bounds and doc), and
+    each but the objects also read from ``ENGINE_`` and its name in capitals
+    (``ENGINE_STATE_TTL=60``) when not given: docs/settings.md lists them all.
 
     A second function registered under a tool's or prompt's name, or a resource's URI, is
     dropped and the first kept, with a warning, as the official server does;

@@ -12,7 +12,7 @@ from engine.handlers.prompt import Prompt
 from engine.handlers.resource import Resource
 from engine.handlers.tool import Tool
 from engine.resources.security import ResourceSecurityError
-from engine.settings import Duplicates, RegistrySettings
+from engine.settings import RegistrySettings
 
 log = logging.getLogger("engine.registry")
 
@@ -21,7 +21,7 @@ class Registry:
     """The handlers registered on one server; analysed when added, looked up per request."""
 
     def __init__(self, duplicates: RegistrySettings | None = None) -> None:
-        self.duplicates = duplicates or RegistrySettings("warn", "warn", "warn")
+        self.duplicates = duplicates or RegistrySettings.of({})
         self.tools: dict[str, Tool] = {}
         self.prompts: dict[str, Prompt] = {}
         self.resources: dict[str, Resource] = {}
@@ -120,9 +120,7 @@ class Registry:
 H = TypeVar("H", bound=Handler)
 
 
-def _known(
-    table: dict[str, H], key: str, handler: H, kind: str, duplicates: Duplicates
-) -> H | None:
+def _known(table: dict[str, H], key: str, handler: H, kind: str, warn: bool) -> H | None:
     """The handler already registered under ``key``, or ``None`` when the key is free.
 
     Another function under a taken key leaves the first in place, as the official server does:
@@ -133,7 +131,7 @@ def _known(
     existing = table.get(key)
     if existing is None:
         return None
-    if existing.fn != handler.fn and duplicates == "warn":
+    if existing.fn != handler.fn and warn:
         log.warning("%s already exists: %s", kind, key)
     return existing
 

@@ -28,15 +28,27 @@ ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
 REPLICAS = list(COMPOSE_REPLICAS)
 ENV_READ = re.compile(
-    r"""(?:\benv(?:iron)?(?:\.get|\.setdefault|\.pop)?\s*[\[(]|\b(?:env_flag|env_number)\s*\(\s*env\s*,)"""
-    r"""\s*["']([A-Z][A-Z0-9_]+)["']"""
+    r"""\benv(?:iron)?(?:\.get|\.setdefault|\.pop)?\s*[\[(]\s*["']([A-Z][A-Z0-9_]+)["']"""
 )
 
 
+def settings_variables() -> set[str]:
+    """The ``ENGINE_`` variables the settings groups declare (``engine.settings``)."""
+    from engine._internal.setting_groups import variable_of
+    from engine.settings import SETTING_GROUPS
+
+    return {
+        variable
+        for group in SETTING_GROUPS
+        for field in group.model_fields.values()
+        if (variable := variable_of(field)) is not None
+    }
+
+
 def env_names_read(*paths: Path) -> set[str]:
-    """Environment variable names the given Python sources read via ``os.environ`` (or the
-    settings' ``env.get``, ``env_flag`` and ``env_number``)."""
-    names: set[str] = set()
+    """Environment variable names the given Python sources read via ``os.environ``; for the
+    engine, also those its settings declare."""
+    names: set[str] = settings_variables() if ROOT / "engine" in paths else set()
     for path in paths:
         files = sorted(path.rglob("*.py")) if path.is_dir() else [path]
         for file in files:
@@ -114,7 +126,7 @@ def test_replica_environment_uses_names_the_code_reads(services: dict[str, Any])
     assert {"ENGINE_KEYS", "ENGINE_STORE", "ENGINE_REPLICA_ID", "ENGINE_ALLOWED_HOSTS"} <= (
         read_by_engine
     )
-    assert {"ENGINE_ACCESS_LOG", "ENGINE_GC_FREEZE"} <= read_by_engine  # read by env_flag
+    assert {"ENGINE_ACCESS_LOG", "ENGINE_GC_FREEZE"} <= read_by_engine
     for name in REPLICAS:
         environment = services[name]["environment"]
         assert isinstance(environment, dict), "environment as a mapping"
