@@ -18,17 +18,16 @@ from engine.context import Context, forwarded_input, request_scope
 from engine.errors import ResourceError, ToolError, UnexpectedToolError
 from engine.handlers.results import ReadResourceContents, contents_for_server
 from engine.operations import Operations
+from engine.questions.kinds import declared_capabilities
 from engine.scope import RequestScope
 from engine.types import CallToolResult, GetPromptResult
 
-ASKABLE: dict[str, Any] = {"elicitation": {"form": {}, "url": {}}, "sampling": {}, "roots": {}}
-"""The capabilities a direct call's own request declares: every question a handler asks is
-let through to end the round, so that it fails as a question no one can answer."""
-
 
 def direct_scope(method: str = "") -> RequestScope:
-    """The request a direct call (or a prompt's render) runs in when it is given none."""
-    return RequestScope(method=method, capabilities=dict(ASKABLE))
+    """The request a direct call (or a prompt's render) runs in when it is given none. It
+    declares every kind of question: each question a handler asks is let through to end the
+    round, so that it fails as a question no one can answer."""
+    return RequestScope(method=method, capabilities=declared_capabilities())
 
 
 def asks_a_client(what: str) -> str:

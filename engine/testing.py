@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import inspect
 import itertools
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ from engine.handlers.task_policy import EXTENSION
 from engine.protocol.dispatch import dispatch
 from engine.protocol.jsonrpc import dumps, loads
 from engine.protocol.modern import META_CAPABILITIES, META_VERSION, MODERN, Exchange
+from engine.questions.kinds import declared_capabilities, kind_of_request
 from engine.state.seal import KeyRing
 
 Callback = Callable[[dict[str, Any]], Any] | Callable[[dict[str, Any]], Awaitable[Any]]
@@ -89,10 +90,12 @@ class Client:
     """Drives multi-round calls in process.
 
     ``elicitation``, ``sampling`` and ``roots`` are callbacks that receive the question's params
-    and return the answer (a dict or a wire model). A capability is declared when its callback is
-    given, unless ``capabilities`` says otherwise. ``tasks=True`` declares the Tasks extension:
-    a call that becomes a task is then followed to its end (polled as the server asks, its
-    questions answered with ``tasks/update``), for ``task_timeout`` seconds at most.
+    and return the answer (a dict or a wire model); ``callbacks`` adds others by name, for a
+    question kind that names its own (``QuestionKind.callback``). The capabilities of the kinds
+    whose callbacks are given are declared, unless ``capabilities`` says otherwise.
+    ``tasks=True`` declares the Tasks extension: a call that becomes a task is then followed to
+    its end (polled as the server asks, its questions answered with ``tasks/update``), for
+    ``task_timeout`` seconds at most.
     """
 
     def __init__(
@@ -101,6 +104,7 @@ class Client:
         elicitation: Callback | None = None,
         sampling: Callback | None = None,
         roots: Callback | None = None,
+        callbacks: Mapping[str, Callback] | None = None,
         capabilities: dict[str, Any] | None = None,
         headers: dict[str, str] | None = None,
         max_rounds: int = 10,
@@ -114,14 +118,11 @@ class Client:
         self.elicitation = elicitation
         self.sampling = sampling
         self.roots = roots
+        self.callbacks: dict[str, Callback] = dict(callbacks or {})
         if capabilities is None:
-            capabilities = {}
-            if elicitation is not None:
-                capabilities["elicitation"] = {"form": {}, "url": {}}
-            if sampling is not None:
-                capabilities["sampling"] = {"tools": {}}
-            if roots is not None:
-                capabilities["roots"] = {}
+            named = {"elicitation": elicitation, "sampling": sampling, "roots": roots}
+            given = [name for name, callback in named.items() if callback is not None]
+            capabilities = declared_capabilities([*given, *self.callbacks])
             if tasks:
                 capabilities["extensions"] = {EXTENSION: {}}
         self.capabilities = capabilities
@@ -187,11 +188,11 @@ class Client:
     async def answer(self, request: dict[str, Any]) -> Any:
         method = request["method"]
         params = request.get("params", {})
-        callback = {
-            "elicitation/create": self.elicitation,
-            "sampling/createMessage": self.sampling,
-            "roots/list": self.roots,
-        }[method]
+        kind = kind_of_request(request)
+        if kind is None:
+            raise RuntimeError(f"the server asked {method}, which no registered question kind asks")
+        named = {"elicitation": self.elicitation, "sampling": self.sampling, "roots": self.roots}
+        callback = self.callbacks.get(kind.callback) or named.get(kind.callback)
         if callback is None:
             raise RuntimeError(f"the server asked {method} but the client has no callback for it")
         answer = await _maybe_await(callback(params))

@@ -17,7 +17,7 @@ sees them through the protocols below.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Sequence
 from time import monotonic
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -158,22 +158,3 @@ class Tracing:
         if self._on_spans is not None:
             self._on_spans(spans)
         return spans
-
-
-def question_kinds(requests: Mapping[str, Any]) -> list[str]:
-    """The kinds of the questions sent (``elicit``, ``sample``, ``roots``), each once, in order."""
-    kinds: list[str] = []
-    for request in requests.values():
-        method = request.get("method") if isinstance(request, dict) else None
-        kind = QUESTION_KINDS.get(method) if isinstance(method, str) else None
-        if kind is not None and kind not in kinds:
-            kinds.append(kind)
-    return kinds
-
-
-QUESTION_KINDS = {
-    "elicitation/create": "elicit",
-    "sampling/createMessage": "sample",
-    "roots/list": "roots",
-}
-"""A question's method, as sent to the client, to its kind on a span."""

@@ -1,8 +1,8 @@
 """A round under its span: entered once its token checked out (so the call's trace is known),
 left when its code is done, ended once its response is kept and journaled.
 
-The span's outcome is the reply's kind; the questions it asked are named by kind only
-(``elicit``, ``sample``, ``roots``), never by what they say.
+The span's outcome is the reply's kind; the questions it asked are named by the trace label of
+their kind only (``elicit``, ``sample``, ``roots``), never by what they say.
 """
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Coroutine
 from typing import Any
 
-from engine._internal.tracing import RequestTrace, RoundTrace, question_kinds
+from engine._internal.tracing import RequestTrace, RoundTrace
 from engine.calls.reply import Finisher, RoundReply
 from engine.handlers.base import Handler
+from engine.questions.kinds import trace_labels
 
 
 async def traced_round(
@@ -44,7 +45,7 @@ async def traced_round(
     questions = reply.input_requests
     if not questions and reply.trace is not None:
         questions = dict(reply.trace.asked_in_place)
-    span.answered(reply.kind.value, question_kinds(questions or {}), reply.exception)
+    span.answered(reply.kind.value, trace_labels(questions or {}), reply.exception)
     finisher = reply.finisher
     if finisher is None:
         span.end()

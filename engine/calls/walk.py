@@ -24,14 +24,7 @@ from engine.di.plan import Node, Parameters, Source
 from engine.di.signature import Signature
 from engine.errors import ToolError
 from engine.questions.answers import PENDING, AnswerSource
-from engine.questions.kinds import (
-    Accepted,
-    ElicitURL,
-    Question,
-    is_accepted,
-    is_outcome,
-    is_refusal,
-)
+from engine.questions.kinds import Accepted, Question, is_accepted, is_outcome, is_refusal
 from engine.questions.rendering import Rendered
 from engine.questions.restore import restore_question
 from engine.scope import CallScope, RequestScope, ServerHooks, Suspend
@@ -199,10 +192,10 @@ class Round:
                 await fence(node.key)
         value = await self._call(node)
         if isinstance(value, Question):
-            # A URL question is re-decided by its resolver every round, so it is never frozen.
-            if node.once and value.kind != ElicitURL.kind:
-                await self._checkpoint(node.key, [0, value.kind, value.render()])
-            return await self._ask(node, value)
+            rendered = Rendered.of(value)
+            if node.once and rendered.kind.once_keeps:
+                await self._checkpoint(node.key, [0, value.kind, rendered.params])
+            return await self._ask(node, rendered)
         if node.once:
             await self._checkpoint(node.key, [1, node.adapter.dump_python(value, mode="json")])
         return value
@@ -218,10 +211,11 @@ class Round:
         if is_value:
             return node.adapter.validate_python(rest[0])
         kind, params = rest
-        return await self._ask(node, restore_question(kind, params, node.form_model))
+        question = restore_question(kind, params, node.form_model)
+        return await self._ask(node, Rendered.of(question))
 
-    def _ask(self, node: Node, question: Question) -> Awaitable[Any]:
-        return self.asker.ask(node.key, Rendered.of(question), f"resolver {node.key!r}")
+    def _ask(self, node: Node, question: Rendered) -> Awaitable[Any]:
+        return self.asker.ask(node.key, question, f"resolver {node.key!r}")
 
     def _call(self, node: Node) -> Awaitable[Any]:
         """The resolver's value (awaitable: an async resolver's own coroutine, not a wrapper)."""

@@ -15,16 +15,18 @@ import json
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from engine.questions.kinds import declared_capabilities
+
 if TYPE_CHECKING:
     import httpx
 
 PROTOCOL = "2026-07-28"
-CAPABILITIES: dict[str, Any] = {
-    "elicitation": {"form": {}, "url": {}},
-    "sampling": {},
-    "roots": {},
-    "extensions": {"io.modelcontextprotocol/tasks": {}},
-}
+
+
+def client_capabilities() -> dict[str, Any]:
+    """What this client declares: every kind of question (each kind says how it is answered
+    at the terminal), and tasks."""
+    return {**declared_capabilities(), "extensions": {"io.modelcontextprotocol/tasks": {}}}
 
 
 class ProtocolFailure(Exception):
@@ -39,7 +41,7 @@ def request_meta(extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The ``_meta`` every 2026-07-28 request carries, plus ``extra`` (``progressToken``...)."""
     return {
         "io.modelcontextprotocol/protocolVersion": PROTOCOL,
-        "io.modelcontextprotocol/clientCapabilities": CAPABILITIES,
+        "io.modelcontextprotocol/clientCapabilities": client_capabilities(),
         "io.modelcontextprotocol/clientInfo": {"name": "engine-call", "version": "1"},
         **(extra or {}),
     }

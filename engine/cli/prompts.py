@@ -1,18 +1,19 @@
-"""Asking a person at the terminal for what a server asks: form fields, a model's reply, roots.
+"""Asking a person at the terminal for what a server asks.
 
-A form is asked field by field, each prompt saying the field's type, choices, default and
-whether it is required, and asked again until the answer fits; a form or a URL can be declined
-or cancelled. Sampling asks for the model's reply to be typed in; roots are the working
-directory. Answers come from the terminal or, for a script, from standard input.
+Each kind of question says how it is answered at the terminal (``QuestionKind.prompt``: a form,
+a URL to open, the model's reply typed in, the working directory as roots) through the
+:class:`Console` here. A form is asked field by field, each prompt saying the field's type,
+choices, default and whether it is required, and asked again until the answer fits; a form or a
+URL can be declined or cancelled. Answers come from the terminal or, for a script, from standard
+input.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, TextIO
 
 from engine._internal.inert import inert, inert_lines
@@ -64,6 +65,18 @@ class Console:
         if not self.stdin.isatty():  # a script's answers are shown, as a terminal would echo
             self.say(answer)
         return answer
+
+    def ask_action(self, accepting: str) -> str:
+        return ask_action(self, accepting)
+
+    def ask_form(self, schema: Mapping[str, Any]) -> dict[str, Any]:
+        required = set(schema.get("required") or [])
+        content: dict[str, Any] = {}
+        for name, prop in (schema.get("properties") or {}).items():
+            value = ask_field(self, name, prop if isinstance(prop, dict) else {}, name in required)
+            if value is not _MISSING:
+                content[name] = value
+        return content
 
 
 def schema_types(prop: Mapping[str, Any] | None) -> set[str]:
@@ -150,56 +163,3 @@ def _pick(text: str, options: list[Any]) -> Any:
         if str(option) == text:
             return option
     raise ValueError(f"choose a number from 1 to {len(options)}, or one of the values")
-
-
-def answer_elicitation(console: Console, params: Mapping[str, Any]) -> dict[str, Any]:
-    mode = params.get("mode", "form")
-    console.say_block("  ", str(params.get("message", "")))
-    if mode == "url":
-        console.say(f"  Open this URL in a browser: {params.get('url')}")
-        return {"action": ask_action(console, "(you opened it)")}
-    action = ask_action(console, "and fill in the form")
-    if action != "accept":
-        return {"action": action}
-    schema = params.get("requestedSchema") or {}
-    required = set(schema.get("required") or [])
-    content: dict[str, Any] = {}
-    for name, prop in (schema.get("properties") or {}).items():
-        value = ask_field(console, name, prop if isinstance(prop, dict) else {}, name in required)
-        if value is not _MISSING:
-            content[name] = value
-    return {"action": "accept", "content": content}
-
-
-def answer_sampling(console: Console, params: Mapping[str, Any]) -> dict[str, Any]:
-    console.say("  The server asks the model. You are the model:")
-    if params.get("systemPrompt"):
-        console.say_block("    system: ", str(params["systemPrompt"]))
-    for message in params.get("messages") or []:
-        content = message.get("content") if isinstance(message, dict) else None
-        blocks = content if isinstance(content, list) else [content]
-        for block in blocks:
-            text = block.get("text") if isinstance(block, dict) else None
-            shown = text if isinstance(text, str) else json.dumps(block)
-            console.say_block(f"    {message.get('role', '?')}: ", shown)
-    console.say(f"    (at most {params.get('maxTokens')} tokens)")
-    reply = console.ask("  Type the model's reply: ")
-    return {
-        "role": "assistant",
-        "content": {"type": "text", "text": reply},
-        "model": "typed-by-hand",
-        "stopReason": "endTurn",
-    }
-
-
-def answer_roots(console: Console, params: Mapping[str, Any]) -> dict[str, Any]:
-    cwd = Path.cwd()
-    console.say(f"  roots: {cwd.as_uri()} (the working directory)")
-    return {"roots": [{"uri": cwd.as_uri(), "name": cwd.name or str(cwd)}]}
-
-
-ANSWERERS: dict[str, Callable[[Console, Mapping[str, Any]], dict[str, Any]]] = {
-    "elicitation/create": answer_elicitation,
-    "sampling/createMessage": answer_sampling,
-    "roots/list": answer_roots,
-}

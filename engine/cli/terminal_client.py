@@ -29,9 +29,10 @@ from typing import Any
 from engine._internal.inert import inert
 from engine.cli.connections import Connection, open_connection
 from engine.cli.http_session import ProtocolFailure, param_headers
-from engine.cli.prompts import ANSWERERS, Console, NoMoreInput, schema_types
+from engine.cli.prompts import Console, NoMoreInput, schema_types
 from engine.cli.style import Live
 from engine.debug.render import describe_result
+from engine.questions.kinds import kind_of_request
 
 LOG_LEVEL_META = "io.modelcontextprotocol/logLevel"
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
@@ -354,11 +355,11 @@ def _answers(
             console.say(f"  --answer {key} does not fit the question: {rejected}")
         elif unmatched := [given for given in scripted if given not in requests]:
             raise ProtocolFailure(_no_such_question(unmatched, requests))
-        answer = ANSWERERS.get(str(method))
-        if answer is None:
+        kind = kind_of_request(request)
+        if kind is None:
             raise ProtocolFailure(f"the server asked {method!r}, which this client cannot answer")
         try:
-            responses[key] = answer(console, request.get("params") or {})
+            responses[key] = kind.prompt(console, request.get("params") or {})
         except NoMoreInput:
             if rejected is None:
                 raise

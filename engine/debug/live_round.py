@@ -29,17 +29,10 @@ from engine.handlers.results import ReadResourceContents
 from engine.operations import Operations, converter
 from engine.protocol import legacy, modern
 from engine.questions.answers import StatelessAnswers
+from engine.questions.kinds import declared_capabilities
 from engine.questions.rendering import Rendered
 from engine.scope import RequestScope
 from engine.state.call import CallState
-
-CAPABILITIES: dict[str, Any] = {
-    "elicitation": {"form": {}, "url": {}},
-    "sampling": {"tools": {}},
-    "roots": {},
-}
-"""A replayed round is served as if to a client that can answer anything: the journal does not
-keep the client's capabilities, and a round that failed on a missing one was never journaled."""
 
 
 class Detached:
@@ -126,19 +119,23 @@ async def run_live_round(
     """Run ``recorded`` again with the live code; its result shaped as the round's era sent it
     (a 2025-11-25 client gets no ``resultType`` and no caching hints)."""
     app = detached.app
+    # Served as if to a client that can be asked every kind of question: the journal does not
+    # keep the client's capabilities, and a round that failed on a missing one was never
+    # journaled.
+    capabilities = declared_capabilities()
     in_place = recorded.answered_in_place
     is_modern = not in_place
     answers = (InPlaceRecordedAnswers if in_place else StatelessAnswers)(
         state,
         recorded.answers,
-        CAPABILITIES,
+        capabilities,
         trust_unsolicited=in_place or app.settings.tokens.trust_unsolicited_answers,
     )
     scope = RequestScope(
         request_id=f"replay-{recorded.round}",
         method=call.method,
         protocol_version=modern.MODERN,
-        capabilities=CAPABILITIES,
+        capabilities=capabilities,
         meta={},
     )
     target = _uri_read(handler, raw_arguments)
@@ -222,4 +219,4 @@ def _user_traceback(exc: BaseException) -> str:
     return "".join(error.format())
 
 
-__all__ = ["CAPABILITIES", "Detached", "LiveRound", "lifespan", "run_live_round"]
+__all__ = ["Detached", "LiveRound", "lifespan", "run_live_round"]

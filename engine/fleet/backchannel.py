@@ -21,7 +21,7 @@ from engine._internal.budgets import ANONYMOUS, over_budget
 from engine._internal.json_bytes import dumps
 from engine._internal.metrics import Metrics
 from engine.errors import INTERNAL_ERROR, TOO_MANY_PENDING_CALLS, MCPError, ToolError
-from engine.questions.kinds import BadAnswer, ElicitURL
+from engine.questions.kinds import BadAnswer
 from engine.questions.rendering import Rendered
 from engine.state.call import CallState
 
@@ -276,9 +276,7 @@ class BackChannelAnswers:
             error = question.question.capability_error(self.capabilities, asker)
             if error is not None:
                 raise error
-        params = question.params
-        if isinstance(question.question, ElicitURL) and "elicitationId" not in params:
-            params = {**params, "elicitationId": secrets.token_urlsafe(16)}
+        params = question.kind.back_channel(question.params)
         for _ in range(self.attempts):
             with self._waiting_slot():
                 answer = await self.channel.request(

@@ -19,6 +19,7 @@ from pydantic_core import to_json
 from engine._internal.budgets import over_budget
 from engine._internal.metrics import Metrics
 from engine.errors import OVER_BUDGET
+from engine.questions.kinds import session_keeps
 from engine.state.claims import principal_tag
 from stores import Store
 
@@ -33,13 +34,6 @@ CLIENT_INFO_CHARS = 256
 """What a session keeps of ``clientInfo``: these string fields, each cut to this many characters.
 A session lives for its TTL and a replica holds up to ``MAX_LOCAL``, so nothing a client sends
 is kept unbounded."""
-CAPABILITY_KEYS: dict[str, tuple[str, ...]] = {
-    "elicitation": ("form", "url"),
-    "sampling": ("tools", "context"),
-    "roots": ("listChanged",),
-}
-"""The client capabilities a session keeps, with their known sub-keys (each an object, kept
-empty, or a flag); anything else a client declares is dropped."""
 
 
 @dataclass(slots=True)
@@ -123,13 +117,15 @@ session keeps as sent, for handlers that look at them; past that they are droppe
 
 
 def bounded_capabilities(capabilities: Any) -> dict[str, Any]:
-    """Client capabilities as a session keeps them: the known keys and sub-keys, each
-    sub-key's object emptied (the server reads presence, never content), and other keys as
-    sent while they fit in ``OTHER_CAPABILITIES_BYTES``."""
+    """Client capabilities as a session keeps them: the keys and sub-keys the question kinds
+    need (``QuestionKind.session_keeps``), each sub-key's object emptied (the server reads
+    presence, never content) and any other sub-key dropped, and other keys as sent while they
+    fit in ``OTHER_CAPABILITIES_BYTES``."""
     if not isinstance(capabilities, dict):
         return {}
+    known = session_keeps()
     kept: dict[str, Any] = {}
-    for key, subkeys in CAPABILITY_KEYS.items():
+    for key, subkeys in known.items():
         declared = capabilities.get(key)
         if not isinstance(declared, dict):
             continue
@@ -140,7 +136,7 @@ def bounded_capabilities(capabilities: Any) -> dict[str, Any]:
         }
     room = OTHER_CAPABILITIES_BYTES
     for key, value in capabilities.items():
-        if key in CAPABILITY_KEYS or not isinstance(key, str):
+        if key in known or not isinstance(key, str):
             continue
         size = len(key) + len(to_json(value, fallback=str))
         if size <= room:

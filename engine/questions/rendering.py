@@ -1,7 +1,8 @@
 """A question rendered for the wire, and the fingerprint that pins a recorded answer to it.
 
 Rendering is deterministic (fixed key order), so the same code renders the same bytes on every
-replica: a reworded question has another fingerprint, and is asked again.
+replica: a reworded question has another fingerprint, and is asked again. Only a question of a
+registered kind renders (``engine/questions/kinds.py``).
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from typing import Any
 
 from pydantic_core import to_json
 
-from engine.questions.kinds import Elicit, ElicitURL, Question
+from engine.questions.kinds import kind_of
+from engine.questions.question import FINGERPRINT_TEXT_MAX, Question, QuestionKind
 
 
 def fingerprint(params: dict[str, Any]) -> bytes:
@@ -29,6 +31,7 @@ class Rendered:
     """A question ready for the wire, with its fingerprint (never changed once built)."""
 
     question: Question
+    kind: QuestionKind
     params: dict[str, Any]
     fingerprint: bytes
     from_body: bool = False
@@ -36,15 +39,18 @@ class Rendered:
 
     @classmethod
     def of(cls, question: Question, *, from_body: bool = False) -> Rendered:
+        """``question`` rendered; :class:`~engine.questions.kinds.UnknownQuestionKind` when its
+        kind is not registered."""
+        kind = kind_of(question)
         params = question.render()
-        key = _fingerprint_key(question)
+        key = question.fingerprint_key()
         if key is None:
-            return cls(question, params, fingerprint(params), from_body)
+            return cls(question, kind, params, fingerprint(params), from_body)
         known = _FINGERPRINTS.get(key)
         if known is None:
             known = fingerprint(params)
             _remember(key, known)
-        return cls(question, params, known, from_body)
+        return cls(question, kind, params, known, from_body)
 
     def settles(self, outcome: Any) -> bool:
         return self.from_body or self.question.settles(outcome)
@@ -58,9 +64,6 @@ class Rendered:
 _FINGERPRINTS: dict[tuple[Any, ...], bytes] = {}
 """Fingerprints of the forms and links resolvers ask over and over (each round asks again)."""
 _FINGERPRINTS_KEPT = 4096
-FINGERPRINT_TEXT_MAX = 1024
-"""Texts (a message, a URL) longer than this are fingerprinted every time, never cached: the
-cache is for the small questions resolvers repeat, and must not hold large values."""
 FINGERPRINTS_CHARS_KEPT = 1024 * 1024
 """The cache's total text (messages and URLs), at most: past it, it starts over."""
 _fingerprint_chars = 0
@@ -84,24 +87,4 @@ def cached_chars() -> int:
     return sum(_key_chars(key) for key in _FINGERPRINTS)
 
 
-def _fingerprint_key(question: Question) -> tuple[Any, ...] | None:
-    """What fully decides a question's params, when that is cheap to say: an exact ``Elicit``
-    renders from its message and form model alone (the form's schema is built once per model),
-    an exact ``ElicitURL`` without an elicitation id from its message and URL. Subclasses may
-    render more, so they are fingerprinted every time, and so are questions whose texts exceed
-    ``FINGERPRINT_TEXT_MAX``."""
-    if type(question) is Elicit:
-        message = question.message
-        if type(message) is str and len(message) <= FINGERPRINT_TEXT_MAX:
-            return (Elicit, message, question.schema)
-        return None
-    if type(question) is ElicitURL and question.elicitation_id is None:
-        message, url = question.message, question.url
-        if (
-            type(message) is str
-            and type(url) is str
-            and len(message) <= FINGERPRINT_TEXT_MAX
-            and len(url) <= FINGERPRINT_TEXT_MAX
-        ):
-            return (ElicitURL, message, url)
-    return None
+__all__ = ["FINGERPRINT_TEXT_MAX", "Rendered", "cached_chars", "fingerprint"]

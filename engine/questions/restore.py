@@ -2,9 +2,10 @@
 
 A ``once`` resolver does not run again on later rounds, so the question it returned is kept in
 the call's state as (kind, rendered params). Rebuilding it here renders the same params (so the
-fingerprint matches the recorded answer) and parses answers the way the original would. A kind
-this release does not know ends the call as an unusable requestState: answering it as some other
-kind of question would hand the resolver an answer of the wrong shape.
+fingerprint matches the recorded answer) and parses answers the way the original would; each
+kind says how (``QuestionKind.restore``). A kind this release does not know ends the call as an
+unusable requestState: answering it as some other kind of question would hand the resolver an
+answer of the wrong shape.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from engine.errors import InvalidRequestState
-from engine.questions.kinds import Elicit, ElicitURL, ListRoots, Question, Sample
+from engine.questions.kinds import UnknownQuestionKind, kind_named
+from engine.questions.question import Question
 
 log = logging.getLogger("engine.rounds")
 
@@ -46,19 +48,14 @@ class _Replayed(Question):
 def restore_question(
     kind: str, params: dict[str, Any], form_model: type[BaseModel] | None
 ) -> Question:
-    inner: Question
-    if kind == Elicit.kind:
-        inner = Elicit(params.get("message", ""), form_model or BaseModel)
-    elif kind == ElicitURL.kind:
-        inner = ElicitURL(params.get("message", ""), params.get("url", ""))
-    elif kind == Sample.kind:
-        inner = Sample([], max_tokens=0)
-        if "tools" in params or "toolChoice" in params:
-            inner.tools = []
-    elif kind == ListRoots.kind:
-        inner = ListRoots()
-    else:
+    """The question a ``once`` resolver's checkpoint holds, as (kind, rendered params);
+    ``InvalidRequestState`` for a kind this release does not know."""
+    try:
+        restore = kind_named(kind).restore
+    except UnknownQuestionKind as exc:
         # Written by a release that knows a kind this one does not: the call cannot go on here.
         log.warning("a once resolver's checkpoint holds a question of unknown kind %r", kind[:64])
-        raise InvalidRequestState(f"a checkpoint holds a question of unknown kind {kind!r}")
-    return _Replayed(inner, params)
+        raise InvalidRequestState(
+            f"a checkpoint holds a question of unknown kind {kind!r}"
+        ) from exc
+    return _Replayed(restore(params, form_model), params)
