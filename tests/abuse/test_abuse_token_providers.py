@@ -328,7 +328,8 @@ async def test_a_flood_of_unknown_tokens_is_introspected_at_a_bounded_rate() -> 
     assert timed_out >= 0
     # The default rate: 50 unknown tokens a second, and a burst of five seconds' worth.
     sent = shop.issuer.introspections - 1
-    assert sent == statuses.count(401) + timed_out
+    # A question that timed out may never have reached the provider (still in its socket).
+    assert statuses.count(401) <= sent <= statuses.count(401) + timed_out
     assert sent <= 250 + 50 * elapsed, f"{sent} introspections in {elapsed:.1f} s"
     assert sent < FLOOD / 4
     assert shop.issuer.introspected[good] == 1  # still cached: never asked about again
