@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from engine.auth.provider import AccessToken
 from engine.fleet.sessions import LegacySession
@@ -23,6 +23,7 @@ from engine.protocol.era import Era
 from engine.protocol.modern import HeaderCheck
 from engine.transports import legacy_http
 from engine.transports._asgi import (
+    Header,
     Receive,
     Scope,
     Send,
@@ -30,12 +31,37 @@ from engine.transports._asgi import (
     send_plain,
     until_disconnect,
 )
-from engine.transports._modern_streams import stream_call
-
-if TYPE_CHECKING:
-    from engine.transports.http import StreamableHTTPApp
+from engine.transports._modern_streams import Refuse, stream_call
+from engine.transports._served import Hosted
 
 log = logging.getLogger("engine.http")
+
+
+class Endpoint(Protocol):
+    """What a channel reaches of the endpoint it serves
+    (:class:`~engine.transports.http.StreamableHTTPApp`)."""
+
+    server: Hosted
+    replica_header: Header
+    json_response: bool
+    """Every 2026-07-28 call answered with one JSON body, never an event stream."""
+    stateless: bool
+    header_check: HeaderCheck
+
+    def scope_refusal(
+        self, token: AccessToken | None, scope: Scope, headers: Mapping[str, str], send: Send
+    ) -> Refuse | None: ...
+
+    async def refuse_scopes(
+        self,
+        token: AccessToken | None,
+        scope: Scope,
+        headers: Mapping[str, str],
+        send: Send,
+        refused: ScopeRefused,
+    ) -> None: ...
+
+    async def event_stream(self, receive: Receive, send: Send, feed: Feed) -> None: ...
 
 
 class EndpointChannel:
@@ -47,7 +73,7 @@ class EndpointChannel:
 
     def __init__(
         self,
-        app: StreamableHTTPApp,
+        app: Endpoint,
         scope: Scope,
         receive: Receive,
         send: Send,
@@ -69,7 +95,7 @@ class EndpointChannel:
 
     @property
     def validate(self) -> HeaderCheck:
-        return self.app._header_check
+        return self.app.header_check
 
     @property
     def session(self) -> LegacySession | None:
@@ -88,7 +114,7 @@ class EndpointChannel:
 
     async def respond(self, response: Response) -> None:
         if response.status == 403 and isinstance(response, ScopeRefused):
-            await self.app._refuse_scopes(
+            await self.app.refuse_scopes(
                 self.access_token, self.scope, self.headers, self.send, response
             )
             return
@@ -102,7 +128,7 @@ class EndpointChannel:
             )
             return
         if notifies and not app.json_response:
-            refuse = app._scope_refusal(self.access_token, self.scope, self.headers, self.send)
+            refuse = app.scope_refusal(self.access_token, self.scope, self.headers, self.send)
             await stream_call(serve, app.replica_header, self.receive, self.send, refuse)
             return
         response = await until_disconnect(serve(None), self.receive)
@@ -126,4 +152,4 @@ class EndpointChannel:
         self.new_session = session
 
 
-__all__ = ["EndpointChannel"]
+__all__ = ["Endpoint", "EndpointChannel"]

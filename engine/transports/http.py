@@ -32,6 +32,7 @@ from engine.protocol import entry
 from engine.protocol.dispatch import ScopeRefused
 from engine.protocol.entry import Feed
 from engine.protocol.jsonrpc import dumps, error_bytes, loads
+from engine.protocol.modern import HeaderCheck
 from engine.transports import _headers as header_rules
 from engine.transports import legacy_http
 from engine.transports._asgi import (
@@ -102,7 +103,8 @@ class StreamableHTTPApp:
         self.max_body_bytes = max_body_bytes
         self.freeze_after_startup = freeze_after_startup
         self.replica_header = (b"x-engine-replica", server.replica_id.encode())
-        self._header_check = self._check_headers
+        self.header_check: HeaderCheck = self._check_headers
+        """The 2026-07-28 header rules, bound once (a request's channel hands them on)."""
         self.gate = _gate(server, self.path, self.origins)
         """The bearer token checks, when the server has ``auth``; ``None``: the endpoint is
         open."""
@@ -300,16 +302,16 @@ class StreamableHTTPApp:
             tg.start_soon(feed, sender)
             await relay(events, send, KEEPALIVE_SECONDS)
 
-    def _scope_refusal(
+    def scope_refusal(
         self, token: AccessToken | None, scope: Scope, headers: Mapping[str, str], send: Send
     ) -> Refuse | None:
         """How a streamed answer refuses a token without the scopes of the call it continues
         (while nothing was streamed yet): as the POST itself would."""
         if token is None or self.gate is None:
             return None
-        return functools.partial(self._refuse_scopes, token, scope, headers, send)
+        return functools.partial(self.refuse_scopes, token, scope, headers, send)
 
-    async def _refuse_scopes(
+    async def refuse_scopes(
         self,
         token: AccessToken | None,
         scope: Scope,

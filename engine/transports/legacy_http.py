@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import anyio
 
@@ -49,9 +49,6 @@ from engine.transports._sse import (
     write,
 )
 from stores import StoreUnavailable
-
-if TYPE_CHECKING:
-    from engine.transports._endpoint import EndpointChannel
 
 log = logging.getLogger("engine.http")
 
@@ -120,11 +117,22 @@ async def find_session(
     return found
 
 
+class Opening(Protocol):
+    """The request a POST carries: the session it names, and the one its ``initialize``
+    opened (returned as ``MCP-Session-Id``)."""
+
+    @property
+    def session_id(self) -> str | None: ...
+
+    @property
+    def new_session(self) -> LegacySession | None: ...
+
+
 async def answer(
     server: Hosted,
     raw: dict[str, Any],
     serve: Serve,
-    channel: EndpointChannel,
+    channel: Opening,
     replica: Header,
     receive: Receive,
     send: Send,
