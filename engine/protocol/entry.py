@@ -12,7 +12,7 @@ message here.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any, Protocol
 
 from anyio.streams.memory import MemoryObjectSendStream
@@ -149,11 +149,13 @@ def in_order(raw: Any, in_session: bool) -> bool:
     return method == "initialize" and not in_session and era_of(raw) is Era.V2025_11_25
 
 
-async def serve(server: Served, raw: Any, channel: Channel) -> None:
-    """Serve one decoded client message on ``channel``."""
+def serve(server: Served, raw: Any, channel: Channel) -> Awaitable[None]:
+    """Serve one decoded client message on ``channel``.
+
+    A plain function returning the awaitable, so that a 2026-07-28 request is served one
+    coroutine less deep: it is most of what a server serves."""
     if type(raw) is not dict:  # refused by dispatch, with its reason
-        await channel.request(Era.V2026_07_28, raw, False, _modern(server, raw, channel))
-        return
+        return channel.request(Era.V2026_07_28, raw, False, _modern(server, raw, channel))
     method = raw.get("method")
     params = raw.get("params")
     meta = params.get("_meta") if type(params) is dict else None
@@ -161,20 +163,24 @@ async def serve(server: Served, raw: Any, channel: Channel) -> None:
         channel.session is not None or era_of(raw, headers=channel.headers) is Era.V2025_11_25
     )
     if method is None and ("result" in raw or "error" in raw) and (era_2025 or channel.connection):
-        await _answer(server, raw, channel)
-        return
+        return _answer(server, raw, channel)
     if era_2025:
-        await _serve_2025(server, raw, method, channel)
-        return
-    if method == "notifications/cancelled":
-        await channel.cancel(Era.V2026_07_28, _cancelled(raw))
+        return _serve_2025(server, raw, method, channel)
     notifies = False
     if "id" in raw:
         if method == "subscriptions/listen":
-            await _listen(server, raw, channel)
-            return
+            return _listen(server, raw, channel)
         notifies = type(meta) is dict and ("progressToken" in meta or META_LOG_LEVEL in meta)
-    await channel.request(Era.V2026_07_28, raw, notifies, _modern(server, raw, channel))
+    elif method == "notifications/cancelled":
+        return _cancel_2026(server, raw, channel)
+    return channel.request(Era.V2026_07_28, raw, notifies, _modern(server, raw, channel))
+
+
+async def _cancel_2026(server: Served, raw: dict[str, Any], channel: Channel) -> None:
+    """``notifications/cancelled``: the request cancelled where the channel cancels that way,
+    then the notification served as any other (through the middleware, when there is some)."""
+    await channel.cancel(Era.V2026_07_28, _cancelled(raw))
+    await channel.request(Era.V2026_07_28, raw, False, _modern(server, raw, channel))
 
 
 def _modern(server: Served, raw: Any, channel: Channel) -> Serve:
