@@ -1,10 +1,8 @@
-"""The 2026-07-28 answers that are event streams: a call that notifies before its response,
-and ``subscriptions/listen``.
+"""The 2026-07-28 answer that is an event stream: a call that notifies before its response.
 
 A request that asks for progress or log messages may send notifications before its response;
-what comes first decides the answer (an event stream, or plain JSON with its own status). A
-listen request is acknowledged, then hears matching notifications until it is closed. In this
-era a hang-up ends the request: both stop when the client closes the connection.
+what comes first decides the answer (an event stream, or plain JSON with its own status). In
+this era a hang-up ends the request: it stops when the client closes the connection.
 """
 
 from __future__ import annotations
@@ -13,11 +11,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
+from anyio.streams.memory import MemoryObjectSendStream
 
-from engine.protocol.dispatch import ScopeRefused, dispatch, error_response
-from engine.protocol.errors import error_of
-from engine.protocol.jsonrpc import notification_bytes, result_bytes
-from engine.protocol.modern import Exchange
+from engine.protocol.dispatch import ScopeRefused
+from engine.protocol.entry import Serve
+from engine.protocol.jsonrpc import notification_bytes
 from engine.transports._asgi import (
     Header,
     Receive,
@@ -26,11 +24,9 @@ from engine.transports._asgi import (
     send_json,
     send_plain,
 )
-from engine.transports._served import Hosted
 from engine.transports._sse import (
     end_event_stream,
     message_event,
-    relay,
     start_event_stream,
     write,
 )
@@ -41,13 +37,7 @@ Refuse = Callable[[ScopeRefused], Awaitable[None]]
 
 
 async def stream_call(
-    server: Hosted,
-    raw: Any,
-    exchange: Exchange,
-    replica: Header,
-    receive: Receive,
-    send: Send,
-    refuse: Refuse | None = None,
+    serve: Serve, replica: Header, receive: Receive, send: Send, refuse: Refuse | None = None
 ) -> None:
     """A request that may stream notifications before its response.
 
@@ -57,18 +47,13 @@ async def stream_call(
     """
     sender, events = anyio.create_memory_object_stream[tuple[int | None, bytes]](64)
     refused: ScopeRefused | None = None
-
-    async def notify(method: str, params: dict[str, Any]) -> None:
-        await sender.send((None, notification_bytes(method, params)))
-
-    exchange.notify = notify
     streaming = False
     async with anyio.create_task_group() as tg:
 
         async def run() -> None:
             nonlocal refused
             async with sender:
-                response = await dispatch(server, raw, exchange)
+                response = await serve(_Notifications(sender))
                 if isinstance(response, ScopeRefused):
                     refused = response
                 await sender.send((response.status, response.body or b""))
@@ -97,45 +82,19 @@ async def stream_call(
         await end_event_stream(send)
 
 
-async def listen(
-    server: Hosted,
-    raw: dict[str, Any],
-    exchange: Exchange,
-    replica: Header,
-    receive: Receive,
-    send: Send,
-    keepalive: float,
-    refuse: Refuse | None = None,
-) -> None:
-    """``subscriptions/listen``: an acknowledgement, then matching notifications (and a
-    keep-alive comment after ``keepalive`` quiet seconds) until the client closes the stream.
-    A refusal before the stream begins is a plain response, or ``refuse``'s answer for a token
-    without the scopes of a task it names."""
-    from engine.protocol.subscriptions import Subscription
-    from engine.protocol.subscriptions import listen as serve_listen
+class _Notifications:
+    """What precedes a streamed 2026-07-28 answer: its notifications, in order."""
 
-    streaming = False
+    __slots__ = ("sender",)
 
-    async def stream(subscription: Subscription) -> None:
-        nonlocal streaming
-        streaming = True
-        await start_event_stream(send, replica)
-        sender, events = anyio.create_memory_object_stream[bytes](256)
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(cancel_on_disconnect, receive, tg.cancel_scope)
-            tg.start_soon(subscription.run, sender)
-            await relay(events, send, keepalive)
+    def __init__(self, sender: MemoryObjectSendStream[tuple[int | None, bytes]]) -> None:
+        self.sender = sender
 
-    try:
-        answered = await serve_listen(server, raw, exchange, stream)
-    except Exception as exc:
-        error = error_of(exc, server.metrics)
-        if not streaming:  # once the stream has begun, there is no response left to send
-            response = error_response(raw.get("id"), error)
-            if isinstance(response, ScopeRefused) and refuse is not None:
-                await refuse(response)
-            else:
-                await send_json(send, response.status, response.body or b"", replica)
-        return
-    if answered is not None:  # a middleware answered in the server's place
-        await send_json(send, 200, result_bytes(raw.get("id"), answered), replica)
+    async def notify(self, method: str, params: dict[str, Any]) -> None:
+        await self.sender.send((None, notification_bytes(method, params)))
+
+    async def message(self, data: bytes) -> None:
+        await self.sender.send((None, data))
+
+    async def close_connection(self) -> None:
+        """Nothing to close early in this era: the answer ends the stream."""

@@ -22,31 +22,35 @@ import logging
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
+import anyio
+
 from engine.auth.current import current_token
 from engine.auth.metadata import WELL_KNOWN, ResourceMetadata
 from engine.auth.provider import AccessToken
 from engine.errors import INVALID_REQUEST, PARSE_ERROR, MCPError
-from engine.protocol.dispatch import ScopeRefused, dispatch
-from engine.protocol.era import is_legacy
+from engine.protocol import entry
+from engine.protocol.dispatch import ScopeRefused
+from engine.protocol.entry import Feed
 from engine.protocol.jsonrpc import dumps, error_bytes, loads
-from engine.protocol.modern import META_VERSION, Exchange
+from engine.protocol.modern import HeaderCheck
 from engine.transports import _headers as header_rules
 from engine.transports import legacy_http
 from engine.transports._asgi import (
     Receive,
     Scope,
     Send,
+    cancel_on_disconnect,
     request_headers,
     send_json,
     send_plain,
-    until_disconnect,
 )
 from engine.transports._bearer import BearerGate, Refusal
-from engine.transports._modern_streams import Refuse, listen, stream_call
+from engine.transports._endpoint import EndpointChannel
+from engine.transports._modern_streams import Refuse
 from engine.transports._origin import OriginPolicy
 from engine.transports._routes import Route
 from engine.transports._served import Hosted
-from engine.transports._sse import KEEPALIVE_SECONDS
+from engine.transports._sse import KEEPALIVE_SECONDS, relay, start_event_stream
 
 log = logging.getLogger("engine.http")
 
@@ -99,7 +103,8 @@ class StreamableHTTPApp:
         self.max_body_bytes = max_body_bytes
         self.freeze_after_startup = freeze_after_startup
         self.replica_header = (b"x-engine-replica", server.replica_id.encode())
-        self._header_check = self._check_headers
+        self.header_check: HeaderCheck = self._check_headers
+        """The 2026-07-28 header rules, bound once (a request's channel hands them on)."""
         self.gate = _gate(server, self.path, self.origins)
         """The bearer token checks, when the server has ``auth``; ``None``: the endpoint is
         open."""
@@ -277,79 +282,36 @@ class StreamableHTTPApp:
         except MCPError as exc:
             await send_json(send, 400, error_bytes(None, exc), self.replica_header)
             return
-        streaming = False
-        if type(raw) is dict:  # anything else is refused by dispatch, with its reason
-            params = raw.get("params")
-            if token is not None and self.gate is not None:
-                needed = self.server.target_scopes(raw.get("method"), params)
-                refused = self.gate.scope_check(token, needed) if needed else None
-                if refused is not None:
-                    await self.gate.refuse(refused, scope, headers, send, self.replica_header)
-                    return
-            meta = params.get("_meta") if type(params) is dict else None
-            modern = type(meta) is dict and META_VERSION in meta
-            if not modern and is_legacy(raw, headers=headers):
-                await legacy_http.post(
-                    self.server,
-                    raw,
-                    headers,
-                    headers.get("mcp-session-id"),
-                    self.replica_header,
-                    receive,
-                    send,
-                    token,
-                    stateless=self.stateless,
-                    client=client_address(scope),
-                )
+        if type(raw) is dict and token is not None and self.gate is not None:
+            needed = self.server.target_scopes(raw.get("method"), raw.get("params"))
+            refused = self.gate.scope_check(token, needed) if needed else None
+            if refused is not None:
+                await self.gate.refuse(refused, scope, headers, send, self.replica_header)
                 return
-            if "id" in raw:
-                if raw.get("method") == "subscriptions/listen":
-                    exchange = Exchange(
-                        headers, None, self._header_check, token, client_address(scope)
-                    )
-                    await listen(
-                        self.server,
-                        raw,
-                        exchange,
-                        self.replica_header,
-                        receive,
-                        send,
-                        KEEPALIVE_SECONDS,
-                        self._scope_refusal(token, scope, headers, send),
-                    )
-                    return
-                streaming = (
-                    not self.json_response
-                    and isinstance(meta, dict)
-                    and ("progressToken" in meta or "io.modelcontextprotocol/logLevel" in meta)
-                )
-        exchange = Exchange(headers, None, self._header_check, token, client_address(scope))
-        if streaming:
-            refuse = self._scope_refusal(token, scope, headers, send)
-            await stream_call(
-                self.server, raw, exchange, self.replica_header, receive, send, refuse
-            )
-            return
-        response = await until_disconnect(dispatch(self.server, raw, exchange), receive)
-        if response is None:
-            log.info("client closed the connection; the request was cancelled")
-        elif response.status == 403 and isinstance(response, ScopeRefused):
-            await self._refuse_scopes(token, scope, headers, send, response)
-        elif response.body is None:
-            await send_plain(send, response.status, b"", self.replica_header)
-        else:
-            await send_json(send, response.status, response.body, self.replica_header)
+        await entry.serve(
+            self.server, raw, EndpointChannel(self, scope, receive, send, headers, token)
+        )
 
-    def _scope_refusal(
+    async def event_stream(self, receive: Receive, send: Send, feed: Feed) -> None:
+        """An event stream fed by ``feed`` (``subscriptions/listen``), with a keep-alive
+        comment after ``KEEPALIVE_SECONDS`` quiet, until the client closes it."""
+        await start_event_stream(send, self.replica_header)
+        sender, events = anyio.create_memory_object_stream[bytes](256)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(cancel_on_disconnect, receive, tg.cancel_scope)
+            tg.start_soon(feed, sender)
+            await relay(events, send, KEEPALIVE_SECONDS)
+
+    def scope_refusal(
         self, token: AccessToken | None, scope: Scope, headers: Mapping[str, str], send: Send
     ) -> Refuse | None:
         """How a streamed answer refuses a token without the scopes of the call it continues
         (while nothing was streamed yet): as the POST itself would."""
         if token is None or self.gate is None:
             return None
-        return functools.partial(self._refuse_scopes, token, scope, headers, send)
+        return functools.partial(self.refuse_scopes, token, scope, headers, send)
 
-    async def _refuse_scopes(
+    async def refuse_scopes(
         self,
         token: AccessToken | None,
         scope: Scope,

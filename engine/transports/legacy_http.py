@@ -6,7 +6,8 @@ events carry ids. Events are kept (in this process and, with a store, in the sto
 that lost the stream resumes it with ``GET`` + ``Last-Event-ID`` on any replica. A disconnect is
 not a cancellation in this era: the call goes on and its events wait to be resumed.
 
-This module serves the requests (``POST``, ``GET``, ``DELETE``); the streams and their
+This module answers a POST's request on its stream (what the request is, the protocol entry
+decides: :mod:`engine.protocol.entry`) and serves ``GET`` and ``DELETE``; the streams and their
 resumption are in :mod:`engine.transports._legacy_streams`.
 """
 
@@ -15,17 +16,17 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 
 from engine.auth.provider import AccessToken
 from engine.errors import INTERNAL_ERROR, INVALID_REQUEST, MCPError
 from engine.fleet.sessions import LegacySession
-from engine.protocol import legacy
-from engine.protocol.dispatch import error_response
-from engine.protocol.errors import error_of, legacy_status_of, status_of, store_error
-from engine.protocol.jsonrpc import dumps, error_bytes, notification_bytes, parse, result_bytes
+from engine.protocol.dispatch import Response
+from engine.protocol.entry import Serve, named_session
+from engine.protocol.errors import status_of, store_error
+from engine.protocol.jsonrpc import dumps, error_bytes, notification_bytes
 from engine.transports._asgi import Header, Receive, Send, cancel_on_disconnect, send_json
 from engine.transports._legacy_streams import (
     CALL_EVENT_ID,
@@ -50,14 +51,6 @@ from engine.transports._sse import (
 from stores import StoreUnavailable
 
 log = logging.getLogger("engine.http")
-
-SESSION_NOT_FOUND = (
-    "Session not found: it ended or expired; send initialize again without MCP-Session-Id"
-)
-ANSWER_WITHOUT_SESSION = (
-    "Bad Request: an answer to a server request needs the MCP-Session-Id of the session that "
-    "was asked"
-)
 
 
 async def session_request(
@@ -114,84 +107,42 @@ async def find_session(
     principal: str | None = None,
 ) -> LegacySession | None:
     """The session ``session_id`` names, if ``principal`` opened it; ``None`` once the client
-    is told there is none (404: another principal's session is answered as if it did not
-    exist) or that the store cannot say (503)."""
-    try:
-        session = await server.sessions.get(session_id)
-    except StoreUnavailable as exc:
-        error = store_error(exc, server.metrics)
-        await send_json(send, status_of(error), error_bytes(request_id, error), replica)
+    is told there is none (404) or that the store cannot say (503)."""
+    found = await named_session(server, session_id, principal)
+    if type(found) is tuple:
+        status, error = found
+        await send_json(send, status, error_bytes(request_id, error), replica)
         return None
-    if session is not None and not session.owned_by(principal):
-        log.warning("session %s refused: it belongs to another principal", session_id[:64])
-        session = None
-    if session is None:
-        error = MCPError(INVALID_REQUEST, SESSION_NOT_FOUND)
-        await send_json(send, 404, error_bytes(request_id, error), replica)
-    return session
+    assert isinstance(found, LegacySession)
+    return found
 
 
-async def post(
+class Opening(Protocol):
+    """The request a POST carries: the session it names, and the one its ``initialize``
+    opened (returned as ``MCP-Session-Id``)."""
+
+    @property
+    def session_id(self) -> str | None: ...
+
+    @property
+    def new_session(self) -> LegacySession | None: ...
+
+
+async def answer(
     server: Hosted,
-    raw: Any,
-    headers: Mapping[str, str],
-    session_id: str | None,
+    raw: dict[str, Any],
+    serve: Serve,
+    channel: Opening,
     replica: Header,
     receive: Receive,
     send: Send,
-    access_token: AccessToken | None = None,
-    *,
-    stateless: bool = False,
-    client: str | None = None,
 ) -> None:
-    """Serve one legacy POST: ``initialize``, a request, a notification, or a response;
-    ``stateless``: without sessions (``stateless_http``); ``client``: the client's address."""
-    session: LegacySession | None = None
-    is_request = isinstance(raw, dict) and "method" in raw and "id" in raw
-    request_id = raw.get("id") if isinstance(raw, dict) else None
-    principal = await _principal(server, headers, access_token, request_id, replica, send)
-    if principal is _REFUSED:
-        return
-    if session_id is not None:
-        session = await find_session(server, session_id, request_id, replica, send, principal)
-        if session is None:
-            return
-    if isinstance(raw, dict) and "method" not in raw and ("result" in raw or "error" in raw):
-        if session is None:
-            error = MCPError(INVALID_REQUEST, ANSWER_WITHOUT_SESSION)
-            await send_json(send, 400, error_bytes(None, error), replica)
-            return
-        await server.backchannel.deliver(raw, session.id)
-        await send_json(send, 202, b"", replica)
-        return
-    if not is_request:
-        if isinstance(raw, dict) and raw.get("method") == "notifications/cancelled":
-            params = raw.get("params")
-            target = params.get("requestId") if isinstance(params, dict) else None
-            await server.bus.publish("cancel", session_id, target)
-        if server.middleware:
-            await _observe(server, raw, session, headers, access_token)
-        await send_json(send, 202, b"", replica)
-        return
+    """Serve one 2025-11-25 request on its response stream, and answer it there. A hang-up
+    does not end the request (its events wait to be resumed); a cancel does."""
+    request_id = raw.get("id")
+    session_id = channel.session_id
     stream = ResponseStream(server, send, replica, request_id, session_id)
-    exchange = legacy.LegacyExchange(
-        session,
-        outbox=stream.message,
-        headers=headers,
-        notify=stream.notify,
-        access_token=access_token,
-        principal=principal,
-        client=client,
-        stateless=stateless,
-    )
-    exchange.extras["close_stream"] = stream.close_connection
-    try:
-        message = parse(raw)
-    except MCPError as exc:
-        response = error_response(request_id, exc)
-        await stream.finish(response.status, response.body, [])
-        return
-    status, body = 200, b""
+    response = Response(200, b"")
     inflight = state_of(server).inflight
     with anyio.CancelScope() as cancel:
         inflight[(session_id, request_id)] = cancel
@@ -200,11 +151,7 @@ async def post(
                 if server.store is not None:
                     tg.start_soon(stream.heartbeat)
                 tg.start_soon(stream.detach_on_disconnect, receive)
-                try:
-                    body = result_bytes(message.id, await legacy.handle(server, message, exchange))
-                except Exception as exc:
-                    error = error_of(exc, server.metrics)
-                    status, body = legacy_status_of(error), error_bytes(message.id, error)
+                response = await serve(stream)
                 tg.cancel_scope.cancel()
         finally:
             inflight.pop((session_id, request_id), None)
@@ -213,24 +160,9 @@ async def post(
             await stream.abandon()
         return
     extra = []
-    if exchange.new_session is not None:
-        extra.append((b"mcp-session-id", exchange.new_session.id.encode()))
-    await stream.finish(status, body, extra)
-
-
-async def _observe(
-    server: Hosted,
-    raw: Any,
-    session: LegacySession | None,
-    headers: Mapping[str, str],
-    access_token: AccessToken | None,
-) -> None:
-    """A notification, through the server's middleware."""
-    try:
-        message = parse(raw)
-    except MCPError:
-        return  # not a notification at all: nothing to observe
-    await legacy.observe(server, message, session, headers, access_token)
+    if channel.new_session is not None:
+        extra.append((b"mcp-session-id", channel.new_session.id.encode()))
+    await stream.finish(response.status, response.body, extra)
 
 
 async def get(
@@ -295,4 +227,4 @@ async def delete(server: Hosted, session_id: str, replica: Header, send: Send) -
     await send_json(send, 200, b"", replica)
 
 
-__all__ = ["delete", "dumps", "find_session", "get", "post", "session_request"]
+__all__ = ["answer", "delete", "dumps", "find_session", "get", "session_request"]

@@ -1,0 +1,155 @@
+"""One POST to the MCP endpoint as the protocol entry's channel.
+
+:class:`~engine.protocol.entry.Channel` is what the entry needs of a transport.
+
+What HTTP adds to a message: its headers, token and client address; answers with their
+statuses (a refused scope as the bearer gate's 403); a 2026-07-28 request cancelled when its
+client hangs up, and streamed only when it asked for notifications; a 2025-11-25 request on a
+response stream kept for resumption (:mod:`engine.transports.legacy_http`); a listen's event
+stream; cancels of 2025-11-25 requests sent to every replica.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from engine.auth.provider import AccessToken
+from engine.fleet.sessions import LegacySession
+from engine.protocol.dispatch import Response, ScopeRefused
+from engine.protocol.entry import Feed, Serve
+from engine.protocol.era import Era
+from engine.protocol.modern import HeaderCheck
+from engine.transports import legacy_http
+from engine.transports._asgi import (
+    Header,
+    Receive,
+    Scope,
+    Send,
+    send_json,
+    send_plain,
+    until_disconnect,
+)
+from engine.transports._modern_streams import Refuse, stream_call
+from engine.transports._served import Hosted
+
+log = logging.getLogger("engine.http")
+
+
+class Endpoint(Protocol):
+    """What a channel reaches of the endpoint it serves
+    (:class:`~engine.transports.http.StreamableHTTPApp`)."""
+
+    server: Hosted
+    replica_header: Header
+    json_response: bool
+    """Every 2026-07-28 call answered with one JSON body, never an event stream."""
+    stateless: bool
+    header_check: HeaderCheck
+
+    def scope_refusal(
+        self, token: AccessToken | None, scope: Scope, headers: Mapping[str, str], send: Send
+    ) -> Refuse | None: ...
+
+    async def refuse_scopes(
+        self,
+        token: AccessToken | None,
+        scope: Scope,
+        headers: Mapping[str, str],
+        send: Send,
+        refused: ScopeRefused,
+    ) -> None: ...
+
+    async def event_stream(self, receive: Receive, send: Send, feed: Feed) -> None: ...
+
+
+class EndpointChannel:
+    """The channel of one POST to the endpoint of ``app``."""
+
+    __slots__ = ("access_token", "app", "headers", "new_session", "receive", "scope", "send")
+
+    connection = False
+
+    def __init__(
+        self,
+        app: Endpoint,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        headers: Mapping[str, str],
+        access_token: AccessToken | None,
+    ) -> None:
+        self.app = app
+        self.scope = scope
+        self.receive = receive
+        self.send = send
+        self.headers = headers
+        self.access_token = access_token
+        self.new_session: LegacySession | None = None
+
+    @property
+    def client(self) -> str | None:
+        client = self.scope.get("client")
+        return str(client[0]) if client else None
+
+    @property
+    def validate(self) -> HeaderCheck:
+        return self.app.header_check
+
+    @property
+    def session(self) -> LegacySession | None:
+        return None  # a request names its session; none is held between requests
+
+    @property
+    def session_id(self) -> str | None:
+        return self.headers.get("mcp-session-id")
+
+    @property
+    def stateless(self) -> bool:
+        return self.app.stateless
+
+    def principal(self) -> str | None:
+        return self.app.server.request_principal(self.headers, self.access_token)
+
+    async def respond(self, response: Response) -> None:
+        if response.status == 403 and isinstance(response, ScopeRefused):
+            await self.app.refuse_scopes(
+                self.access_token, self.scope, self.headers, self.send, response
+            )
+            return
+        await send_json(self.send, response.status, response.body or b"", self.app.replica_header)
+
+    async def request(self, era: Era, raw: dict[str, Any], notifies: bool, serve: Serve) -> None:
+        app = self.app
+        if era is Era.V2025_11_25:
+            await legacy_http.answer(
+                app.server, raw, serve, self, app.replica_header, self.receive, self.send
+            )
+            return
+        if notifies and not app.json_response:
+            refuse = app.scope_refusal(self.access_token, self.scope, self.headers, self.send)
+            await stream_call(serve, app.replica_header, self.receive, self.send, refuse)
+            return
+        response = await until_disconnect(serve(None), self.receive)
+        if response is None:
+            log.info("client closed the connection; the request was cancelled")
+        elif response.status == 403 and isinstance(response, ScopeRefused):
+            await self.respond(response)
+        elif response.body is None:
+            await send_plain(self.send, response.status, b"", app.replica_header)
+        else:
+            await send_json(self.send, response.status, response.body, app.replica_header)
+
+    async def stream(self, feed: Feed) -> None:
+        await self.app.event_stream(self.receive, self.send, feed)
+
+    async def cancel(self, era: Era, request_id: Any) -> None:
+        if era is Era.V2025_11_25:  # in the 2026-07-28 era, a hang-up is the cancel
+            await self.app.server.bus.publish("cancel", self.session_id, request_id)
+
+    def opened(self, session: LegacySession) -> None:
+        self.new_session = session
+
+
+__all__ = ["Endpoint", "EndpointChannel"]
