@@ -19,7 +19,7 @@ from redis.asyncio import Redis
 from engine.testing import Client
 from examples.bookshop import build
 from stores import RedisStore, StoreMisconfigured, StoreUnavailable
-from stores._redis_health import eviction_policies
+from stores.redis.health import eviction_policies
 from tests.conftest import KEY
 from tests.private_redis import REDIS_SERVER, PrivateRedis, free_ports
 

@@ -26,12 +26,12 @@ from stores import (
     RedisStore,
     StoreUnavailable,
     TaskRow,
-    _redis_mux,
     open_store,
 )
-from stores import redis as redis_store
 from stores._journal import encode_event, index_fields
-from stores._redis_mux import can_multiplex
+from stores.redis import core as redis_store
+from stores.redis import mux as redis_mux
+from stores.redis.mux import can_multiplex
 from tests.private_redis import REDIS_SERVER, PrivateRedis, free_ports
 
 pytestmark = [pytest.mark.anyio, pytest.mark.redis]
@@ -626,7 +626,7 @@ async def test_redis_cluster(private_cluster: str) -> None:
 async def test_a_journal_batch_larger_than_one_script_is_split_and_kept_in_order(
     redis_replicas: Replicas,
 ) -> None:
-    from stores.redis import JOURNAL_BLOB_BYTES
+    from stores.redis.core import JOURNAL_BLOB_BYTES
 
     store = await redis_replicas()
     big = bytes(range(256)) * (JOURNAL_BLOB_BYTES // 1024)  # every byte value; 1/4 of a script
@@ -707,15 +707,15 @@ async def test_concurrent_round_scripts_share_writes_on_one_connection(
 ) -> None:
     store = await redis_replicas()
     writes: list[int] = []
-    flush = _redis_mux._Wire.flush
+    flush = redis_mux._Wire.flush
 
-    def counted(self: _redis_mux._Wire) -> None:
+    def counted(self: redis_mux._Wire) -> None:
         scripts = sum(packed.startswith(b"*") and b"EVALSHA" in packed for packed in self.queued)
         if scripts:  # not the connection's set-up (SELECT, AUTH)
             writes.append(scripts)
         flush(self)
 
-    monkeypatch.setattr(_redis_mux._Wire, "flush", counted)
+    monkeypatch.setattr(redis_mux._Wire, "flush", counted)
     results: dict[int, ClaimResult] = {}
 
     async def claim(n: int) -> None:

@@ -19,8 +19,8 @@ import anyio
 import pytest
 
 from stores import SQLiteStore, StoreUnavailable, open_store
-from stores import _sqlite_sql as sql
-from stores import sqlite as sqlite_store
+from stores.sqlite import core as sqlite_store
+from stores.sqlite import schema as sql
 
 pytestmark = pytest.mark.anyio
 
@@ -117,7 +117,7 @@ async def test_a_failed_checkpoint_is_retried_until_the_log_is_cut_back(
             assert (await store.claim("call-0", 1, b"fp", ttl=30)).status.value == "in_progress"
     finally:
         await store.aclose()
-    warnings = [r.getMessage() for r in caplog.records if r.name == "stores.sqlite"]
+    warnings = [r.getMessage() for r in caplog.records if r.name == "stores.sqlite.core"]
     assert warnings[0].startswith("SQLite checkpoint failed, the log grows meanwhile")
     assert warnings[1:] == [
         f"SQLite checkpoint done: the log of {store.path!r} is cut back to nothing"

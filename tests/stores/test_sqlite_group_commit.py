@@ -11,8 +11,8 @@ import anyio
 import pytest
 
 from stores import Claim, SQLiteStore, StoreUnavailable
-from stores._sqlite_group import GroupCommit, Pending, commit_group
-from stores._sqlite_sql import transaction
+from stores.sqlite.group_commit import GroupCommit, Pending, commit_group
+from stores.sqlite.schema import transaction
 
 pytestmark = pytest.mark.anyio
 

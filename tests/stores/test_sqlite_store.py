@@ -15,9 +15,9 @@ import msgpack
 import pytest
 
 from stores import CallSummary, Claim, ClaimResult, SQLiteStore, StoreUnavailable, TaskRow
-from stores import _sqlite_journal as journal_sql
-from stores import _sqlite_sql as sql
-from stores import sqlite as sqlite_store
+from stores.sqlite import core as sqlite_store
+from stores.sqlite import journal as journal_sql
+from stores.sqlite import schema as sql
 from tests.stores.fake_clock import FakeClock
 
 pytestmark = pytest.mark.anyio

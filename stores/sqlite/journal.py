@@ -16,9 +16,9 @@ from itertools import islice
 from operator import itemgetter
 from typing import Any
 
-from ._journal import EncodedEvent, decode_event
-from ._sqlite_sql import Clock, transaction
-from .base import CallSummary
+from .._journal import EncodedEvent, decode_event
+from ..base import CallSummary
+from .schema import Clock, transaction
 
 _LAST = (
     "SELECT seq, target, first_ts, last_ts, last_kind, expires_at FROM journal"

@@ -24,9 +24,9 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
 
-from . import _redis_lua as lua
-from ._redis_client import RedisClient, as_bytes
-from .base import TaskRow
+from ..base import TaskRow
+from . import lua
+from .client import RedisClient, as_bytes
 
 Call = Callable[[str, Callable[[], Awaitable[Any]]], Awaitable[Any]]
 """`RedisStore._call`: one operation under the store's timeout, its failures mapped."""

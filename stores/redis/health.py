@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .base import StoreMisconfigured
+from ..base import StoreMisconfigured
 
 HEALTH_KEY_TTL_MS = 10_000
 """How long the key a health check writes lives: one key per prefix, rewritten by each check."""

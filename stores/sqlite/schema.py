@@ -15,9 +15,9 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from ._checks import check_synchronous
-from ._claims import FRESH, claim_found
-from .base import ClaimResult, StoreUnavailable
+from .._checks import check_synchronous
+from .._claims import FRESH, claim_found
+from ..base import ClaimResult, StoreUnavailable
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from typing import Any, Generic, TypeVar
 import anyio
 import anyio.lowlevel
 
-from ._sqlite_sql import Clock, transaction
+from .schema import Clock, transaction
 
 T = TypeVar("T")
 

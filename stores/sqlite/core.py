@@ -41,11 +41,8 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
-from . import _sqlite_journal as journal_sql
-from . import _sqlite_sql as sql
-from . import _sqlite_tasks as task_sql
-from ._bus import DEFAULT_BUFFER, LocalBus
-from ._checks import (
+from .._bus import DEFAULT_BUFFER, LocalBus
+from .._checks import (
     check_call_id,
     check_fence,
     check_lease,
@@ -58,10 +55,9 @@ from ._checks import (
     check_task_write,
     check_ttl,
 )
-from ._journal import EncodedEvent, encode_batch
-from ._sqlite_group import GroupCommit, Op, Pending, commit_group, fail_all
-from ._waiters import Waiters, wait_settled
-from .base import (
+from .._journal import EncodedEvent, encode_batch
+from .._waiters import Waiters, wait_settled
+from ..base import (
     DEFAULT_OP_TIMEOUT,
     CallSummary,
     ClaimResult,
@@ -69,6 +65,10 @@ from .base import (
     TaskRow,
     unavailable,
 )
+from . import journal as journal_sql
+from . import schema as sql
+from . import tasks as task_sql
+from .group_commit import GroupCommit, Op, Pending, commit_group, fail_all
 
 log = logging.getLogger(__name__)
 

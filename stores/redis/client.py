@@ -14,7 +14,7 @@ from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 
-from ._urls import redacted
+from .._urls import redacted
 
 log = logging.getLogger(__name__)
 

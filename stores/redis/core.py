@@ -33,8 +33,7 @@ from redis import exceptions as rx
 from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
 
-from . import _redis_lua as lua
-from ._checks import (
+from .._checks import (
     check_call_id,
     check_fence,
     check_lease,
@@ -46,7 +45,7 @@ from ._checks import (
     check_task_write,
     check_ttl,
 )
-from ._journal import (
+from .._journal import (
     EncodedEvent,
     IndexFields,
     decode_event,
@@ -54,13 +53,9 @@ from ._journal import (
     encode_event,
     index_fields,
 )
-from ._redis_client import UNAVAILABLE, Messages, RedisClient, as_bytes, client_from_url
-from ._redis_health import HEALTH_KEY_TTL_MS, WRITES_REFUSED, health_key, refuse_eviction
-from ._redis_mux import MuxStopped, ScriptCall, ScriptMux, can_multiplex, run_scripts
-from ._redis_tasks import RedisTasks
-from ._urls import redacted, split_flag, split_prefix
-from ._waiters import Waiters, wait_settled
-from .base import (
+from .._urls import redacted, split_flag, split_prefix
+from .._waiters import Waiters, wait_settled
+from ..base import (
     DEFAULT_OP_TIMEOUT,
     CallSummary,
     Claim,
@@ -69,6 +64,11 @@ from .base import (
     TaskRow,
     unavailable,
 )
+from . import lua
+from .client import UNAVAILABLE, Messages, RedisClient, as_bytes, client_from_url
+from .health import HEALTH_KEY_TTL_MS, WRITES_REFUSED, health_key, refuse_eviction
+from .mux import MuxStopped, ScriptCall, ScriptMux, can_multiplex, run_scripts
+from .tasks import RedisTasks
 
 log = logging.getLogger(__name__)
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import sqlite3
 
-from ._fences import fence_allows, seconds_until
-from ._sqlite_sql import Clock, transaction
-from .base import TaskRow
+from .._fences import fence_allows, seconds_until
+from ..base import TaskRow
+from .schema import Clock, transaction
 
 _COLUMNS = "task_id, version, status, target, created, updated, record, fence"
 
