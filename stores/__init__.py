@@ -15,13 +15,19 @@ from typing import TYPE_CHECKING, Any
 from ._open import open_store
 from .base import (
     DEFAULT_OP_TIMEOUT,
+    BlobStore,
+    BusStore,
     CallSummary,
     Claim,
     ClaimResult,
+    ClaimStore,
+    JournalStore,
     Store,
+    StoreLifecycle,
     StoreMisconfigured,
     StoreUnavailable,
     TaskRow,
+    TaskStore,
 )
 
 if TYPE_CHECKING:
@@ -31,16 +37,22 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_OP_TIMEOUT",
+    "BlobStore",
+    "BusStore",
     "CallSummary",
     "Claim",
     "ClaimResult",
+    "ClaimStore",
+    "JournalStore",
     "MemoryStore",
     "RedisStore",
     "SQLiteStore",
     "Store",
+    "StoreLifecycle",
     "StoreMisconfigured",
     "StoreUnavailable",
     "TaskRow",
+    "TaskStore",
     "open_store",
 ]
 

@@ -3,7 +3,9 @@
 A store holds opaque bytes and small dicts for a call that any replica may resume: large state
 kept by reference (blobs), the single-use record of each round (claims), a per-call event log
 (journal), the records of calls that run in the background (tasks) and cross-replica
-notifications (bus). It knows nothing about MCP.
+notifications (bus). Each of these is a protocol of its own (a facet: `BlobStore`,
+`ClaimStore`, `JournalStore`, `TaskStore`, `BusStore`, and `StoreLifecycle` for the clock,
+health and closing); `Store` is their union. It knows nothing about MCP.
 """
 
 from __future__ import annotations
@@ -105,20 +107,9 @@ def unavailable(backend: str, what: str, detail: str) -> StoreUnavailable:
 
 
 @runtime_checkable
-class Store(Protocol):
-    """Async storage used by every replica; all three implementations keep this contract.
+class BlobStore(Protocol):
+    """State kept by reference: a call's large state, and the sessions of the 2025-11-25 era."""
 
-    Every operation is bounded by the store's operation timeout and raises `StoreUnavailable`
-    when the backend cannot answer in time. TTLs are seconds and chosen by the caller.
-
-    A store may also offer ``async def serve(self, *, task_status)``: background work to run
-    while a server uses it (``RedisStore`` sends the scripts of concurrent requests over one
-    shared connection; ``SQLiteStore`` checkpoints its log beside the writes). The server starts
-    it in its task group and cancels it on the way out;
-    it is not part of the contract, so a store without it is still a `Store`.
-    """
-
-    # --- blobs: large call state kept by reference ---
     async def put_blob(self, call_id: str, blob_id: str, data: bytes, ttl: float) -> None:
         """Keep `data` for `ttl` seconds, replacing any blob with the same ids."""
         ...
@@ -127,7 +118,11 @@ class Store(Protocol):
         """The blob's bytes, or None when it is missing or expired."""
         ...
 
-    # --- single-use rounds and idempotent completion ---
+
+@runtime_checkable
+class ClaimStore(Protocol):
+    """Single-use rounds: each round claimed by one request, its response kept for duplicates."""
+
     async def claim(
         self,
         call_id: str,
@@ -197,7 +192,11 @@ class Store(Protocol):
         """
         ...
 
-    # --- journal: append-only per-call event log, for replay debugging ---
+
+@runtime_checkable
+class JournalStore(Protocol):
+    """The journal: an append-only event log per call, for replay and debugging."""
+
     async def append(self, call_id: str, event: dict[str, Any], ttl: float) -> None:
         """Append a msgpack-serialisable event; the call's journal is kept `ttl` s after it.
 
@@ -231,7 +230,11 @@ class Store(Protocol):
         next page)."""
         ...
 
-    # --- tasks: records of calls that run in the background, written compare-and-set ---
+
+@runtime_checkable
+class TaskStore(Protocol):
+    """The records of calls that run in the background, written compare-and-set."""
+
     async def put_task(self, row: TaskRow, *, ttl: float, due_in: float | None) -> bool:
         """Write `row` if the stored task is at version ``row.version - 1`` (no task, or an
         expired one, for version 1), and its fence allows it: never lower than the stored
@@ -261,7 +264,11 @@ class Store(Protocol):
         """Live tasks, the most recently created first; only those in `status`, if given."""
         ...
 
-    # --- bus: cross-replica notifications ---
+
+@runtime_checkable
+class BusStore(Protocol):
+    """Notifications between replicas."""
+
     async def publish(self, topic: str, message: bytes) -> None:
         """Send `message` to current subscribers of `topic`; nobody listening is fine."""
         ...
@@ -270,7 +277,11 @@ class Store(Protocol):
         """Receive the messages published on `topic` after the context is entered."""
         ...
 
-    # --- lifecycle ---
+
+@runtime_checkable
+class StoreLifecycle(Protocol):
+    """The store as a whole: its clock, its health, and closing it."""
+
     async def clock(self) -> float:
         """The store's time, in epoch seconds: the clock its expiries and due times are
         decided on (Redis: ``TIME``; SQLite and memory: this host's wall clock). A replica
@@ -285,3 +296,21 @@ class Store(Protocol):
     async def aclose(self) -> None:
         """Release connections and end open subscriptions; the store is unusable after."""
         ...
+
+
+@runtime_checkable
+class Store(BlobStore, ClaimStore, JournalStore, TaskStore, BusStore, StoreLifecycle, Protocol):
+    """Async storage used by every replica; all three implementations keep this contract.
+
+    It is the union of its facets (`BlobStore`, `ClaimStore`, `JournalStore`, `TaskStore`,
+    `BusStore`, `StoreLifecycle`); each part of the engine asks for the facet it uses.
+
+    Every operation is bounded by the store's operation timeout and raises `StoreUnavailable`
+    when the backend cannot answer in time. TTLs are seconds and chosen by the caller.
+
+    A store may also offer ``async def serve(self, *, task_status)``: background work to run
+    while a server uses it (``RedisStore`` sends the scripts of concurrent requests over one
+    shared connection; ``SQLiteStore`` checkpoints its log beside the writes). The server starts
+    it in its task group and cancels it on the way out;
+    it is not part of the contract, so a store without it is still a `Store`.
+    """
