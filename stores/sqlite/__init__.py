@@ -4,6 +4,6 @@ The store is one class composed of a module per facet of the `Store` protocol; t
 are these three.
 """
 
-from .core import SQLiteStore, create_private_directories, create_private_file
+from .store import SQLiteStore, create_private_directories, create_private_file
 
 __all__ = ["SQLiteStore", "create_private_directories", "create_private_file"]

@@ -1,7 +1,5 @@
-"""`SQLiteStore`: the embedded default, one file that survives restarts.
-
-(One class over 400 lines: the whole Store protocol on one file, its SQL in `_sqlite_sql.py`,
-`_sqlite_journal.py` and `_sqlite_tasks.py`.)
+"""What every facet of `SQLiteStore` runs on: its connections, its lock, group commit,
+housekeeping and checkpoints; and the store as a whole (`serve`, `clock`, `ping`, `aclose`).
 
 Other processes may open the same file while a server writes it (a CLI reading journals, say):
 the database runs in WAL mode, so readers never block the writer.
@@ -17,12 +15,12 @@ quick connection leaves checkpoints of the write-ahead log (they write and sync 
 file: milliseconds) to a worker thread, every `CHECKPOINT_EVERY` quick writes: `serve`, while a
 server runs the store, else the write that reaches the count. Disk writes still happen on the
 loop's thread: a commit appends to the log, and the first commit after the log starts over syncs
-its header. The quick writes of one loop turn commit together (`_sqlite_group`): one ``BEGIN
-IMMEDIATE`` transaction, atomic across processes too.
+its header. The quick writes of one loop turn commit together (`stores.sqlite.group_commit`):
+one ``BEGIN IMMEDIATE`` transaction, atomic across processes too.
 
 Expiry uses the wall clock (the file outlives the process, a monotonic clock does not), or the
 ``clock`` given (e.g. a test's fake one): expired rows are ignored on read and purged now and then
-after writes. The bus is in-process only.
+after writes.
 """
 
 from __future__ import annotations
@@ -33,41 +31,15 @@ import math
 import os
 import sqlite3
 import time
-from collections.abc import AsyncIterator
-from contextlib import AbstractAsyncContextManager
 from typing import Any, TypeVar
 
 import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
-from .._bus import DEFAULT_BUFFER, LocalBus
-from .._checks import (
-    check_call_id,
-    check_fence,
-    check_lease,
-    check_limit,
-    check_owner,
-    check_round_key,
-    check_round_op,
-    check_synchronous,
-    check_task_id,
-    check_task_write,
-    check_ttl,
-)
-from .._journal import EncodedEvent, encode_batch
-from .._waiters import Waiters, wait_settled
-from ..base import (
-    DEFAULT_OP_TIMEOUT,
-    CallSummary,
-    ClaimResult,
-    StoreUnavailable,
-    TaskRow,
-    unavailable,
-)
-from . import journal as journal_sql
+from .._checks import check_synchronous, check_ttl
+from ..base import StoreUnavailable, unavailable
 from . import schema as sql
-from . import tasks as task_sql
 from .group_commit import GroupCommit, Op, Pending, commit_group, fail_all
 
 log = logging.getLogger(__name__)
@@ -82,49 +54,25 @@ CATCH_UP_FRAMES = 4096
 CHECKPOINT_RETRY = 1.0
 """Seconds between two tries, in `serve`, of a checkpoint that cuts the log back to nothing,
 once a checkpoint has failed or a write found the disk full (see `_truncate_log`)."""
-QUICK_JOURNAL_BATCH = 64
-"""Journal events per transaction on the event loop's thread."""
 QUICK_JOURNAL_BYTES = 256 * 1024
-"""A journal batch is written on the event loop's thread in transactions of up to this many
-events and bytes (an event larger than that goes to a worker thread)."""
+"""A write of up to this many bytes runs on the event loop's thread (a journal batch is cut into
+transactions of this size at most); a larger one goes to a worker thread."""
 
 
-def create_private_file(path: str | os.PathLike[str]) -> bool:
-    """Create a store file as `SQLiteStore` does: 0600, its missing directories 0700, whatever
-    the umask. True when it was created; an existing file keeps its mode."""
-    return sql.make_private(os.fspath(path))
-
-
-def create_private_directories(path: str | os.PathLike[str]) -> None:
-    """The missing directories above the store file `path`, created 0700 as `SQLiteStore` does."""
-    sql.make_private_directories(os.fspath(path))
-
-
-class SQLiteStore:
-    """A `Store` in one SQLite file; pass the same path again to pick up where it left off."""
+class SQLiteCore:
+    """The connections to one SQLite file and the discipline they are used under; each facet
+    of `SQLiteStore` runs its operations through `_run`, `_run_quick` or `_write_sized`."""
 
     def __init__(
         self,
         path: str | os.PathLike[str],
         *,
-        op_timeout: float = DEFAULT_OP_TIMEOUT,
-        bus_buffer: int = DEFAULT_BUFFER,
-        purge_interval: float = 60.0,
-        poll_interval: float = 0.1,
-        clock: sql.Clock | None = None,
-        synchronous: str = "normal",
+        op_timeout: float,
+        purge_interval: float,
+        clock: sql.Clock | None,
+        synchronous: str,
     ) -> None:
-        """Open (creating if needed) the database at `path`: blocking file I/O, so open at startup.
-
-        `synchronous` is ``"normal"`` (a commit survives a crash of the process, not a power
-        loss or an OS crash: the last ones before it may be lost) or ``"full"`` (each commit
-        syncs the log first, so claims and completions survive those too, at a cost per commit).
-
-        `poll_interval` is how often `wait_complete` re-reads a round, which is how it sees
-        completions made by other processes on the same file.
-        `clock` reads the time, in seconds, for expiry and purges; defaults to the wall clock
-        (the file outlives the process), and purges to the monotonic clock.
-        """
+        """Open (creating if needed) the database at `path` (see `SQLiteStore`)."""
         check_ttl(op_timeout, "op_timeout")
         self.synchronous = check_synchronous(synchronous)
         self.path = os.fspath(path)
@@ -132,7 +80,6 @@ class SQLiteStore:
         self._purge_clock: sql.Clock = time.monotonic if clock is None else clock
         self._op_timeout = op_timeout
         self._purge_interval = purge_interval
-        self._poll_interval = poll_interval
         self._next_purge = 0.0
         try:
             sql.make_private(self.path)
@@ -160,11 +107,6 @@ class SQLiteStore:
         self._log_stuck = False
         """A checkpoint failed, or a write found the disk full: `serve` tries to cut the log
         back every `CHECKPOINT_RETRY` s until it has."""
-        self._bus = LocalBus(bus_buffer)
-        self._waiters = Waiters()
-
-    def __repr__(self) -> str:
-        return f"SQLiteStore({self.path!r})"
 
     async def _run(self, what: str, op: Op[T], write: bool) -> T:
         """Run `op` in a worker thread, one at a time, mapping lock and I/O trouble."""
@@ -352,188 +294,7 @@ class SQLiteStore:
         except sqlite3.Error as exc:
             log.debug("SQLite purge postponed: %s", exc)
 
-    # --- blobs ---
-
-    async def put_blob(self, call_id: str, blob_id: str, data: bytes, ttl: float) -> None:
-        check_call_id(call_id)
-        check_ttl(ttl)
-        key, data = (call_id, blob_id), bytes(data)
-        await self._run(
-            "put_blob", lambda conn, clock: sql.put_blob(conn, clock, key, data, ttl), write=True
-        )
-
-    async def get_blob(self, call_id: str, blob_id: str) -> bytes | None:
-        key = (call_id, blob_id)
-        return await self._run(
-            "get_blob", lambda conn, clock: sql.get_blob(conn, clock, key), write=False
-        )
-
-    # --- rounds ---
-
-    async def claim(
-        self,
-        call_id: str,
-        round_no: int,
-        fingerprint: bytes,
-        ttl: float,
-        *,
-        owner: bytes | None = None,
-    ) -> ClaimResult:
-        own = check_round_op(call_id, round_no, ttl, owner)
-        key, fp = (call_id, round_no), bytes(fingerprint)
-        return await self._run_quick(
-            "claim", lambda conn, clock: sql.claim(conn, clock, key, fp, ttl, own), write=True
-        )
-
-    async def complete(
-        self, call_id: str, round_no: int, fingerprint: bytes, response: bytes, ttl: float
-    ) -> None:
-        check_round_op(call_id, round_no, ttl)
-        key, fp, resp = (call_id, round_no), bytes(fingerprint), bytes(response)
-        if await self._run_quick(
-            "complete",
-            lambda conn, clock: sql.complete(conn, clock, key, fp, resp, ttl),
-            write=True,
-        ):
-            self._waiters.notify(key)
-
-    async def release(
-        self, call_id: str, round_no: int, fingerprint: bytes, *, owner: bytes | None = None
-    ) -> None:
-        check_round_key(call_id, round_no)
-        key, fp, own = (call_id, round_no), bytes(fingerprint), check_owner(owner)
-        if await self._run_quick(
-            "release", lambda conn, _: sql.release(conn, key, fp, own), write=True
-        ):
-            self._waiters.notify(key)
-
-    async def renew(
-        self, call_id: str, round_no: int, fingerprint: bytes, owner: bytes, ttl: float
-    ) -> bool:
-        own = check_round_op(call_id, round_no, ttl, owner)
-        if own is None:
-            return False
-        key, fp = (call_id, round_no), bytes(fingerprint)
-        renewed: bool = await self._run_quick(
-            "renew", lambda conn, clock: sql.renew(conn, clock, key, fp, own, ttl), write=True
-        )
-        return renewed
-
-    async def wait_complete(
-        self,
-        call_id: str,
-        round_no: int,
-        fingerprint: bytes,
-        timeout: float,  # noqa: ASYNC109 - a bound on the wait, which then returns None
-    ) -> bytes | None:
-        check_round_key(call_id, round_no)
-        key = (call_id, round_no)
-
-        async def read() -> tuple[bytes, bytes | None] | None:
-            return await self._run_quick(
-                "wait_complete",
-                lambda conn, clock: sql.read_round(conn, key, clock()),
-                write=False,
-            )
-
-        return await wait_settled(
-            read, fingerprint, self._waiters, key, timeout, poll=self._poll_interval
-        )
-
-    # --- journal ---
-
-    async def append(self, call_id: str, event: dict[str, Any], ttl: float) -> None:
-        await self.append_many([(call_id, event)], ttl)
-
-    async def append_many(self, items: list[tuple[str, dict[str, Any]]], ttl: float) -> None:
-        """In transactions of up to `QUICK_JOURNAL_BATCH` events on the event loop's thread (a
-        batch may be written in part, as on Redis); an event larger than `QUICK_JOURNAL_BYTES`
-        in a worker thread."""
-        check_ttl(ttl)
-        if not items:
-            return
-        for n, chunk in enumerate(_quick_chunks(encode_batch(items))):
-            if n:  # other tasks run between two transactions of a large batch
-                await anyio.lowlevel.cancel_shielded_checkpoint()
-            write = functools.partial(journal_sql.append_many, entries=chunk, ttl=ttl)
-            await self._write_sized("append", write, sum(len(entry[1]) for entry in chunk))
-
-    async def events(self, call_id: str) -> list[dict[str, Any]]:
-        return await self._run(
-            "events", lambda conn, clock: journal_sql.events(conn, clock, call_id), write=False
-        )
-
-    async def trim_journal(self, max_bytes: int) -> int:
-        """Keep the file within ``max_bytes``: past it, the journal's oldest calls are purged
-        until the pages in use are back to 90% of it, and the freed pages go back to the disk.
-        The file's other records (claims, state, tasks) count too but are never purged for
-        it. The number of calls purged."""
-        trim = functools.partial(journal_sql.trim, max_bytes=max_bytes)
-        return await self._run("trim_journal", lambda conn, clock: trim(conn), write=False)
-
-    async def calls(
-        self,
-        *,
-        limit: int = 50,
-        since: float | None = None,
-        target: str | None = None,
-        before: float | None = None,
-    ) -> list[CallSummary]:
-        check_limit(limit)
-        return await self._run(
-            "calls",
-            lambda conn, clock: journal_sql.calls(conn, clock, limit, since, target, before),
-            write=False,
-        )
-
-    # --- tasks ---
-
-    async def put_task(self, row: TaskRow, *, ttl: float, due_in: float | None) -> bool:
-        check_task_write(row, ttl, due_in)
-        write = functools.partial(task_sql.put_task, row=row, ttl=ttl, due_in=due_in)
-        written: bool = await self._write_sized("put_task", write, len(row.record))
-        return written
-
-    async def renew_task(self, task_id: str, fence: int, lease: float) -> bool:
-        check_task_id(task_id)
-        check_fence(fence)
-        check_lease(lease)
-        return await self._run_quick(
-            "renew_task",
-            lambda conn, clock: task_sql.renew_task(conn, clock, task_id, fence, lease),
-            write=True,
-        )
-
-    async def get_task(self, task_id: str) -> TaskRow | None:
-        check_task_id(task_id)
-        return await self._run_quick(
-            "get_task", lambda conn, clock: task_sql.get_task(conn, clock, task_id), write=False
-        )
-
-    async def due_tasks(self, *, limit: int = 100) -> list[str]:
-        check_limit(limit)
-        return await self._run_quick(
-            "due_tasks", lambda conn, clock: task_sql.due_tasks(conn, clock, limit), write=False
-        )
-
-    async def tasks(self, *, limit: int = 50, status: str | None = None) -> list[TaskRow]:
-        check_limit(limit)
-        return await self._run(
-            "tasks", lambda conn, clock: task_sql.tasks(conn, clock, limit, status), write=False
-        )
-
-    # --- bus (in-process) ---
-
-    async def publish(self, topic: str, message: bytes) -> None:
-        if self._conn is None:
-            raise RuntimeError("this SQLiteStore is closed; open a new store")
-        self._bus.publish(topic, bytes(message))
-        await anyio.lowlevel.checkpoint()
-
-    def subscribe(self, topic: str) -> AbstractAsyncContextManager[AsyncIterator[bytes]]:
-        return self._bus.subscribe(topic)
-
-    # --- lifecycle ---
+    # --- the store as a whole ---
 
     async def serve(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
         """While a server uses the store: checkpoints of the log run here, beside the writes.
@@ -583,12 +344,11 @@ class SQLiteStore:
         return self._clock()
 
     async def ping(self) -> None:
-        """The file accepts a write (see `stores._sqlite_sql.probe_write`): a full disk refuses
+        """The file accepts a write (see `stores.sqlite.schema.probe_write`): a full disk refuses
         every round while a read still answers."""
         await self._run("health write", sql.probe_write, write=True)
 
     async def aclose(self) -> None:
-        self._bus.close()
         async with self._lock:
             conn, self._conn = self._conn, None
             quick, self._quick = self._quick, None
@@ -596,22 +356,3 @@ class SQLiteStore:
                 quick.close()
             if conn is not None:
                 await anyio.to_thread.run_sync(conn.close)
-
-
-def _quick_chunks(entries: list[EncodedEvent]) -> list[list[EncodedEvent]]:
-    """A journal batch in transactions short enough for the event loop's thread (up to
-    `QUICK_JOURNAL_BATCH` events and `QUICK_JOURNAL_BYTES`); an event larger than that alone."""
-    chunks: list[list[EncodedEvent]] = []
-    chunk: list[EncodedEvent] = []
-    size = 0
-    for entry in entries:
-        if chunk and (
-            len(chunk) >= QUICK_JOURNAL_BATCH or size + len(entry[1]) > QUICK_JOURNAL_BYTES
-        ):
-            chunks.append(chunk)
-            chunk, size = [], 0
-        chunk.append(entry)
-        size += len(entry[1])
-    if chunk:
-        chunks.append(chunk)
-    return chunks

@@ -32,7 +32,8 @@ from .schema import Clock, transaction
 T = TypeVar("T")
 
 Op = Callable[[sqlite3.Connection, Clock], T]
-"""An operation of `stores._sqlite_sql` on one connection, with the store's clock."""
+"""An SQL function of a facet (`stores.sqlite.claims`, ...) on one connection, with the store's
+clock."""
 
 
 class Pending(Generic[T]):

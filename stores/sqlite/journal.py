@@ -1,5 +1,5 @@
-"""The journal operations of `SQLiteStore`, each a function of a connection (see
-`stores._sqlite_sql` for the schema and the rest).
+"""The journal on SQLite (`JournalStore`), and its SQL, each operation a function of a
+connection (see `stores.sqlite.schema` for the schema).
 
 A call's journal is its rows in ``journal``, ``seq`` 0 up; each row also carries the call's
 listing as of its event and the expiry its write set, so the last row is the call's summary and
@@ -9,6 +9,7 @@ starts over: its old rows go first.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import math
 import sqlite3
@@ -16,9 +17,85 @@ from itertools import islice
 from operator import itemgetter
 from typing import Any
 
-from .._journal import EncodedEvent, decode_event
+import anyio.lowlevel
+
+from .._checks import check_limit, check_ttl
+from .._journal import EncodedEvent, decode_event, encode_batch
 from ..base import CallSummary
+from .core import QUICK_JOURNAL_BYTES, SQLiteCore
 from .schema import Clock, transaction
+
+QUICK_JOURNAL_BATCH = 64
+"""Journal events per transaction on the event loop's thread."""
+
+
+class SQLiteJournal(SQLiteCore):
+    """`JournalStore` of `SQLiteStore`, and `trim_journal` for a journal with a size cap."""
+
+    async def append(self, call_id: str, event: dict[str, Any], ttl: float) -> None:
+        await self.append_many([(call_id, event)], ttl)
+
+    async def append_many(self, items: list[tuple[str, dict[str, Any]]], ttl: float) -> None:
+        """In transactions of up to `QUICK_JOURNAL_BATCH` events on the event loop's thread (a
+        batch may be written in part, as on Redis); an event larger than `QUICK_JOURNAL_BYTES`
+        in a worker thread."""
+        check_ttl(ttl)
+        if not items:
+            return
+        for n, chunk in enumerate(_quick_chunks(encode_batch(items))):
+            if n:  # other tasks run between two transactions of a large batch
+                await anyio.lowlevel.cancel_shielded_checkpoint()
+            write = functools.partial(insert_events, entries=chunk, ttl=ttl)
+            await self._write_sized("append", write, sum(len(entry[1]) for entry in chunk))
+
+    async def events(self, call_id: str) -> list[dict[str, Any]]:
+        return await self._run(
+            "events", lambda conn, clock: read_events(conn, clock, call_id), write=False
+        )
+
+    async def trim_journal(self, max_bytes: int) -> int:
+        """Keep the file within ``max_bytes``: past it, the journal's oldest calls are purged
+        until the pages in use are back to 90% of it, and the freed pages go back to the disk.
+        The file's other records (claims, state, tasks) count too but are never purged for
+        it. The number of calls purged."""
+        return await self._run(
+            "trim_journal", lambda conn, clock: trim(conn, max_bytes), write=False
+        )
+
+    async def calls(
+        self,
+        *,
+        limit: int = 50,
+        since: float | None = None,
+        target: str | None = None,
+        before: float | None = None,
+    ) -> list[CallSummary]:
+        check_limit(limit)
+        return await self._run(
+            "calls",
+            lambda conn, clock: list_calls(conn, clock, limit, since, target, before),
+            write=False,
+        )
+
+
+def _quick_chunks(entries: list[EncodedEvent]) -> list[list[EncodedEvent]]:
+    """A journal batch in transactions short enough for the event loop's thread (up to
+    `QUICK_JOURNAL_BATCH` events and `QUICK_JOURNAL_BYTES`); an event larger than that alone."""
+    chunks: list[list[EncodedEvent]] = []
+    chunk: list[EncodedEvent] = []
+    size = 0
+    for entry in entries:
+        if chunk and (
+            len(chunk) >= QUICK_JOURNAL_BATCH or size + len(entry[1]) > QUICK_JOURNAL_BYTES
+        ):
+            chunks.append(chunk)
+            chunk, size = [], 0
+        chunk.append(entry)
+        size += len(entry[1])
+    if chunk:
+        chunks.append(chunk)
+    return chunks
+
 
 _LAST = (
     "SELECT seq, target, first_ts, last_ts, last_kind, expires_at FROM journal"
@@ -30,7 +107,7 @@ _INSERT = (
 )
 
 
-def append_many(
+def insert_events(
     conn: sqlite3.Connection, clock: Clock, entries: list[EncodedEvent], ttl: float
 ) -> None:
     """Journal events (call id, encoded event, listing fields) in one transaction: each reads
@@ -68,7 +145,7 @@ _EVENTS = (
 """One statement, so one snapshot: the events, if the last one's expiry is still ahead."""
 
 
-def events(conn: sqlite3.Connection, clock: Clock, call_id: str) -> list[dict[str, Any]]:
+def read_events(conn: sqlite3.Connection, clock: Clock, call_id: str) -> list[dict[str, Any]]:
     rows = conn.execute(_EVENTS, {"call_id": call_id, "now": clock()}).fetchall()
     return [decode_event(bytes(data)) for (data,) in rows]
 
@@ -94,7 +171,7 @@ call, with no later ``last_ts``, are passed over on the way)."""
 _LAST_TS = itemgetter(3)
 
 
-def calls(
+def list_calls(
     conn: sqlite3.Connection,
     clock: Clock,
     limit: int,

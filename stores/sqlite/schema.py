@@ -1,6 +1,8 @@
-"""The SQL side of `SQLiteStore`: schema, and each operation as a function of a connection.
+"""The file of `SQLiteStore`: its schema and migrations, its connections, the private modes of
+its files, and what runs on all of it (the health probe, purges, checkpoints).
 
-Each function runs on one of the store's connections (see `stores.sqlite`); one that decides
+The SQL of each facet is in the facet's module (`stores.sqlite.claims`, ...): a function of a
+connection, run on one of the store's connections (see `stores.sqlite.core`); one that decides
 what has expired reads the time from the store's `Clock`. Writes that read first are
 ``BEGIN IMMEDIATE`` transactions, so they are atomic across processes too.
 """
@@ -16,8 +18,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from .._checks import check_synchronous
-from .._claims import FRESH, claim_found
-from ..base import ClaimResult, StoreUnavailable
+from ..base import StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +61,7 @@ _JOURNAL = """CREATE TABLE IF NOT EXISTS {name} (
 )"""
 """A row per event, ``seq`` counting from 0, with the call's listing as of the event (the first
 non-null target, the earliest and latest ``ts``, the latest non-null kind) and the expiry its
-write set. So a call's last row is its summary, and its expiry (`stores._sqlite_journal`)."""
+write set. So a call's last row is its summary, and its expiry (`stores.sqlite.journal`)."""
 
 _LISTING = (
     "CREATE INDEX IF NOT EXISTS journal_by_target ON journal (target, last_ts)",
@@ -125,7 +126,7 @@ and started over) and rows of no listed call are dropped: no read returned them.
 def transaction(conn: sqlite3.Connection, mode: str = "IMMEDIATE") -> Iterator[None]:
     """IMMEDIATE takes the write lock up front, so read-then-write cannot interleave. Within a
     transaction already open (a group commit's), part of it: the group undoes what a write that
-    raised had done (`stores._sqlite_group.commit_group`)."""
+    raised had done (`stores.sqlite.group_commit.commit_group`)."""
     if conn.in_transaction:
         yield
         return
@@ -303,7 +304,7 @@ def _schema_version(conn: sqlite3.Connection, path: str) -> int:
     return int(version)
 
 
-# --- operations ---
+# --- the health probe and purges ---
 
 HEALTH_PROBE_BYTES = 64 * 1024
 """What `probe_write` commits: more than a typical round's records, so a file or disk too full
@@ -317,122 +318,12 @@ def probe_write(conn: sqlite3.Connection, clock: Clock) -> None:
     ``OperationalError``) when the disk or ``max_page_count`` leaves no room. A probe whose delete
     fails expires within a minute."""
     with transaction(conn):
-        put_blob(conn, clock, _HEALTH_KEY, bytes(HEALTH_PROBE_BYTES), 60.0)
+        conn.execute(
+            "INSERT OR REPLACE INTO blobs VALUES (?, ?, ?, ?)",
+            (*_HEALTH_KEY, bytes(HEALTH_PROBE_BYTES), clock() + 60.0),
+        )
     with transaction(conn):
         conn.execute("DELETE FROM blobs WHERE call_id = ? AND blob_id = ?", _HEALTH_KEY)
-
-
-def put_blob(
-    conn: sqlite3.Connection, clock: Clock, key: tuple[str, str], data: bytes, ttl: float
-) -> None:
-    conn.execute("INSERT OR REPLACE INTO blobs VALUES (?, ?, ?, ?)", (*key, data, clock() + ttl))
-
-
-def get_blob(conn: sqlite3.Connection, clock: Clock, key: tuple[str, str]) -> bytes | None:
-    row = conn.execute(
-        "SELECT data FROM blobs WHERE call_id = ? AND blob_id = ? AND expires_at > ?",
-        (*key, clock()),
-    ).fetchone()
-    return None if row is None else bytes(row[0])
-
-
-def read_round(
-    conn: sqlite3.Connection, key: tuple[str, int], now: float
-) -> tuple[bytes, bytes | None] | None:
-    row = conn.execute(
-        "SELECT fingerprint, response FROM rounds"
-        " WHERE call_id = ? AND round_no = ? AND expires_at > ?",
-        (*key, now),
-    ).fetchone()
-    return None if row is None else (bytes(row[0]), None if row[1] is None else bytes(row[1]))
-
-
-_CLAIM = (
-    "INSERT INTO rounds (call_id, round_no, fingerprint, response, expires_at, owner)"
-    " VALUES (?, ?, ?, NULL, ?, ?) ON CONFLICT (call_id, round_no) DO UPDATE SET"
-    " fingerprint = excluded.fingerprint, response = NULL, expires_at = excluded.expires_at,"
-    " owner = excluded.owner WHERE rounds.expires_at <= ?"
-)
-"""Creates the round's record, or replaces an expired one, in one statement (atomic on its
-own): a live record is left as it is and changes no row."""
-
-
-def claim(
-    conn: sqlite3.Connection,
-    clock: Clock,
-    key: tuple[str, int],
-    fingerprint: bytes,
-    ttl: float,
-    owner: bytes | None,
-) -> ClaimResult:
-    now = clock()
-    if conn.execute(_CLAIM, (*key, fingerprint, now + ttl, owner, now)).rowcount:
-        return FRESH
-    record = read_round(conn, key, now)  # the live record the claim found
-    if record is None:  # it expired in between: claim again, which now replaces it
-        return claim(conn, clock, key, fingerprint, ttl, owner)
-    theirs, response = record
-    return claim_found(theirs, response, fingerprint)
-
-
-_COMPLETE_CLAIMED = (
-    "UPDATE rounds SET response = ?, expires_at = ?, owner = NULL"
-    " WHERE call_id = ? AND round_no = ? AND fingerprint = ? AND response IS NULL"
-)
-"""The common completion, of the record its claim made, in one statement."""
-
-
-def complete(
-    conn: sqlite3.Connection,
-    clock: Clock,
-    key: tuple[str, int],
-    fingerprint: bytes,
-    response: bytes,
-    ttl: float,
-) -> bool:
-    now = clock()
-    if conn.execute(_COMPLETE_CLAIMED, (response, now + ttl, *key, fingerprint)).rowcount:
-        return True
-    with transaction(conn):  # no claimed record: complete only where none lives
-        record = read_round(conn, key, now)
-        if record is not None and (record[0] != fingerprint or record[1] is not None):
-            return False
-        conn.execute(
-            "INSERT OR REPLACE INTO rounds"
-            " (call_id, round_no, fingerprint, response, expires_at) VALUES (?, ?, ?, ?, ?)",
-            (*key, fingerprint, response, now + ttl),
-        )
-        return True
-
-
-def release(
-    conn: sqlite3.Connection, key: tuple[str, int], fingerprint: bytes, owner: bytes | None
-) -> bool:
-    sql = (
-        "DELETE FROM rounds WHERE call_id = ? AND round_no = ? AND fingerprint = ?"
-        " AND response IS NULL"
-    )
-    params: tuple[object, ...] = (*key, fingerprint)
-    if owner is not None:  # a NULL owner never equals one: an ownerless claim is kept
-        sql += " AND owner = ?"
-        params += (owner,)
-    return conn.execute(sql, params).rowcount > 0
-
-
-def renew(
-    conn: sqlite3.Connection,
-    clock: Clock,
-    key: tuple[str, int],
-    fingerprint: bytes,
-    owner: bytes,
-    ttl: float,
-) -> bool:
-    now = clock()
-    sql = (
-        "UPDATE rounds SET expires_at = ? WHERE call_id = ? AND round_no = ? AND fingerprint = ?"
-        " AND owner = ? AND response IS NULL AND expires_at > ?"
-    )
-    return conn.execute(sql, (now + ttl, *key, fingerprint, owner, now)).rowcount > 0
 
 
 _PURGE_JOURNAL = (

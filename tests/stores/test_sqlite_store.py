@@ -305,12 +305,12 @@ async def test_short_listings_and_purges_read_a_few_rows_of_a_long_journal(tmp_p
         await store.aclose()
     with closing(sqlite3.connect(path, isolation_level=None)) as conn:
         every_call = _steps(conn, lambda: conn.execute("SELECT count(*) FROM calls").fetchone())
-        newest = journal_sql.calls(conn, time.time, 5, None, None)
+        newest = journal_sql.list_calls(conn, time.time, 5, None, None)
         assert [c.call_id for c in newest] == [f"call-39-{i}" for i in range(49, 44, -1)]
         reads = [
-            lambda: journal_sql.calls(conn, time.time, 5, None, None),
-            lambda: journal_sql.calls(conn, time.time, 5, None, "tool1"),
-            lambda: journal_sql.calls(conn, time.time, 5, 3000.0, None),
+            lambda: journal_sql.list_calls(conn, time.time, 5, None, None),
+            lambda: journal_sql.list_calls(conn, time.time, 5, None, "tool1"),
+            lambda: journal_sql.list_calls(conn, time.time, 5, 3000.0, None),
             lambda: sql.purge(conn, time.time),
         ]
         for read in reads:
