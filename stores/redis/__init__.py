@@ -4,6 +4,6 @@ The store is one class composed of a module per facet of the `Store` protocol; i
 is `RedisStore`.
 """
 
-from .core import RedisStore
+from .store import RedisStore
 
 __all__ = ["RedisStore"]

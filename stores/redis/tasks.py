@@ -1,4 +1,4 @@
-"""The task operations of `RedisStore`: a task is a hash under its id's hash tag; two indexes
+"""Tasks on Redis (`TaskStore`): a task is a hash under its id's hash tag; two indexes
 under the index tag say which tasks are due (scored by when) and which are live (scored by when
 they expire, for the listing).
 
@@ -16,23 +16,16 @@ compares on the task's node.
 
 from __future__ import annotations
 
-import math
 import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from redis.asyncio import Redis
-from redis.commands.core import AsyncScript
 
+from .._checks import check_fence, check_lease, check_limit, check_task_id, check_task_write
 from ..base import TaskRow
 from . import lua
-from .client import RedisClient, as_bytes
-
-Call = Callable[[str, Callable[[], Awaitable[Any]]], Awaitable[Any]]
-"""`RedisStore._call`: one operation under the store's timeout, its failures mapped."""
-Script = Callable[..., Awaitable[Any]]
-"""`RedisStore._script`: ``(script, keys, args, what, *details)``, one script, over the shared
-connection while the store serves (``what.format(*details)`` names it in errors)."""
+from .client import as_bytes
+from .core import RedisCore, milliseconds
 
 _FIELDS = ("version", "status", "target", "created", "updated", "record", "fence", "due")
 
@@ -41,32 +34,24 @@ def _text(value: Any) -> str:
     return as_bytes(value, "a task field").decode()
 
 
-class RedisTasks:
-    """Tasks in Redis, for one `RedisStore` (its client, key names and timeout)."""
+class RedisTasks(RedisCore):
+    """`TaskStore` of `RedisStore`."""
 
-    def __init__(
-        self,
-        client: RedisClient,
-        *,
-        task_key: Callable[[str], str],
-        index_key: Callable[[str], str],
-        call: Call,
-        script: Script,
-    ) -> None:
-        self._client = client
-        self._task_key = task_key
-        self._due = index_key("tasks:due")
-        self._listed = index_key("tasks:live")
-        self._call = call
-        self._script = script
-        self._single = isinstance(client, Redis)
-        self._put: AsyncScript = client.register_script(lua.PUT_TASK)
-        self._renew: AsyncScript = client.register_script(lua.RENEW_TASK)
-        self._get: AsyncScript = client.register_script(lua.GET_TASK)
-        self._due_now: AsyncScript = client.register_script(lua.DUE_TASKS)
-        self._clock: AsyncScript = client.register_script(lua.CLOCK)
+    def _open_tasks(self) -> None:
+        """Called by `RedisStore.__init__`."""
+        self._due_index = self._index_key("tasks:due")
+        self._live_index = self._index_key("tasks:live")
+        self._single = isinstance(self._client, Redis)
+        self._put_task = self._client.register_script(lua.PUT_TASK)
+        self._renew_task = self._client.register_script(lua.RENEW_TASK)
+        self._get_task = self._client.register_script(lua.GET_TASK)
+        self._due_tasks = self._client.register_script(lua.DUE_TASKS)
 
-    async def put(self, row: TaskRow, ttl: float, due_in: float | None) -> bool:
+    def _task_key(self, task_id: str) -> str:
+        return self._key(task_id, "task")
+
+    async def put_task(self, row: TaskRow, *, ttl: float, due_in: float | None) -> bool:
+        check_task_write(row, ttl, due_in)
         args: list[str | int | float | bytes] = [
             row.task_id,
             row.version,
@@ -75,72 +60,79 @@ class RedisTasks:
             repr(row.created),
             repr(row.updated),
             row.record,
-            max(1, math.ceil(ttl * 1000)),
+            milliseconds(ttl),
             row.fence,
             "" if due_in is None else repr(due_in),
         ]
         what = f"writing task {row.task_id!r}"
         key = self._task_key(row.task_id)
         if self._single:
-            keys = [key, self._due, self._listed]
-            return bool(await self._script(self._put, keys, args, "writing task {!r}", row.task_id))
+            keys = [key, self._due_index, self._live_index]
+            return bool(
+                await self._script(self._put_task, keys, args, "writing task {!r}", row.task_id)
+            )
         if due_in is not None:  # a hint until the task's node says when: never missing
             hint = {row.task_id: time.time() + due_in}
-            await self._call(what, lambda: self._client.zadd(self._due, hint))
-        written = await self._script(self._put, [key], args, "writing task {!r}", row.task_id)
+            await self._call(what, lambda: self._client.zadd(self._due_index, hint))
+        written = await self._script(self._put_task, [key], args, "writing task {!r}", row.task_id)
         if not written:
             return False
         due = _text(written[1])
         if due:
-            await self._call(what, lambda: self._client.zadd(self._due, {row.task_id: due}))
+            await self._call(what, lambda: self._client.zadd(self._due_index, {row.task_id: due}))
         else:
-            await self._call(what, lambda: self._client.zrem(self._due, row.task_id))
+            await self._call(what, lambda: self._client.zrem(self._due_index, row.task_id))
         expires = {row.task_id: time.time() + ttl}
-        await self._call(what, lambda: self._client.zadd(self._listed, expires))
+        await self._call(what, lambda: self._client.zadd(self._live_index, expires))
         return True
 
-    async def renew(self, task_id: str, fence: int, lease: float) -> bool:
+    async def renew_task(self, task_id: str, fence: int, lease: float) -> bool:
+        check_task_id(task_id)
+        check_fence(fence)
+        check_lease(lease)
         key = self._task_key(task_id)
-        keys = [key, self._due] if self._single else [key]
+        keys = [key, self._due_index] if self._single else [key]
         args = [task_id, fence, repr(lease)]
-        renewed = await self._script(self._renew, keys, args, "renewing task {!r}", task_id)
+        renewed = await self._script(self._renew_task, keys, args, "renewing task {!r}", task_id)
         if not renewed:
             return False
         if not self._single:
             due = _text(renewed[1])
             what = f"renewing task {task_id!r}"
-            await self._call(what, lambda: self._client.zadd(self._due, {task_id: due}))
+            await self._call(what, lambda: self._client.zadd(self._due_index, {task_id: due}))
         return True
 
-    async def get(self, task_id: str) -> TaskRow | None:
+    async def get_task(self, task_id: str) -> TaskRow | None:
+        check_task_id(task_id)
         found = await self._script(
-            self._get, [self._task_key(task_id)], [], "reading task {!r}", task_id
+            self._get_task, [self._task_key(task_id)], [], "reading task {!r}", task_id
         )
         return _row(task_id, found[:8], float(found[8]))
 
-    async def due(self, limit: int) -> list[str]:
-        ids = await self._script(self._due_now, [self._due], [limit], "reading the due tasks")
+    async def due_tasks(self, *, limit: int = 100) -> list[str]:
+        check_limit(limit)
+        ids = await self._script(
+            self._due_tasks, [self._due_index], [limit], "reading the due tasks"
+        )
 
         async def live() -> list[str]:
-            return await self._live(self._due, [_text(i) for i in ids])
+            return await self._live_tasks(self._due_index, [_text(i) for i in ids])
 
         due: list[str] = await self._call("reading the due tasks", live)
         return due
 
-    async def clock(self) -> float:
-        now = await self._script(self._clock, [], [], "reading the time")
-        return float(_text(now))
+    async def tasks(self, *, limit: int = 50, status: str | None = None) -> list[TaskRow]:
+        check_limit(limit)
 
-    async def listing(self, limit: int, status: str | None) -> list[TaskRow]:
         async def read() -> list[TaskRow]:
-            await self._client.zremrangebyscore(self._listed, "-inf", repr(time.time()))
+            await self._client.zremrangebyscore(self._live_index, "-inf", repr(time.time()))
             found: list[TaskRow] = []
             start = 0
             while len(found) < limit:
                 size = max(limit - len(found), 32)
-                ids = await self._client.zrevrange(self._listed, start, start + size - 1)
+                ids = await self._client.zrevrange(self._live_index, start, start + size - 1)
                 names = [_text(i) for i in ids]
-                rows = await self._rows(names)
+                rows = await self._task_rows(names)
                 for row in rows:
                     if row is not None and (status is None or row.status == status):
                         found.append(row)
@@ -153,7 +145,7 @@ class RedisTasks:
         listed: list[TaskRow] = await self._call("listing tasks", read)
         return listed
 
-    async def _rows(self, task_ids: list[str]) -> list[TaskRow | None]:
+    async def _task_rows(self, task_ids: list[str]) -> list[TaskRow | None]:
         if not task_ids:
             return []
         async with self._client.pipeline(transaction=False) as pipe:
@@ -163,7 +155,7 @@ class RedisTasks:
         now = time.time()  # for a listing's due times only: no decision is made on them
         return [_row(task_id, reply, now) for task_id, reply in zip(task_ids, replies, strict=True)]
 
-    async def _live(self, index: str, task_ids: list[str]) -> list[str]:
+    async def _live_tasks(self, index: str, task_ids: list[str]) -> list[str]:
         """The ids whose task still exists; the others leave ``index``."""
         if not task_ids:
             return []

@@ -29,7 +29,7 @@ from stores import (
     open_store,
 )
 from stores._journal import encode_event, index_fields
-from stores.redis import core as redis_store
+from stores.redis import journal as redis_journal
 from stores.redis import mux as redis_mux
 from stores.redis.mux import can_multiplex
 from tests.private_redis import REDIS_SERVER, PrivateRedis, free_ports
@@ -172,7 +172,7 @@ async def test_pruning_keeps_up_with_many_expired_calls(
 ) -> None:
     writer = await redis_replicas(purge_interval=3600)
     assert await writer.calls() == []  # its pruning is done for the hour: its writes do not prune
-    per_run = redis_store._PRUNE_RUNS * redis_store._PRUNE_BATCH
+    per_run = redis_journal._PRUNE_RUNS * redis_journal._PRUNE_BATCH
     expired = per_run + 700
     await writer.append_many(
         [(f"old-{i}", {"ts": 1.0 + i, "target": "tool"}) for i in range(expired)], ttl=SHORT_TTL
@@ -183,7 +183,7 @@ async def test_pruning_keeps_up_with_many_expired_calls(
     index = f"{reader.prefix}:index:{{{reader.prefix}}}"
     assert [c.call_id for c in await reader.calls()] == ["kept"]
     left = await redis_client.hlen(f"{index}:calls") - 1
-    assert 0 < left <= expired - per_run + redis_store._PRUNE_RUNS  # a bounded run
+    assert 0 < left <= expired - per_run + redis_journal._PRUNE_RUNS  # a bounded run
     # so many expired that the run stopped: the next write or listing prunes again
     assert [c.call_id for c in await reader.calls(target="tool")] == ["kept"]
     assert await redis_client.hkeys(f"{index}:calls") == [b"kept"]
@@ -194,7 +194,7 @@ async def test_pruning_keeps_up_with_many_expired_calls(
 async def test_pruning_walks_past_live_calls_over_several_runs(
     redis_replicas: Replicas, redis_client: Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(redis_store, "_PRUNE_BATCH", 5)  # 4 windows of 5 calls a run
+    monkeypatch.setattr(redis_journal, "_PRUNE_BATCH", 5)  # 4 windows of 5 calls a run
     writer = await redis_replicas(purge_interval=3600)
     assert await writer.calls() == []  # its pruning is done for the hour: its writes do not prune
     await writer.append_many([(f"live-{i}", {"ts": 1.0 + i}) for i in range(25)], ttl=3600)
@@ -270,7 +270,7 @@ async def test_live_calls_at_the_front_do_not_stop_the_pruning_behind_them(
 ) -> None:
     writer = await redis_replicas(purge_interval=3600)
     assert await writer.calls() == []  # its pruning is done for the hour: its writes do not prune
-    live = redis_store._PRUNE_BATCH + 20  # a replica with a longer TTL wrote these first
+    live = redis_journal._PRUNE_BATCH + 20  # a replica with a longer TTL wrote these first
     await writer.append_many([(f"live-{i}", {"ts": 1.0 + i}) for i in range(live)], ttl=3600)
     await writer.append_many([(f"old-{i}", {"ts": 1e4 + i}) for i in range(300)], ttl=SHORT_TTL)
     await anyio.sleep(PAST_SHORT_TTL)  # Redis expires keys on its own clock: wait for real
@@ -341,7 +341,7 @@ async def journal_keys(store: RedisStore, redis_client: Redis) -> list[bytes]:
 async def test_a_long_call_moves_its_events_to_its_own_list(
     redis_replicas: Replicas, redis_client: Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(redis_store, "JOURNAL_POINTERS", 2)
+    monkeypatch.setattr(redis_journal, "JOURNAL_POINTERS", 2)
     store = await redis_replicas()
     await store.append_many([("c1", {"ts": 1.0, "n": n}) for n in (1, 2, 3)], ttl=30)
     await store.append("c1", {"ts": 2.0, "n": 4}, ttl=30)
@@ -357,13 +357,13 @@ async def test_a_long_call_moves_its_events_to_its_own_list(
 async def test_an_id_used_again_does_not_read_its_earlier_life(
     redis_replicas: Replicas, redis_client: Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(redis_store, "JOURNAL_POINTERS", 1)
+    monkeypatch.setattr(redis_journal, "JOURNAL_POINTERS", 1)
     store = await redis_replicas()
     await store.append_many([("c1", {"ts": 1.0, "n": n}) for n in (1, 2, 3)], ttl=30)
     await redis_client.hdel(f"{store.prefix}:index:{{{store.prefix}}}:calls", "c1")  # pruned
     await store.append("c1", {"ts": 5.0, "n": 100}, ttl=30)
     assert [e["n"] for e in await store.events("c1")] == [100]
-    monkeypatch.setattr(redis_store, "JOURNAL_POINTERS", 4)
+    monkeypatch.setattr(redis_journal, "JOURNAL_POINTERS", 4)
     await store.append("c1", {"ts": 6.0, "n": 101}, ttl=30)
     assert [e["n"] for e in await store.events("c1")] == [100, 101]
 
@@ -376,7 +376,7 @@ async def test_events_whose_key_is_gone_leave_the_rest_in_order(
     await store._append_one("c1", encode_event(older), index_fields(older), ttl=30)
     await store.append("c1", {"ts": 2.0, "n": 2}, ttl=30)
     await redis_client.delete(f"{store.prefix}:{{c1}}:journal")  # evicted, say
-    monkeypatch.setattr(redis_store, "JOURNAL_POINTERS", 2)
+    monkeypatch.setattr(redis_journal, "JOURNAL_POINTERS", 2)
     await store.append_many([("c1", {"ts": 3.0, "n": 3}), ("c1", {"ts": 4.0, "n": 4})], ttl=30)
     await store.append("c1", {"ts": 5.0, "n": 5}, ttl=30)
 
@@ -400,7 +400,7 @@ async def test_a_summary_the_store_cannot_read_starts_its_call_afresh(
     monkeypatch: pytest.MonkeyPatch,
     odd: list[Any],
 ) -> None:
-    monkeypatch.setattr(redis_store, "JOURNAL_POINTERS", 1)  # c1's event moves what it points to
+    monkeypatch.setattr(redis_journal, "JOURNAL_POINTERS", 1)  # c1's event moves what it points to
     store = await redis_replicas()
     index = f"{store.prefix}:index:{{{store.prefix}}}"
     await redis_client.rpush(f"{store.prefix}:{{c1}}:journal", b"?")
@@ -626,7 +626,7 @@ async def test_redis_cluster(private_cluster: str) -> None:
 async def test_a_journal_batch_larger_than_one_script_is_split_and_kept_in_order(
     redis_replicas: Replicas,
 ) -> None:
-    from stores.redis.core import JOURNAL_BLOB_BYTES
+    from stores.redis.journal import JOURNAL_BLOB_BYTES
 
     store = await redis_replicas()
     big = bytes(range(256)) * (JOURNAL_BLOB_BYTES // 1024)  # every byte value; 1/4 of a script
