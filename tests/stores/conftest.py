@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +20,10 @@ import pytest
 from redis.asyncio import Redis
 
 from stores import MemoryStore, RedisStore, SQLiteStore, Store, StoreUnavailable
+from tests.stores.contract.helpers import Replica
 from tests.stores.fake_clock import Elapse, FakeClock
 
 REDIS_URL_ENV = "ENGINE_TEST_REDIS_URL"
-
-Replica = Callable[[], Awaitable[Store]]
-"""Opens another store object on the same backend and data, as a second replica would."""
 
 
 @pytest.fixture
@@ -107,60 +107,99 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
-@pytest.fixture(
-    params=[
-        "memory",
-        "sqlite",
-        pytest.param("redis", marks=pytest.mark.redis),
-        pytest.param("redis-serving", marks=pytest.mark.redis),
-    ]
-)
+@dataclass(frozen=True)
+class Where:
+    """What a backend may open its stores with: a fresh directory, the fake clock, and Redis
+    stores on a fresh prefix (which fail the test when there is no Redis)."""
+
+    tmp_path: Path
+    clock: FakeClock
+    redis: Callable[..., Awaitable[RedisStore]]
+
+
+Opened = AbstractAsyncContextManager[tuple[Store, Replica]]
+
+
+@dataclass(frozen=True)
+class Backend:
+    """A backend the contract tests run on: how to open a store and a second replica on its data
+    (closed when the context ends), and whether its stores expire on the fake clock."""
+
+    open: Callable[[Where], Opened]
+    fake_clock: bool = True
+    """False: the backend expires entries on a clock of its own (Redis), so a test waits."""
+    marks: tuple[pytest.MarkDecorator, ...] = ()
+
+
+@asynccontextmanager
+async def _memory(where: Where) -> AsyncIterator[tuple[Store, Replica]]:
+    store = MemoryStore(clock=where.clock.now)
+
+    async def replica() -> Store:
+        return store  # one process is all a memory store has
+
+    try:
+        yield store, replica
+    finally:
+        await store.aclose()
+
+
+@asynccontextmanager
+async def _sqlite(where: Where) -> AsyncIterator[tuple[Store, Replica]]:
+    path = where.tmp_path / "engine.db"
+    opened = [SQLiteStore(path, poll_interval=0.05, clock=where.clock.now)]
+
+    async def replica() -> Store:
+        opened.append(SQLiteStore(path, poll_interval=0.05, clock=where.clock.now))
+        return opened[-1]
+
+    try:
+        yield opened[0], replica
+    finally:
+        for store in opened:
+            await store.aclose()
+
+
+@asynccontextmanager
+async def _redis(where: Where) -> AsyncIterator[tuple[Store, Replica]]:
+    async def replica() -> Store:
+        return await where.redis()
+
+    yield await where.redis(), replica  # the `redis_replicas` fixture closes them
+
+
+@asynccontextmanager
+async def _redis_serving(where: Where) -> AsyncIterator[tuple[Store, Replica]]:
+    """Redis with `RedisStore.serve` running, as under a server: round scripts then travel over
+    one shared connection, and must keep the same contract."""
+    async with _redis(where) as (store, replica):
+        assert isinstance(store, RedisStore)
+        async with anyio.create_task_group() as tg:
+            await tg.start(store.serve)
+            yield store, replica
+            tg.cancel_scope.cancel()
+
+
+BACKENDS = {
+    "memory": Backend(_memory),
+    "sqlite": Backend(_sqlite),
+    "redis": Backend(_redis, fake_clock=False, marks=(pytest.mark.redis,)),
+    "redis-serving": Backend(_redis_serving, fake_clock=False, marks=(pytest.mark.redis,)),
+}
+"""Every backend the contract tests (tests/stores/contract/) run on; a new one is named here."""
+
+
+@pytest.fixture(params=[pytest.param(name, marks=b.marks) for name, b in BACKENDS.items()])
 async def backend(
     request: pytest.FixtureRequest,
     tmp_path: Path,
     redis_replicas: Callable[..., Awaitable[RedisStore]],
     clock: FakeClock,
 ) -> AsyncIterator[tuple[Store, Replica]]:
-    """A store of each kind, and a way to open a second replica on the same data.
-
-    ``redis-serving`` is Redis with `RedisStore.serve` running, as under a server: round
-    scripts then travel over one shared connection, and must keep the same contract.
-    The memory and SQLite stores run on `clock`; Redis expires keys on its own clock.
-    """
-    kind: str = request.param
-    extra: list[Store] = []
-    if kind == "memory":
-        store: Store = MemoryStore(clock=clock.now)
-
-        async def replica() -> Store:
-            return store  # one process is all a memory store has
-
-    elif kind == "sqlite":
-        path = tmp_path / "engine.db"
-        store = SQLiteStore(path, poll_interval=0.05, clock=clock.now)
-
-        async def replica() -> Store:
-            extra.append(SQLiteStore(path, poll_interval=0.05, clock=clock.now))
-            return extra[-1]
-
-    else:
-        store = await redis_replicas()
-
-        async def replica() -> Store:
-            return await redis_replicas()
-
-    try:
-        if kind == "redis-serving":
-            assert isinstance(store, RedisStore)
-            async with anyio.create_task_group() as tg:
-                await tg.start(store.serve)
-                yield store, replica
-                tg.cancel_scope.cancel()
-        else:
-            yield store, replica
-    finally:
-        for opened in (store, *extra):
-            await opened.aclose()
+    """A store of each backend, and a way to open a second replica on the same data."""
+    where = Where(tmp_path, clock, redis_replicas)
+    async with BACKENDS[request.param].open(where) as opened:
+        yield opened
 
 
 @pytest.fixture
@@ -169,9 +208,11 @@ def store(backend: tuple[Store, Replica]) -> Store:
 
 
 @pytest.fixture
-def elapse(backend: tuple[Store, Replica], clock: FakeClock) -> Elapse:
-    """Lets seconds of store time pass: at once on `clock`, for real on Redis."""
-    if isinstance(backend[0], RedisStore):
+def elapse(request: pytest.FixtureRequest, clock: FakeClock) -> Elapse:
+    """Lets seconds of store time pass: at once on `clock`, for real on a backend with a clock
+    of its own."""
+    name = request.node.callspec.params["backend"]
+    if not BACKENDS[name].fake_clock:
 
         async def wait(seconds: float) -> None:
             await anyio.sleep(seconds)  # the Redis server expires keys on its own clock
