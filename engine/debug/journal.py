@@ -25,7 +25,7 @@ from engine.errors import InvalidRequestState
 from engine.protocol.modern import MODERN
 from engine.state.seal import KeyRing, KeySpec, record_key_id
 from engine.store_services.journal_records import is_sealed, open_rounds, outline_of
-from stores import Store
+from stores import JournalStore
 
 Keys = KeyRing | Sequence[KeySpec] | None
 """The keys a journal is read with: the server's ring, or its secrets as ``keys=`` takes them."""
@@ -328,7 +328,7 @@ def jsonable(value: Any) -> Any:
     return value
 
 
-async def load_call(store: Store, call_id: str, *, keys: Keys = None) -> RecordedCall:
+async def load_call(store: JournalStore, call_id: str, *, keys: Keys = None) -> RecordedCall:
     """A call's journal from a store, opened with the server's ``keys``; :class:`ReplayError`
     when the store does not have it or the keys do not open it."""
     events = await store.events(call_id)

@@ -17,7 +17,7 @@ from typing import Any
 from engine.errors import InvalidRequestState
 from engine.state.seal import KeyRing
 from engine.store_services.journal_records import is_sealed, open_rounds, rounds_in
-from stores import CallSummary, Store
+from stores import CallSummary, JournalStore
 
 SEALED = "(sealed)"
 """The principal of a call whose events the keys given do not open (or no keys were given)."""
@@ -105,7 +105,7 @@ def moment(text: str, now: float | None = None) -> float:
     return when.timestamp()
 
 
-async def call_source(store: Store, call_id: str, keys: KeyRing | None) -> CallSource:
+async def call_source(store: JournalStore, call_id: str, keys: KeyRing | None) -> CallSource:
     events = await store.events(call_id)
     return source_of(events, keys)
 
@@ -139,7 +139,7 @@ def principal_of(events: Sequence[dict[str, Any]], keys: KeyRing | None) -> str 
 
 
 async def list_calls(
-    store: Store,
+    store: JournalStore,
     keys: KeyRing | None,
     wanted: CallFilter,
     *,

@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 import msgpack
 
-from stores import Store, StoreUnavailable
+from stores import BusStore, StoreUnavailable
 
 log = logging.getLogger("engine.bus")
 
@@ -23,7 +23,7 @@ Handler = Callable[..., Awaitable[None]]
 
 
 class Bus:
-    def __init__(self, store: Store | None, topic: str) -> None:
+    def __init__(self, store: BusStore | None, topic: str) -> None:
         self.store = store
         self.topic = topic
         self.handlers: dict[str, Handler] = {}

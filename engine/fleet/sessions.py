@@ -21,7 +21,7 @@ from engine._internal.metrics import Metrics
 from engine.errors import OVER_BUDGET
 from engine.questions.kinds import session_keeps
 from engine.state.claims import principal_tag
-from stores import Store
+from stores import BlobStore
 
 SESSION_BLOB = "session"
 DELETED_BLOB = "deleted"
@@ -155,7 +155,7 @@ class SessionRegistry:
 
     def __init__(
         self,
-        store: Store | None,
+        store: BlobStore | None,
         ttl: float,
         *,
         max_per_principal: int = 100,

@@ -24,7 +24,7 @@ from engine._internal.metrics import Metrics
 from engine.state.seal import KeyRing
 from engine.store_services.journal_drops import JournalDrops, refused
 from engine.store_services.journal_records import seal_rounds
-from stores import Store, StoreUnavailable
+from stores import JournalStore, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +117,7 @@ class JournalWriter:
 
     def __init__(
         self,
-        store: Store,
+        store: JournalStore,
         *,
         keys: KeyRing,
         ttl: float,

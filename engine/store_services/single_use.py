@@ -28,7 +28,7 @@ from engine.settings import DEFAULT_CLAIM_LEASE
 from engine.state.claims import sorted_keys
 from engine.state.seal import KeyRing
 from engine.store_services.retries import DeferredWrites, Write
-from stores import Claim, Store, StoreUnavailable
+from stores import Claim, ClaimStore, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +114,7 @@ class RoundClaims:
 
     def __init__(
         self,
-        store: Store,
+        store: ClaimStore,
         retries: DeferredWrites,
         *,
         keys: KeyRing,

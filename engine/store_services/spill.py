@@ -21,7 +21,7 @@ from engine._internal.random_pool import random_bytes
 from engine.errors import InvalidRequestState
 from engine.state.claims import StateRef
 from engine.state.seal import KeyRing
-from stores import Store, StoreUnavailable
+from stores import BlobStore, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ class StateSpill:
     """
 
     def __init__(
-        self, store: Store, *, keys: KeyRing, ttl: int, metrics: Metrics | None = None
+        self, store: BlobStore, *, keys: KeyRing, ttl: int, metrics: Metrics | None = None
     ) -> None:
         self.store = store
         self.keys = keys

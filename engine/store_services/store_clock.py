@@ -15,7 +15,7 @@ from typing import Any
 
 import anyio
 
-from stores import Store, StoreUnavailable
+from stores import StoreLifecycle, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +28,7 @@ MAX_ROUND_TRIP = 1.0
 class StoreClock:
     """The skew of this replica's wall clock from its store's, measured every `CHECK_INTERVAL`."""
 
-    def __init__(self, store: Store, *, tolerance: float) -> None:
+    def __init__(self, store: StoreLifecycle, *, tolerance: float) -> None:
         self.store = store
         self.tolerance = tolerance
         """Skew beyond this (a quarter of a lease) is reported."""

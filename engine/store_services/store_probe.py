@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import anyio
 from anyio.abc import TaskStatus
 
-from stores.base import Store, StoreUnavailable
+from stores.base import StoreLifecycle, StoreUnavailable
 
 log = logging.getLogger("engine.store")
 
@@ -34,7 +34,7 @@ class _Probe:
 class StoreProbe:
     """Runs the store's ``ping`` for the checks that ask: one running, one waiting at most."""
 
-    def __init__(self, store: Store, timeout: float) -> None:
+    def __init__(self, store: StoreLifecycle, timeout: float) -> None:
         self._store = store
         self._timeout = timeout
         self._wanted = anyio.Event()

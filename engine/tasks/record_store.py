@@ -20,7 +20,7 @@ import time
 from engine.errors import InvalidRequestState
 from engine.state.seal import KeyRing
 from engine.tasks.record import TaskRecord
-from stores import Store, TaskRow
+from stores import TaskRow, TaskStore
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ def record_purpose(task_id: str) -> bytes:
 class TaskRecords:
     """The tasks of one server in its store."""
 
-    def __init__(self, store: Store, *, keys: KeyRing) -> None:
+    def __init__(self, store: TaskStore, *, keys: KeyRing) -> None:
         self.store = store
         self.keys = keys
 
