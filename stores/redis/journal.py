@@ -3,9 +3,9 @@ index keys under the prefix's own tag (written in a separate step on a cluster, 
 on another node).
 
 On a single Redis, a batch of events is one script per ~1 MiB (`lua.APPEND_MANY`): the events go
-into one batch key, and each call's summary points to where its first events are; a call's
-later events move to a list of its own. Expired calls leave the listing index a bounded number
-at a time, after writes and listings.
+into one batch key, and each call's summary points to where its events are, until a call has
+more than `JOURNAL_POINTERS` of them there and they move to a list of its own. Expired calls
+leave the listing index a bounded number at a time, after writes and listings.
 """
 
 from __future__ import annotations
@@ -42,8 +42,6 @@ _PRUNE_BATCH = 500
 _PRUNE_RUNS = 4
 """Pruning scripts per run; a run whose last window had wholly expired is followed by another
 after the next write or listing, so a busy store keeps up however many calls expire."""
-
-
 CLUSTER_JOURNAL_CONCURRENCY = 16
 """Calls whose journal events a cluster store writes at once."""
 JOURNAL_BLOB_BYTES = 1024 * 1024
