@@ -5,7 +5,7 @@ import logging
 import pytest
 
 from engine import MCPServer
-from engine.app import REPLAY_WARNING
+from engine.server_core import REPLAY_WARNING
 from stores import MemoryStore
 from tests.conftest import KEY
 
