@@ -1,7 +1,10 @@
 """``MCPServer``: what a user declares (tools, prompts, resources), and how to run it.
 
-A thin facade: the registries live in :class:`~engine.registry.Registry`, what a running server
-owns in :class:`~engine.runtime.Runtime`, its configuration in :class:`~engine.settings.Settings`.
+It holds what users call: the registries (:class:`~engine.registry.Registry`), their decorators,
+the official server's API and ``run``. The server as the protocol layer and the transports reach
+it is a :class:`~engine.server_core.ServerCore` (``mcp.core``), which owns what a running server
+owns (:class:`~engine.runtime.Runtime`); the transports receive the core, never the ``MCPServer``.
+Its configuration is in :class:`~engine.settings.Settings`.
 """
 
 from __future__ import annotations
