@@ -3,7 +3,7 @@
 * ``dispatch``: ``engine.protocol.dispatch.dispatch(server, message, Exchange())`` for both
   rounds of ``order_book(Neuromancer)`` (decoded JSON-RPC message in, response bytes out:
   ``_meta`` checks, the round machine, sealing, result serialisation);
-* ``call_tool``: ``server.operations.call_tool(CallRequest(...))`` for the same two rounds
+* ``call_tool``: ``server.core.operations.call_tool(CallRequest(...))`` for the same two rounds
   (the round machine and sealing, without the JSON-RPC layer);
 * ``asgi``: the Streamable HTTP ASGI app called in process with the request a client sends
   (its headers and JSON body), for the same two rounds: everything the server does per
@@ -114,12 +114,12 @@ async def bench_dispatch(
             request_id += 1
             first = _message(request_id)
             t0 = clock()
-            r1 = await dispatch(server, first, Exchange())
+            r1 = await dispatch(server.core, first, Exchange())
             spent += clock() - t0
             state = loads(r1.body or b"")["result"]["requestState"]
             second = _message(request_id, state)
             t0 = clock()
-            r2 = await dispatch(server, second, Exchange())
+            r2 = await dispatch(server.core, second, Exchange())
             spent += clock() - t0
             rounds += 2
             if request_id == 1:
@@ -190,7 +190,7 @@ async def bench_asgi(
 async def bench_call_tool(
     seconds: float, batches: list[tuple[float, int]] | None = None
 ) -> dict[str, float]:
-    """µs per round of ``server.operations.call_tool`` over whole two-round calls."""
+    """µs per round of ``server.core.operations.call_tool`` over whole two-round calls."""
     server = build()
     clock = time.perf_counter
     batches = [] if batches is None else batches
@@ -210,7 +210,7 @@ async def bench_call_tool(
                 "tools/call", "order_book", {"title": "Neuromancer"}, None, None, scope
             )
             t0 = clock()
-            reply = await server.operations.call_tool(request)
+            reply = await server.core.operations.call_tool(request)
             spent += clock() - t0
             assert reply.kind == "input_required", reply
             again = CallRequest(
@@ -222,7 +222,7 @@ async def bench_call_tool(
                 scope,
             )
             t0 = clock()
-            final = await server.operations.call_tool(again)
+            final = await server.core.operations.call_tool(again)
             spent += clock() - t0
             rounds += 2
             if first_call:

@@ -87,11 +87,11 @@ async def one_batch(server: MCPServer, first_id: int) -> float:
     spent = 0.0
     for request_id in range(first_id, first_id + BATCH):
         t0 = clock()
-        r1 = await dispatch(server, _message(request_id), Exchange())
+        r1 = await dispatch(server.core, _message(request_id), Exchange())
         spent += clock() - t0
         state = loads(r1.body or b"")["result"]["requestState"]
         t0 = clock()
-        r2 = await dispatch(server, _message(request_id, state), Exchange())
+        r2 = await dispatch(server.core, _message(request_id, state), Exchange())
         spent += clock() - t0
         if request_id == first_id:
             assert loads(r2.body or b"")["result"]["content"][0]["text"] == EXPECTED

@@ -1,13 +1,15 @@
 """``MCPServer``: what a user declares (tools, prompts, resources), and how to run it.
 
-A thin facade: the registries live in :class:`~engine.registry.Registry`, what a running server
-owns in :class:`~engine.runtime.Runtime`, its configuration in :class:`~engine.settings.Settings`.
+It holds what users call: the registries (:class:`~engine.registry.Registry`), their decorators,
+the official server's API and ``run``. The server as the protocol layer and the transports reach
+it is a :class:`~engine.server_core.ServerCore` (``mcp.core``), which owns what a running server
+owns (:class:`~engine.runtime.Runtime`); the transports receive the core, never the ``MCPServer``.
+Its configuration is in :class:`~engine.settings.Settings`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar, Unpack
 
@@ -17,37 +19,27 @@ from engine import direct
 from engine import types as wire
 from engine._internal import logs
 from engine._internal.keywords import refuse_unknown
-from engine._internal.metrics import Metrics
-from engine._internal.tracing import Tracing
-from engine.auth.provider import AccessToken, TokenVerifier
+from engine.auth.provider import TokenVerifier
 from engine.auth.settings import AuthSettings
-from engine.caching import result_hints
 from engine.calls.runner import Principal, token_principal
-from engine.completions import Completer, no_completer
+from engine.completions import Completer
 from engine.context import Context, ServerAPI
 from engine.di.overrides import DependencyOverrides
-from engine.extensions import InterceptedOperations, advertised, apply_extensions, interceptors
-from engine.fleet.backchannel import BackChannel
-from engine.fleet.bus import Bus
-from engine.fleet.notifications import Listener, Notifications
-from engine.fleet.sessions import SessionRegistry
+from engine.extensions import checked_extensions, register_contributions
+from engine.fleet.notifications import Listener
 from engine.handlers.base import HandlerOptions
 from engine.handlers.prompt import Prompt
 from engine.handlers.resource import Resource, ResourceObject, ResourceOptions, resource_of
 from engine.handlers.results import ReadResourceContents
 from engine.handlers.tool import Tool, ToolOptions
 from engine.middleware import ServerMiddleware, checked_middleware
-from engine.operations import Operations
-from engine.protocol.served import ExtensionMethod
 from engine.registry import Registry
 from engine.request_state import RequestStateSecurity
 from engine.resources.security import DEFAULT_RESOURCE_SECURITY, ResourceSecurity
 from engine.resources.uri_template import UriTemplate
-from engine.runtime import Runtime
-from engine.scope import RequestScope
+from engine.server_core import ServerCore
 from engine.settings import SERVER_OPTIONS, InfoSettings, ServerOptions, Settings
 from engine.state.seal import KeyRing
-from engine.tasks.service import Tasks
 from engine.transports._routes import Routes
 from engine.transports.app_options import HTTPAppOptions
 from engine.transports.session_manager import SessionManager
@@ -59,15 +51,6 @@ if TYPE_CHECKING:
 
     from engine.transports.official_client import OfficialClientConnections
     from engine.transports.starlette_app import MCPStarlette
-
-log = logging.getLogger("engine.app")
-
-REPLAY_WARNING = (
-    "without a store, a round's requestState can be replayed until it expires and a tool body "
-    "can run once per replay; configure store= (sqlite:///... or redis://...) for single-use "
-    "rounds"
-)
-"""Logged once as a server with tools starts running without a store (see docs/deployment.md)."""
 
 SSE_NOT_SERVED = (
     "the HTTP+SSE transport of protocol 2024-11-05 (GET /sse, POST /messages/) is not served: "
@@ -90,7 +73,6 @@ if TYPE_CHECKING:
 else:
     LifespanT = TypeVar("LifespanT")
 """What the lifespan yields (``MCPServer[AppState]``); a plain ``MCPServer`` leaves it open."""
-Lifespan = Callable[["MCPServer[Any]"], contextlib.AbstractAsyncContextManager[Any]]
 
 
 class MCPServer(Generic[LifespanT]):
@@ -271,12 +253,12 @@ class MCPServer(Generic[LifespanT]):
         self.middleware: list[ServerMiddleware[Any]] = checked_middleware(middleware)
         """Around every inbound message, the first outermost (docs/middleware.md)."""
         refuse_unknown("MCPServer.__init__", options, SERVER_OPTIONS, NOT_TAKEN)
-        self._auth, self._token_verifier = _checked_auth(auth, token_verifier, auth_server_provider)
+        auth, verifier = _checked_auth(auth, token_verifier, auth_server_provider)
         if request_state_security is not None:
             principal, options = request_state_security.server_options(
-                principal, options, authenticated=self._token_verifier is not None
+                principal, options, authenticated=verifier is not None
             )
-        elif principal is None and self._token_verifier is not None:
+        elif principal is None and verifier is not None:
             principal = token_principal
         name = "mcp-server" if name is None else name
         self.name = name
@@ -284,11 +266,10 @@ class MCPServer(Generic[LifespanT]):
         self.version = version
         info = InfoSettings.of(title, description, website_url, icons)
         self.settings = Settings.build(name=name, info=info, **options)
-        if self._auth is not None and self.settings.serve.trust_forwarded:
-            self._auth = self._auth.model_copy(update={"trust_forwarded": True})
-        self.lifespan: Lifespan | None = lifespan
+        if auth is not None and self.settings.serve.trust_forwarded:
+            auth = auth.model_copy(update={"trust_forwarded": True})
+        self.lifespan = lifespan
         self.dependencies: list[str] = self.settings.dependencies
-        self.lifespan_context: Any = {}
         self.dependency_overrides = DependencyOverrides()
         self.registry = Registry(self.settings.registry)
         self.resource_security = resource_security or DEFAULT_RESOURCE_SECURITY
@@ -296,114 +277,50 @@ class MCPServer(Generic[LifespanT]):
         self.custom_routes = Routes()
         self._session_manager: SessionManager | None = None
         self._official_clients: OfficialClientConnections | None = None
-        self.runtime = Runtime(
+        self.title = info.title
+        self.description = info.description
+        self.website_url = info.website_url
+        self.icons: list[Icon] | None = list(info.icons) or None
+        self.tools = self.registry.tools
+        self.prompts = self.registry.prompts
+        self.resources = self.registry.resources
+        """Resources at fixed URIs, by URI."""
+        self.resource_templates = self.registry.templates
+        """Resource templates, by URI template."""
+        checked = checked_extensions(extensions or ())
+        self.core = ServerCore(
+            self,
             self.settings,
+            self.registry,
+            name=name,
+            instructions=instructions,
+            version=version,
             principal=principal,
-            hooks=self,
+            lifespan=lifespan,
+            middleware=self.middleware,
             overrides=self.dependency_overrides,
-            tools=self.registry.tools,
+            auth=auth,
+            token_verifier=verifier,
+            extensions=checked,
         )
-        self.operations = Operations(
-            self.registry, self.runtime.runner, self.runtime.metrics, self.runtime.tasks
-        )
-        self.extension_methods: dict[str, ExtensionMethod] = {}
-        """The request methods extensions add, by name."""
-        self.extensions = apply_extensions(self, extensions or ())
-        wrapping = interceptors(self.extensions)
-        if wrapping:
-            self.operations = InterceptedOperations(self, self.operations, wrapping)
-        # Read on every request: attributes rather than properties.
-        self.metrics: Metrics = self.runtime.metrics
-        self.tracing: Tracing = self.runtime.tracing
-        self.replica_id: str = self.settings.replica_id
-        self.stamp_results: bool = self.settings.stamp_results
-        logs.set_replica(self.replica_id)
-        self.serves_subscriptions: bool = self.settings.subscriptions
-        self.result_hints = result_hints(self.settings.cache_hints, self.settings.list_ttl_ms)
-        """``(ttlMs, cacheScope)`` of each cacheable method's results (engine/caching.py)."""
+        """The server as the protocol layer and the transports receive it (not for users)."""
+        self.extensions = self.core.extensions
+        self.keys: KeyRing = self.core.keys
+        """The requestState keys every replica shares (``keys.labels``: their names)."""
+        self.store: Store | None = self.core.store
+        """The store, opened from ``store=`` (``None`` without one)."""
+        register_contributions(self, checked)
         self._log_level_given = "log_level" in options
         if self._log_level_given:
             logs.configure_unless_configured(self.settings.log_level)
-        self.server_info: dict[str, Any] = self.settings.info.server_info(name, version)
-        """``serverInfo`` as clients receive it, made once (set ``name``, ``version`` and the
-        descriptive options when the server is made)."""
+        logs.set_replica(self.settings.replica_id)
         for resource in resources or ():
             self.add_resource(resource)
 
     @property
-    def title(self) -> str | None:
-        return self.settings.info.title
-
-    @property
-    def description(self) -> str | None:
-        return self.settings.info.description
-
-    @property
-    def website_url(self) -> str | None:
-        return self.settings.info.website_url
-
-    @property
-    def icons(self) -> list[Icon] | None:
-        return list(self.settings.info.icons) or None
-
-    # --- authorization -----------------------------------------------------------------------
-
-    @property
-    def auth(self) -> AuthSettings | None:
-        return self._auth
-
-    @property
-    def token_verifier(self) -> TokenVerifier | None:
-        return self._token_verifier
-
-    def declared_scopes(self) -> set[str]:
-        return self.registry.declared_scopes()
-
-    def target_scopes(self, method: Any, params: Any) -> tuple[str, ...]:
-        return self.registry.target_scopes(method, params)
-
-    def request_principal(
-        self, headers: Mapping[str, str], access_token: AccessToken | None
-    ) -> str | None:
-        runner = self.runtime.runner
-        if runner.binder is None:
-            return None
-        return runner.principal(RequestScope(headers=headers, access_token=access_token))
-
-    # --- what the runtime holds, for the protocol layer, transports and tests ----------------
-
-    @property
-    def keys(self) -> KeyRing:
-        return self.runtime.keys
-
-    @property
-    def store(self) -> Store | None:
-        return self.runtime.store
-
-    @property
-    def bus(self) -> Bus:
-        return self.runtime.bus
-
-    @property
-    def tasks(self) -> Tasks | None:
-        """The server's tasks (docs/tasks.md); ``None`` without a store."""
-        return self.runtime.tasks
-
-    @property
-    def backchannel(self) -> BackChannel:
-        return self.runtime.backchannel
-
-    @property
-    def notifications(self) -> Notifications:
-        return self.runtime.notifications
-
-    @property
-    def sessions(self) -> SessionRegistry:
-        return self.runtime.sessions
-
-    @property
-    def legacy_answer_timeout(self) -> float:
-        return self.settings.legacy.answer_timeout
+    def lifespan_context(self) -> Any:
+        """What the lifespan yielded while the server runs (``{}`` otherwise)."""
+        return self.core.lifespan_context
 
     # --- registration ---------------------------------------------------------------------------
 
@@ -530,42 +447,6 @@ class MCPServer(Generic[LifespanT]):
             )
         )
 
-    # --- listings -------------------------------------------------------------------------------
-
-    @property
-    def tools(self) -> dict[str, Tool]:
-        return self.registry.tools
-
-    @property
-    def prompts(self) -> dict[str, Prompt]:
-        return self.registry.prompts
-
-    @property
-    def resources(self) -> dict[str, Resource]:
-        """Resources at fixed URIs, by URI."""
-        return self.registry.resources
-
-    @property
-    def resource_templates(self) -> dict[str, Resource]:
-        """Resource templates, by URI template."""
-        return self.registry.templates
-
-    def capabilities(self) -> dict[str, Any]:
-        capabilities: dict[str, Any] = {
-            "tools": {"listChanged": True},
-            "prompts": {"listChanged": True},
-            "resources": {"listChanged": True, "subscribe": True},
-            "logging": {},
-        }
-        if self.registry.completer is not None:
-            capabilities["completions"] = {}
-        if self.extensions:
-            capabilities["extensions"] = advertised(self.extensions)
-        return capabilities
-
-    def principal_of(self, scope: RequestScope) -> str | None:
-        return self.runtime.runner.principal(scope)
-
     # --- direct calls, from Python rather than from a client (see engine.direct) -------------
 
     async def list_tools(self) -> list[wire.Tool]:
@@ -597,7 +478,7 @@ class MCPServer(Generic[LifespanT]):
         ``context``: the request to run it in, when a handler forwards its own; none by
         default.
         """
-        return await direct.call_tool(self.operations, name, arguments, context)
+        return await direct.call_tool(self.core.operations, name, arguments, context)
 
     async def get_prompt(
         self,
@@ -607,7 +488,7 @@ class MCPServer(Generic[LifespanT]):
     ) -> wire.GetPromptResult | direct.HandedBack:
         """Render a prompt as ``prompts/get`` would (or hand back the ``InputRequiredResult``
         it returned); ``ValueError`` for an unknown one."""
-        return await direct.get_prompt(self.operations, name, arguments, context)
+        return await direct.get_prompt(self.core.operations, name, arguments, context)
 
     async def read_resource(
         self, uri: Any, context: Context[Any] | None = None
@@ -617,16 +498,7 @@ class MCPServer(Generic[LifespanT]):
         :class:`~engine.errors.ResourceError` when there is none at ``uri`` or it fails;
         :class:`~engine.errors.UnexpectedResourceError`, chained to what it raised, when it
         crashes."""
-        return await direct.read_resource(self.operations, str(uri), context)
-
-    def find_resource(self, uri: str) -> tuple[Resource, dict[str, str | list[str]]] | None:
-        return self.registry.find_resource(uri)
-
-    async def read_resource_contents(
-        self, uri: str, scope: RequestScope
-    ) -> list[ReadResourceContents]:
-        """``ctx.read_resource``: the same registry as ``resources/read``, from inside a handler."""
-        return await self.operations.read_resource_contents(uri, scope)
+        return await direct.read_resource(self.core.operations, str(uri), context)
 
     # --- completion -----------------------------------------------------------------------------
 
@@ -647,38 +519,12 @@ class MCPServer(Generic[LifespanT]):
 
         return decorator
 
-    async def complete(self, params: dict[str, Any]) -> dict[str, Any]:
-        """``completion/complete``: the wire ``completion`` (``METHOD_NOT_FOUND`` without a
-        completer)."""
-        completer = self.registry.completer
-        if completer is None:
-            raise no_completer()
-        return await completer.complete(params)
-
-    # --- notifications (they reach every replica through the store's bus) -----------------
+    # --- notifications ---------------------------------------------------------------------
 
     def add_listener(self, listener: Listener) -> None:
-        self.notifications.listeners.add(listener)
-
-    def remove_listener(self, listener: Listener) -> None:
-        self.notifications.listeners.discard(listener)
-
-    async def notify_list_changed(self, kind: str) -> None:
-        """Tell every open ``subscriptions/listen`` stream that a list changed."""
-        await self.notifications.broadcast(f"notifications/{kind}/list_changed", {})
-
-    async def notify_resource_updated(self, uri: str) -> None:
-        await self.notifications.broadcast("notifications/resources/updated", {"uri": uri})
-
-    async def notify_session(self, session_id: str, method: str, params: dict[str, Any]) -> None:
-        """A notification for one 2025-11-25 session's standalone stream, on any replica."""
-        await self.notifications.to_session(session_id, method, params)
-
-    def add_session_stream(self, session_id: str, listener: Listener) -> None:
-        self.notifications.add_session_stream(session_id, listener)
-
-    def remove_session_stream(self, session_id: str, listener: Listener) -> None:
-        self.notifications.remove_session_stream(session_id, listener)
+        """``listener(method, params)`` is awaited with every notification the server
+        publishes (list changes, resource updates), from any replica (docs/context.md)."""
+        self.core.add_listener(listener)
 
     # --- running ------------------------------------------------------------------------------
 
@@ -703,10 +549,10 @@ class MCPServer(Generic[LifespanT]):
 
         resolved = app_options(options)
         if resolved.session_idle_timeout is not None:
-            self.runtime.sessions.ttl = resolved.session_idle_timeout
+            self.core.sessions.ttl = resolved.session_idle_timeout
         self.session_manager.configure(resolved, options.get("stateless_http", False))
         app = http_app(
-            self,
+            self.core,
             resolved,
             routes=self.custom_routes,
             extra_allowed_hosts=self.settings.serve.extra_allowed_hosts,
@@ -723,7 +569,7 @@ class MCPServer(Generic[LifespanT]):
         """What official code enters to run an app it mounted: ``session_manager.run()`` runs
         this server (as :meth:`running` does), and its fields say how sessions are kept."""
         if self._session_manager is None:
-            self._session_manager = SessionManager(self)
+            self._session_manager = SessionManager(self.core)
         return self._session_manager
 
     def run(
@@ -753,7 +599,7 @@ class MCPServer(Generic[LifespanT]):
         if transport == "stdio":
             from engine.transports.stdio import serve_stdio
 
-            anyio.run(serve_stdio, self)
+            anyio.run(serve_stdio, self.core)
             return
         if transport == "sse":
             raise ValueError(SSE_NOT_SERVED)
@@ -786,25 +632,11 @@ class MCPServer(Generic[LifespanT]):
             sockets=sockets,
         )
 
-    async def health(self) -> tuple[bool, dict[str, Any]]:
-        """``(healthy, details)``: the process answers and its store (if any) does too."""
-        return await self.runtime.health()
-
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[MCPServer]:
-        """Serve: the lifespan (if any), the store, and the relay of the notification bus."""
-        logs.set_replica(self.replica_id)
-        if self.tools and self.runtime.store is None:
-            log.warning(REPLAY_WARNING)
-        async with contextlib.AsyncExitStack() as stack:
-            verifier = self._token_verifier
-            if isinstance(verifier, contextlib.AbstractAsyncContextManager):
-                await stack.enter_async_context(verifier)  # its HTTP client, say
-            if self.lifespan is not None:
-                value = await stack.enter_async_context(self.lifespan(self))
-                self.lifespan_context = value if value is not None else {}
-                stack.callback(setattr, self, "lifespan_context", {})
-            await stack.enter_async_context(self.runtime.running())
+        """Serve, while the block runs, as a transport does: the lifespan (if any), the store,
+        and the relay of the notification bus."""
+        async with self.core.running():
             yield self
 
     # --- the official mcp Client, in process -----------------------------------------------
@@ -819,7 +651,7 @@ class MCPServer(Generic[LifespanT]):
         if self._official_clients is None:
             from engine.transports.official_client import OfficialClientConnections
 
-            self._official_clients = OfficialClientConnections(self)
+            self._official_clients = OfficialClientConnections(self.core)
         return await self._official_clients.enter()
 
     async def __aexit__(self, *exc: Any) -> bool | None:

@@ -55,13 +55,21 @@ ModelT = TypeVar("ModelT", bound=BaseModel)
 R = TypeVar("R")
 
 
-class ServerAPI(ServerHooks, Protocol):
+class ServerAPI(Protocol):
     """What ``ctx.mcp_server`` is typed as: the public API of the server a handler runs in.
 
     The object is the ``MCPServer`` itself. A protocol, because the Context sits below the server
     and must not import it: what a handler reaches of its server (who it is, its listings, its
     direct calls) is named here, and the server is checked against it where it is defined.
     """
+
+    @property
+    def core(self) -> ServerHooks:
+        """What the layers below the server reach of it (``Context(mcp_server=mcp)`` too)."""
+        ...
+
+    @property
+    def lifespan_context(self) -> Any: ...
 
     @property
     def name(self) -> str: ...
@@ -122,6 +130,10 @@ _NO_REQUEST = (
 
 class _Detached:
     """The server of a Context made by hand without one: what needs a server says so."""
+
+    @property
+    def mcp_server(self) -> Any:
+        raise ValueError(_OUTSIDE)
 
     @property
     def lifespan_context(self) -> Any:
@@ -211,7 +223,7 @@ class Context(Generic[LifespanT, RequestT]):
         request_context: Any = None,
     ) -> None:
         if server is None:
-            server = mcp_server if mcp_server is not None else DETACHED
+            server = mcp_server.core if mcp_server is not None else DETACHED
         self._record: Any = None
         self._foreign: Any = None
         self._requestless = False
@@ -233,9 +245,7 @@ class Context(Generic[LifespanT, RequestT]):
 
     @property
     def mcp_server(self) -> ServerAPI:
-        if self._server is DETACHED:
-            raise ValueError(_OUTSIDE)
-        return cast(ServerAPI, self._server)
+        return cast(ServerAPI, self._server.mcp_server)
 
     @property
     def request_id(self) -> str:
@@ -540,6 +550,11 @@ class Context(Generic[LifespanT, RequestT]):
 def request_scope(context: Context[Any]) -> RequestScope:
     """The request a ``Context`` belongs to (for a handler that forwards it to a direct call)."""
     return context._scope
+
+
+def server_hooks(context: Context[Any]) -> ServerHooks | None:
+    """What ``context`` reaches of its server; ``None`` for a Context that belongs to none."""
+    return None if context._server is DETACHED else context._server
 
 
 def forwarded_input(context: Context[Any]) -> tuple[HandlerRequests, dict[str, Any] | None] | None:

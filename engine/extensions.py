@@ -33,13 +33,9 @@ from engine.scope import RequestScope
 from engine.types import CallToolResult, TextContent, wire_of
 
 
-class Host(Protocol):
-    """What an extension is applied to (an ``MCPServer``)."""
-
-    extension_methods: dict[str, ExtensionMethod]
-
-    @property
-    def lifespan_context(self) -> Any: ...
+class Registrar(Protocol):
+    """Where an extension's tools and resources are registered: the server's public surface
+    (an ``MCPServer``), exactly as a user would register them."""
 
     def add_tool(
         self, fn: Callable[..., Any], name: str | None = None, **options: Unpack[ToolOptions]
@@ -53,6 +49,14 @@ class Host(Protocol):
         name: str | None = None,
         **options: Unpack[ResourceOptions],
     ) -> Resource: ...
+
+
+class Host(Protocol):
+    """What an extension's methods and interceptors read of the server as they serve a request
+    (a :class:`~engine.server_core.ServerCore`)."""
+
+    @property
+    def lifespan_context(self) -> Any: ...
 
 
 @dataclasses.dataclass(slots=True)
@@ -79,28 +83,41 @@ def require_client_extension(context: Any, identifier: str) -> None:
         )
 
 
-def apply_extensions(server: Host, extensions: Sequence[ExtensionLike]) -> list[ExtensionLike]:
-    """Register what each extension contributes on ``server``; the extensions, checked."""
-    applied: list[ExtensionLike] = []
+def checked_extensions(extensions: Sequence[ExtensionLike]) -> list[ExtensionLike]:
+    """The extensions, each with a well-formed identifier that no other one has."""
+    checked: list[ExtensionLike] = []
     for extension in extensions:
         identifier = check_identifier(
             getattr(extension, "identifier", None), type(extension).__name__
         )
-        if any(known.identifier == identifier for known in applied):
+        if any(known.identifier == identifier for known in checked):
             raise ValueError(f"Two extensions have the identifier {identifier!r}; give one")
-        applied.append(extension)
+        checked.append(extension)
+    return checked
+
+
+def register_contributions(server: Registrar, extensions: Sequence[ExtensionLike]) -> None:
+    """Register each extension's tools and resources on ``server``."""
+    for extension in extensions:
         for tool in extension.tools():
             server.add_tool(tool.fn, meta=tool.meta, **tool.kwargs)
         for binding in extension.resources():
             server.add_resource(binding.resource)
+
+
+def bound_methods(host: Host, extensions: Sequence[ExtensionLike]) -> dict[str, ExtensionMethod]:
+    """The request methods the extensions add, by name, as the protocol layer serves them."""
+    methods: dict[str, ExtensionMethod] = {}
+    for extension in extensions:
         for method in extension.methods():
-            if method.method in server.extension_methods:
+            if method.method in methods:
                 raise ValueError(  # the official wording, which ported tests pin
-                    f"Extension {identifier!r} binds method {method.method!r}, which is already "
-                    "registered; extension methods are additive and cannot replace another handler"
+                    f"Extension {extension.identifier!r} binds method {method.method!r}, which is "
+                    "already registered; extension methods are additive and cannot replace "
+                    "another handler"
                 )
-            server.extension_methods[method.method] = _method(server, method)
-    return applied
+            methods[method.method] = _method(host, method)
+    return methods
 
 
 def advertised(extensions: Sequence[ExtensionLike]) -> dict[str, Any]:
@@ -230,10 +247,14 @@ def _overrides(cls: type, name: str) -> bool:
 
 
 __all__ = [
+    "Host",
     "InterceptedOperations",
+    "Registrar",
     "ToolCallParams",
     "advertised",
-    "apply_extensions",
+    "bound_methods",
+    "checked_extensions",
     "interceptors",
+    "register_contributions",
     "require_client_extension",
 ]

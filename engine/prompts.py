@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Self
 
 from engine.calls.execute import Outcome, execute_round
-from engine.context import DETACHED
+from engine.context import DETACHED, Context, server_hooks
 from engine.di.overrides import DependencyOverrides
 from engine.direct import HandedBack, asks_a_client, direct_scope
 from engine.handlers import prompt
@@ -66,9 +66,8 @@ class Prompt(prompt.Prompt):
         resolver, ``ctx.elicit``), which only a client can answer. Without a server, what needs
         one (``ctx.read_resource``, a notification) fails the prompt.
         """
-        server = _server_of(context)
-        hooks: ServerHooks = server if server is not None else DETACHED
-        overrides = getattr(server, "dependency_overrides", None)
+        hooks = _hooks_of(context)
+        overrides = getattr(hooks, "dependency_overrides", None)
         if not isinstance(overrides, DependencyOverrides):
             overrides = DependencyOverrides()
         state = CallState()
@@ -101,17 +100,11 @@ def _message(wire: dict[str, Any]) -> Message:
     return kind.model_validate(wire)
 
 
-def _server_of(context: Any) -> Any:
-    """The server a ``Context`` belongs to, or ``None`` (no context, or one made outside a
-    request)."""
-    if context is None:
-        return None
-    try:
-        server = context.mcp_server
-    except (AttributeError, ValueError):
-        return None
-    needed = ("lifespan_context", "read_resource_contents", "notify_list_changed")
-    return server if all(hasattr(server, name) for name in needed) else None
+def _hooks_of(context: Any) -> ServerHooks:
+    """What a ``Context`` reaches of its server; with no context, or one made outside a server,
+    a server that has nothing."""
+    hooks = server_hooks(context) if isinstance(context, Context) else None
+    return DETACHED if hooks is None else hooks
 
 
 __all__ = ["Prompt"]

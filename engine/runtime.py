@@ -1,8 +1,8 @@
 """What a server owns while it runs: its key ring, store and store services, the fleet's
 messaging, the metrics and the round runner, all built from its :class:`~engine.settings.Settings`.
 
-The registries (tools, prompts, resources) stay with ``MCPServer``; everything here serves them
-and knows nothing of how they were declared.
+The registries (tools, prompts, resources) are declared on ``MCPServer``; everything here serves
+them and knows nothing of how they were declared.
 """
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ HEALTH_TIMEOUT = 2.0
 
 
 class Runtime:
-    """The services behind one ``MCPServer``; ``hooks`` is what its handlers' Context reaches."""
+    """The services behind one server, built by its :class:`~engine.server_core.ServerCore`;
+    ``hooks`` is what its handlers' Context reaches (that core)."""
 
     def __init__(
         self,

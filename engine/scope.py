@@ -22,7 +22,13 @@ if TYPE_CHECKING:
 
 
 class ServerHooks(Protocol):
-    """What a handler's Context reaches of its server (the MCPServer provides it)."""
+    """What a handler's Context reaches of its server (the server's
+    :class:`~engine.server_core.ServerCore` provides it)."""
+
+    @property
+    def mcp_server(self) -> Any:
+        """The user's server object, which ``ctx.mcp_server`` returns."""
+        ...
 
     @property
     def lifespan_context(self) -> Any: ...

@@ -139,7 +139,7 @@ class Client:
     async def __aenter__(self) -> Client:
         self._stack = contextlib.AsyncExitStack()
         for server in {id(s): s for s in self.servers}.values():
-            await self._stack.enter_async_context(server.running())
+            await self._stack.enter_async_context(server.core.running())
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
@@ -165,7 +165,7 @@ class Client:
             self.notifications.append({"method": method, "params": params})
 
         exchange = Exchange(headers=self.headers, notify=collect)
-        response = await dispatch(self.servers[index], loads(dumps(message)), exchange)
+        response = await dispatch(self.servers[index].core, loads(dumps(message)), exchange)
         assert response.body is not None
         reply = loads(response.body)
         if "error" in reply:

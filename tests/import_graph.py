@@ -72,6 +72,7 @@ FLOORS: tuple[Floor, ...] = (
             "engine/extensions.py",
             "engine/operations.py",
             "engine/request_state.py",
+            "engine/server_core.py",
         ),
     ),
     Floor("transports", ("engine/transports/",)),

@@ -62,7 +62,7 @@ async def test_a_completer_gets_models_and_returns_a_completion() -> None:
     assert languages["completion"] == {"values": ["rust"]}
     assert repos["completion"] == {"values": ["acme-sdk"], "total": 1}
     assert nothing["completion"] == {"values": []}
-    assert mcp.capabilities()["completions"] == {}
+    assert mcp.core.capabilities()["completions"] == {}
 
 
 async def test_parameters_annotated_with_the_official_models_get_those() -> None:
@@ -111,7 +111,7 @@ async def test_without_a_completer_the_method_is_not_served() -> None:
         "Method not found",
         "completion/complete",
     )
-    assert "completions" not in mcp.capabilities()
+    assert "completions" not in mcp.core.capabilities()
 
 
 async def test_a_failing_completer_is_an_internal_error_naming_the_argument() -> None:

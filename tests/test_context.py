@@ -124,7 +124,7 @@ async def test_notifications_cross_replicas_through_the_store(backend: str, redi
 
     b.add_listener(listener)
     async with a.running(), b.running():
-        await a.notify_list_changed("tools")
+        await a.core.notify_list_changed("tools")
         with anyio.fail_after(2):
             await arrived.wait()
     assert heard == ["notifications/tools/list_changed"]

@@ -196,7 +196,7 @@ async def test_read_resource_gives_content_and_mime_type() -> None:
     from engine.context import Context
     from engine.scope import RequestScope
 
-    ctx: Context[object] = Context(describe_catalog.mcp, RequestScope())
+    ctx: Context[object] = Context(describe_catalog.mcp.core, RequestScope())
     [contents] = await ctx.read_resource("catalog://genres")
     assert contents.content == "fiction, non-fiction, poetry"
     assert contents.mime_type == "text/plain"

@@ -154,7 +154,7 @@ def _no_ephemeral_key_warning(record: logging.LogRecord) -> bool:
 
 
 def _no_store_warning(record: logging.LogRecord) -> bool:
-    from engine.app import REPLAY_WARNING
+    from engine.server_core import REPLAY_WARNING
 
     return record.getMessage() != REPLAY_WARNING
 

@@ -164,12 +164,12 @@ def serve_in_workers(
     if kept is not None:
         kept.announce()
     check_shared_store(server.settings.store.store, count)
-    if server.replica_id != base_replica:
+    if server.settings.replica_id != base_replica:
         log.warning(
             "%s sets replica_id=%r: every worker serves under that id, so the journal cannot "
             "tell them apart; leave it to ENGINE_REPLICA_ID (or --replica) instead",
             args.target,
-            server.replica_id,
+            server.settings.replica_id,
         )
     return serve_workers(
         args.target,

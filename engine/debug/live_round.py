@@ -53,7 +53,11 @@ class Detached:
             hooks=self,
             overrides=app.dependency_overrides,
         )
-        self.operations = Operations(app.registry, runner, app.metrics)
+        self.operations = Operations(app.registry, runner, app.core.metrics)
+
+    @property
+    def mcp_server(self) -> MCPServer:
+        return self.app
 
     @property
     def lifespan_context(self) -> Any:
@@ -104,7 +108,7 @@ async def lifespan(app: MCPServer) -> AsyncIterator[None]:
         yield
         return
     async with app.lifespan(app) as value:
-        app.lifespan_context = value if value is not None else {}
+        app.core.lifespan_context = value if value is not None else {}
         yield
 
 
@@ -178,7 +182,7 @@ async def run_live_round(
         return LiveRound("task", questions, None, answers.next_state)
     value = executed.value
     if is_modern and isinstance(handler, Resource):
-        modern.cacheable(value, app.result_hints["resources/read"])
+        modern.cacheable(value, app.core.result_hints["resources/read"])
     result = _shaped(RoundReply(ReplyKind.COMPLETE, value), is_modern)
     return LiveRound("complete", questions, result, answers.next_state)
 

@@ -1,5 +1,5 @@
 """What the protocol layer reaches of a server: the operations behind each method, and the
-services both eras use (``MCPServer`` provides it)."""
+services both eras use (a server's :class:`~engine.server_core.ServerCore` provides it)."""
 
 from __future__ import annotations
 

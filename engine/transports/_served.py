@@ -1,5 +1,6 @@
 """What the transports reach of a server beyond the protocol layer's :class:`Served`: its
-lifecycle, health, store, fleet messaging and authorization (``MCPServer`` provides it)."""
+lifecycle, health, store, fleet messaging and authorization (a server's
+:class:`~engine.server_core.ServerCore` provides it)."""
 
 from __future__ import annotations
 

@@ -16,14 +16,9 @@ if TYPE_CHECKING:
     from engine.transports.app_options import AppOptions
 
 
-class _Runtime(Protocol):
-    @property
-    def sessions(self) -> SessionRegistry: ...
-
-
 class _Server(Protocol):
     @property
-    def runtime(self) -> _Runtime: ...
+    def sessions(self) -> SessionRegistry: ...
 
     def running(self) -> contextlib.AbstractAsyncContextManager[Any]: ...
 
@@ -48,7 +43,7 @@ class SessionManager:
     @property
     def session_idle_timeout(self) -> float:
         """Seconds a 2025-11-25 session lives idle (``session_ttl``)."""
-        return self._server.runtime.sessions.ttl
+        return self._server.sessions.ttl
 
     def configure(self, options: AppOptions, stateless: bool) -> None:
         self.max_sessions = options.max_sessions

@@ -44,7 +44,7 @@ async def test_a_full_sqlite_file_makes_healthz_503_until_writes_succeed(tmp_pat
         assert down.json()["status"] == "unavailable"
         reason = down.json()["store"]
         assert "health write" in reason and "full" in reason, reason
-        assert (await mcp.health())[0] is False
+        assert (await mcp.core.health())[0] is False
 
         cap(store, 1_000_000)  # room again
         back = await shop.get("/healthz")

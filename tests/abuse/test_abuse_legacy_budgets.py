@@ -93,7 +93,7 @@ async def test_one_user_cannot_hold_the_replicas_waiting_calls() -> None:
     assert "(limit 20, set by max_pending_calls_per_principal)" in refusals[0]
     assert asked["method"] == "elicitation/create"  # alice is still served
     refused_at = {"budget": "max_pending_calls_per_principal"}
-    assert mcp.metrics.value("engine_budget_refusals_total", **refused_at) == 10
+    assert mcp.core.metrics.value("engine_budget_refusals_total", **refused_at) == 10
     print(f"\nalice's ping p99: idle {idle * 1000:.1f} ms, mallory holding {busy * 1000:.1f} ms")
     assert busy < max(2 * idle, 1.0)  # generous: the measurement is in docs/security.md
 
@@ -119,7 +119,7 @@ async def test_one_user_cannot_open_sessions_without_bound() -> None:
     assert closed.status_code == 200
     assert after_one_closed["MCP-Session-Id"]
     refused_at = {"budget": "max_sessions_per_principal"}
-    assert mcp.metrics.value("engine_budget_refusals_total", **refused_at) == 1
+    assert mcp.core.metrics.value("engine_budget_refusals_total", **refused_at) == 1
 
 
 def test_sigterm_with_many_waiting_calls_logs_one_line(tmp_path: Path) -> None:
@@ -160,7 +160,7 @@ async def test_a_drained_call_that_waited_is_told_to_call_again() -> None:
             async for line in lines:
                 if line.startswith("data:") and "elicitation/create" in line:
                     break
-            assert mcp.backchannel.end_all("the server is shutting down; call again") == 1
+            assert mcp.core.backchannel.end_all("the server is shutting down; call again") == 1
             with anyio.fail_after(10):
                 rest = [line async for line in lines if line.startswith("data:")]
     assert "the server is shutting down; call again" in rest[-1]

@@ -153,7 +153,7 @@ async def test_the_binding_holds_across_replicas_sharing_a_store(tmp_path: Path)
         on_b = await http.post(base_b + "/mcp", json=order(2, "Dune"), headers=bob)
         deleted_on_b = await http.delete(base_b + "/mcp", headers=bob)
         alice_on_b = await http.post(base_b + "/mcp", json=order(3, "Dune"), headers=alice)
-        blob = await a.sessions.get(alice["MCP-Session-Id"])
+        blob = await a.core.sessions.get(alice["MCP-Session-Id"])
     assert on_b.status_code == 404
     assert deleted_on_b.status_code == 404
     assert alice_on_b.status_code == 200

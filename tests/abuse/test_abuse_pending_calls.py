@@ -106,7 +106,7 @@ async def test_the_17th_waiting_call_of_a_session_is_refused_until_one_ends() ->
             "params": {"requestId": 10},
         }
         assert (await http.post(url, json=cancel, headers=session)).status_code == 202
-        await wait_until(lambda: mcp.backchannel.pending(session["MCP-Session-Id"]) < 16)
+        await wait_until(lambda: mcp.core.backchannel.pending(session["MCP-Session-Id"]) < 16)
         after_one_ended = await call_and_hang_up(http, url, session, 100)
     assert all(message["method"] == "elicitation/create" for message in asked)
     assert "already has 16 calls waiting for an answer" in text
@@ -127,8 +127,8 @@ async def test_the_replica_bound_holds_across_sessions_and_frees_when_calls_time
         asked = [await call_and_hang_up(http, url, s, 2) for s in sessions[:3]]
         beyond = await call_and_hang_up(http, url, sessions[3], 2)
         text = refused(beyond)
-        held = mcp.backchannel.pending_total
-        await wait_until(lambda: mcp.backchannel.pending_total == 0)  # by the answer timeout
+        held = mcp.core.backchannel.pending_total
+        await wait_until(lambda: mcp.core.backchannel.pending_total == 0)  # by the answer timeout
         after_timeout = await call_and_hang_up(http, url, sessions[3], 3)
     assert all(message["method"] == "elicitation/create" for message in asked)
     assert "already has 3 calls waiting for their clients' answers" in text

@@ -5,7 +5,7 @@ import logging
 import pytest
 
 from engine import MCPServer
-from engine.app import REPLAY_WARNING
+from engine.server_core import REPLAY_WARNING
 from stores import MemoryStore
 from tests.conftest import KEY
 
@@ -31,8 +31,8 @@ async def test_tools_without_a_store_warn_once_at_startup(caplog: pytest.LogCapt
     with caplog.at_level(logging.WARNING, logger="engine.app"):
         assert replay_warnings(caplog) == []  # not at construction
         async with mcp.running():
-            await mcp.health()
-            await mcp.health()
+            await mcp.core.health()
+            await mcp.core.health()
     assert replay_warnings(caplog) == [REPLAY_WARNING]
     assert "replayed until it expires" in REPLAY_WARNING
     assert "store= (sqlite:///... or redis://...)" in REPLAY_WARNING

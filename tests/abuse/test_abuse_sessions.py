@@ -70,7 +70,7 @@ async def test_a_session_keeps_under_1_kib_of_a_3_mb_initialize(with_store: bool
         httpx2.AsyncClient(trust_env=False, timeout=30) as http,
     ):
         sid = await initialize(http, base + "/mcp", hostile_initialize())
-        session = await mcp.sessions.get(sid)
+        session = await mcp.core.sessions.get(sid)
     assert session is not None
     assert len(session.encode()) < 1024
     assert session.client_info == {"name": "n" * 256, "version": "1.0", "title": "t" * 256}
@@ -97,7 +97,7 @@ async def test_many_hostile_initializes_do_not_grow_the_replica() -> None:
         sids = [await initialize(http, base + "/mcp", body) for _ in range(n)]
         gc.collect()
         grown = rss_bytes() - before
-        kept: list[Any] = [await mcp.sessions.get(sid) for sid in sids]
+        kept: list[Any] = [await mcp.core.sessions.get(sid) for sid in sids]
     print(f"RSS grew {grown / 2**20:.1f} MiB over {n} hostile initializes")
     assert all(session is not None for session in kept)
     assert grown < budget, f"RSS grew {grown / 2**20:.1f} MiB, budget {budget / 2**20:.0f} MiB"

@@ -93,7 +93,7 @@ async def echo_p99(client: httpx.AsyncClient, user: str) -> float:
 
 
 def refusals(mcp: MCPServer, budget: str) -> int:
-    return mcp.metrics.value("engine_budget_refusals_total", budget=budget)
+    return mcp.core.metrics.value("engine_budget_refusals_total", budget=budget)
 
 
 async def test_a_principal_at_its_task_budget_leaves_another_principals_tasks_served(

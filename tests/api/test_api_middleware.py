@@ -406,7 +406,7 @@ async def connection(
             return reply
 
     async with anyio.create_task_group() as tg:
-        tg.start_soon(serve_messages, server, lines, replies.send)
+        tg.start_soon(serve_messages, server.core, lines, replies.send)
         async with to_server:
             yield send, receive
         tg.cancel_scope.cancel()
@@ -439,7 +439,7 @@ async def test_on_a_connection_a_listen_let_through_streams_until_cancelled() ->
         await send(LISTEN)
         acknowledged = await receive()
         assert acknowledged["method"] == "notifications/subscriptions/acknowledged"
-        await mcp.notify_list_changed("tools")
+        await mcp.core.notify_list_changed("tools")
         assert (await receive())["method"] == "notifications/tools/list_changed"
         cancel = {"requestId": 9, "reason": "done"}
         await send(legacy("notifications/cancelled", cancel, id=None))

@@ -182,8 +182,9 @@ def test_the_official_auth_settings_are_read_by_their_fields() -> None:
         required_scopes=["notes:read"],
     )
     mcp = MCPServer("Notes", keys=[KEY], token_verifier=Verifier(), auth=official)
-    assert mcp.auth is not None
-    assert (mcp.auth.issuer_url, mcp.auth.scopes) == ("https://auth.example.com/", ("notes:read",))
+    auth = mcp.core.auth
+    assert auth is not None
+    assert (auth.issuer_url, auth.scopes) == ("https://auth.example.com/", ("notes:read",))
 
     grants = official.model_copy(update={"identity_assertion_enabled": True})
     with pytest.raises(ValueError, match="resource server only"):

@@ -84,7 +84,9 @@ def test_the_official_icon_type_is_taken_too() -> None:
     mcp = MCPServer("Ported", title="Ported", icons=[official], keys=[KEY])
     assert mcp.icons == [Icon(src="https://x.example/i.png", mime_type="image/png")]
     assert mcp.title == "Ported"
-    assert mcp.server_info["icons"] == [{"src": "https://x.example/i.png", "mimeType": "image/png"}]
+    assert mcp.core.server_info["icons"] == [
+        {"src": "https://x.example/i.png", "mimeType": "image/png"}
+    ]
 
 
 def test_an_icon_without_src_is_refused() -> None:
@@ -104,7 +106,7 @@ def test_the_constructor_takes_its_arguments_in_the_official_order() -> None:
         keys=[KEY],
     )
     assert mcp.instructions == "Ask about a title before ordering it."
-    assert mcp.server_info == {
+    assert mcp.core.server_info == {
         "name": "Bookshop",
         "version": "2.1.0",
         "title": "The Bookshop",
@@ -112,4 +114,4 @@ def test_the_constructor_takes_its_arguments_in_the_official_order() -> None:
         "websiteUrl": "https://books.example.com",
         "icons": [{"src": "https://books.example.com/icon.png"}],
     }
-    assert MCPServer(keys=[KEY]).server_info == {"name": "mcp-server", "version": ""}
+    assert MCPServer(keys=[KEY]).core.server_info == {"name": "mcp-server", "version": ""}

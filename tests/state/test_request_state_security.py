@@ -175,7 +175,7 @@ async def test_bind_principal_is_the_principal_callback(caplog: pytest.LogCaptur
 
 async def test_without_auth_the_default_binding_binds_nobody() -> None:
     shop = bookshop(RequestStateSecurity(keys=[KEY]))
-    assert shop.runtime.runner.binder is None
+    assert shop.core.runtime.runner.binder is None
     token = await first_round(shop, headers=as_user("alice"))
     assert await second_round(shop, token, headers=as_user("bob")) == BACKORDERED
 
@@ -198,7 +198,7 @@ def test_bind_principal_none_with_auth_is_warned_about(caplog: pytest.LogCapture
             token_verifier=Verifier(),
             request_state_security=RequestStateSecurity(keys=[KEY], bind_principal=None),
         )
-    assert shop.runtime.runner.binder is None
+    assert shop.core.runtime.runner.binder is None
     assert "bind_principal=None" in caplog.text
     bound = MCPServer(
         "Bookshop",
@@ -206,8 +206,8 @@ def test_bind_principal_none_with_auth_is_warned_about(caplog: pytest.LogCapture
         token_verifier=Verifier(),
         request_state_security=RequestStateSecurity(keys=[KEY]),
     )
-    assert bound.runtime.runner.binder is not None
-    assert bound.runtime.runner.principal(RequestScope()) is None  # no token: stdio
+    assert bound.core.runtime.runner.binder is not None
+    assert bound.core.runtime.runner.principal(RequestScope()) is None  # no token: stdio
 
 
 # --- a codec of the operator's own -------------------------------------------------------------
@@ -272,7 +272,7 @@ async def test_a_server_with_a_codec_and_a_store_journals_its_calls() -> None:
     async with shop.running():
         token = await first_round(shop)
         assert await second_round(shop, token) == BACKORDERED
-        services = shop.runtime.store_services
+        services = shop.core.runtime.store_services
         assert services is not None
         await services.flush()
     (call,) = await store.calls()

@@ -48,8 +48,9 @@ async def test_a_sqlite_journal_past_its_cap_keeps_the_file_within_it(
             await client.call_tool("keep", {"note": note(), "n": n})
             if n % 100 == 0:  # in process, calls outrun the journal writers: let them write
                 await anyio.sleep(0.02)
-    purged = mcp.metrics.value("engine_journal_calls_purged_total")
-    dropped = mcp.metrics.value("engine_journal_events_dropped_total")  # writers behind the loop
+    purged = mcp.core.metrics.value("engine_journal_calls_purged_total")
+    # what the writers dropped, behind the loop
+    dropped = mcp.core.metrics.value("engine_journal_events_dropped_total")
     assert calls // 3 < purged < calls - dropped
     kept = await store.calls(limit=calls)
     assert len(kept) == calls - purged - dropped
@@ -82,7 +83,7 @@ async def test_no_cap_purges_nothing(tmp_path: Path) -> None:
         for n in range(300):
             await client.call_tool("keep", {"note": note(), "n": n})
     assert len(await store.calls(limit=1000)) == 300
-    assert mcp.metrics.value("engine_journal_calls_purged_total") == 0
+    assert mcp.core.metrics.value("engine_journal_calls_purged_total") == 0
 
 
 def test_a_cap_too_small_to_hold_a_few_calls_is_refused_by_name() -> None:

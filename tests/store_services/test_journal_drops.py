@@ -67,14 +67,14 @@ async def test_events_the_store_refused_are_counted_and_logged_once_per_burst(
     async with mcp.running(), Client(mcp, elicitation=lambda p: YES) as client:
         await client.call_tool("order_book", {"title": "Neuromancer"})
         await settled(store)
-        assert mcp.metrics.value("engine_journal_events_dropped_total") == 0
+        assert mcp.core.metrics.value("engine_journal_events_dropped_total") == 0
 
         store.refusing = True
         for _ in range(10):  # 2 rounds each: 20 events refused
             result = await client.call_tool("order_book", {"title": "Neuromancer"})
             assert "Backordered" in result.text  # the calls are served all the same
         await settled(store)
-        assert mcp.metrics.value("engine_journal_events_dropped_total") == 20
+        assert mcp.core.metrics.value("engine_journal_events_dropped_total") == 20
         [started] = drop_lines(caplog)
         assert started.startswith(
             "journal events dropped: the store refused them (Redis store unavailable: append "
@@ -93,7 +93,7 @@ async def test_events_the_store_refused_are_counted_and_logged_once_per_burst(
         store.refusing = True  # a second burst is logged again
         await client.call_tool("order_book", {"title": "Neuromancer"})
         await settled(store)
-    assert mcp.metrics.value("engine_journal_events_dropped_total") == 22
+    assert mcp.core.metrics.value("engine_journal_events_dropped_total") == 22
     assert len(drop_lines(caplog)) == 3
 
 
@@ -103,7 +103,7 @@ async def test_a_round_journaled_without_the_writers_is_counted_when_refused() -
     mcp = order_server(store, [])
     async with Client(mcp, elicitation=lambda p: YES) as client:  # not served: no writers
         await client.call_tool("order_book", {"title": "Neuromancer"})
-    assert mcp.metrics.value("engine_journal_events_dropped_total") == 2
+    assert mcp.core.metrics.value("engine_journal_events_dropped_total") == 2
 
 
 async def test_a_burst_goes_on_while_drops_keep_coming(

@@ -100,9 +100,9 @@ async def test_a_sampled_journal_keeps_whole_calls_and_every_replica_agrees(
     listed = await store.calls(limit=100)
     assert 15 <= len(listed) <= 45  # about half of the 60 calls
     for call in listed:
-        assert (services := a.runtime.store_services) is not None and services.journal.journals(
-            call.call_id
-        )
+        assert (
+            services := a.core.runtime.store_services
+        ) is not None and services.journal.journals(call.call_id)
         stored = await store.events(call.call_id)  # two replicas' writers: either may be first
         events = [r for e in stored for r in open_rounds(e, KeyRing([KEY]))]
         assert sorted((e["round"], e["kind"]) for e in events) == [
@@ -122,9 +122,11 @@ def test_a_journal_sample_outside_0_to_1_is_refused(sample: Any) -> None:
 def test_the_journal_sample_can_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ENGINE_JOURNAL_SAMPLE", "0.25")
     mcp = MCPServer("Shop", keys=[KEY], store=MemoryStore())
-    assert (services := mcp.runtime.store_services) is not None and services.journal.sample == 0.25
+    assert (
+        services := mcp.core.runtime.store_services
+    ) is not None and services.journal.sample == 0.25
     mcp = MCPServer("Shop", keys=[KEY], store=MemoryStore(), journal_sample=1)  # wins
-    assert (services := mcp.runtime.store_services) is not None and services.journal.journals(
+    assert (services := mcp.core.runtime.store_services) is not None and services.journal.journals(
         "any call"
     )
     monkeypatch.setenv("ENGINE_JOURNAL_SAMPLE", "a quarter")
@@ -148,7 +150,7 @@ async def test_journal_events_dropped_under_overload_are_counted_and_warned_abou
     async with Client(mcp) as client:
         for _ in range(2200):  # over what the writer's queue holds while it is stalled
             assert (await client.call_tool("ping")).content[0]["text"] == "pong"
-    dropped = mcp.metrics.value("engine_journal_events_dropped_total")
+    dropped = mcp.core.metrics.value("engine_journal_events_dropped_total")
     assert 100 < dropped < 2200
     warnings = [r for r in caplog.records if "journal writers are behind" in r.getMessage()]
     assert len(warnings) == 1  # not one per dropped event
@@ -171,9 +173,9 @@ async def test_a_journal_writer_with_whole_batches_waiting_writes_them_without_l
 
     mcp = MCPServer("journal", keys=[KEY], store=CountingStore())
     async with mcp.running():
-        assert mcp.runtime.store_services is not None
+        assert mcp.core.runtime.store_services is not None
         for i in range(2 * journal_writer.JOURNAL_BATCH):
-            assert mcp.runtime.store_services.journal.enqueue(f"call-{i}", {"n": i})
+            assert mcp.core.runtime.store_services.journal.enqueue(f"call-{i}", {"n": i})
         with anyio.fail_after(10):
             await both_written.wait()
     assert written == [journal_writer.JOURNAL_BATCH, journal_writer.JOURNAL_BATCH]

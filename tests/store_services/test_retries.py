@@ -34,7 +34,7 @@ async def test_a_response_that_could_not_be_kept_is_delivered_and_kept_later() -
     counter: list[int] = []
     store = FlakyStore()
     mcp = order_server(store, counter)
-    mcp.runtime.store_services.claims.wait_duplicates = 0.05  # type: ignore[union-attr]
+    mcp.core.runtime.store_services.claims.wait_duplicates = 0.05  # type: ignore[union-attr]
     async with Client(mcp, elicitation=lambda p: YES) as client:
         state = (await first_round(client))["requestState"]
         store.failures = 2
@@ -115,9 +115,9 @@ async def test_shutting_down_says_which_writes_it_could_not_retry(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     async with answered_while_the_store_fails(*[outage()] * 3) as (store, mcp, _, _state):
-        assert mcp.runtime.store_services is not None
+        assert mcp.core.runtime.store_services is not None
         with caplog.at_level(logging.WARNING, logger="engine.store_services.retries"):
-            await mcp.runtime.store_services.flush(within=0.1)
+            await mcp.core.runtime.store_services.flush(within=0.1)
         assert "shutting down with 1 store writes that failed still to retry" in caplog.text
         store.outcomes = []  # back: the server's own shutdown then finds it kept
 
@@ -125,13 +125,13 @@ async def test_shutting_down_says_which_writes_it_could_not_retry(
 async def test_shutting_down_retries_at_once_instead_of_waiting_out_the_backoff() -> None:
     # Fails before answering, then retried at once, after 0.2 s and 0.6 s; next at 1.4 s.
     async with answered_while_the_store_fails(*[outage()] * 4) as (store, mcp, _, state):
-        assert mcp.runtime.store_services is not None
+        assert mcp.core.runtime.store_services is not None
         for _ in range(200):
             if not store.outcomes:
                 break
             await anyio.sleep(0.01)
         with anyio.fail_after(0.5):
-            services = mcp.runtime.store_services
+            services = mcp.core.runtime.store_services
             await services.flush(within=0.4)  # the store is back: kept now, not at 1.4 s
         assert await kept(store, mcp, state)
 
@@ -140,10 +140,10 @@ async def test_a_shutdown_that_comes_as_a_cancellation_still_retries(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     async with answered_while_the_store_fails(outage(), outage()) as (store, mcp, _, state):
-        assert mcp.runtime.store_services is not None
+        assert mcp.core.runtime.store_services is not None
         with anyio.CancelScope() as scope, caplog.at_level(logging.WARNING):
             scope.cancel()
-            await mcp.runtime.store_services.flush(within=1.0)
+            await mcp.core.runtime.store_services.flush(within=1.0)
         assert await kept(store, mcp, state)
     assert "still to retry" not in caplog.text
 
@@ -167,9 +167,9 @@ async def test_a_write_the_store_refuses_on_retry_is_logged_and_later_ones_still
 
 async def retried(mcp: MCPServer) -> None:
     """Until the server has no failed store write left to retry."""
-    assert mcp.runtime.store_services is not None
+    assert mcp.core.runtime.store_services is not None
     for _ in range(200):
-        if not mcp.runtime.store_services.retries.pending:
+        if not mcp.core.runtime.store_services.retries.pending:
             return
         await anyio.sleep(0.01)
     raise AssertionError("store writes still being retried after 2 s")

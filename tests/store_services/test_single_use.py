@@ -114,8 +114,8 @@ async def test_a_round_claimed_by_a_replica_that_died_runs_once_its_lease_lapses
     clock = FakeClock()
     store = MemoryStore(clock=clock.now)
     mcp = order_server(store, counter)
-    assert mcp.runtime.store_services is not None
-    mcp.runtime.store_services.claims.wait_duplicates = 0.05
+    assert mcp.core.runtime.store_services is not None
+    mcp.core.runtime.store_services.claims.wait_duplicates = 0.05
     async with Client(mcp, elicitation=lambda p: YES) as client:
         state = (await first_round(client))["requestState"]
         # A replica claimed round 1 of this call with the same answers, then died.
@@ -135,9 +135,9 @@ async def test_a_long_round_keeps_its_claim_by_renewing_it() -> None:
     counter: list[int] = []
     store = MemoryStore()
     mcp = order_server(store, counter)
-    assert mcp.runtime.store_services is not None
-    mcp.runtime.store_services.claims.lease = 0.3
-    mcp.runtime.store_services.claims.wait_duplicates = 0.05
+    assert mcp.core.runtime.store_services is not None
+    mcp.core.runtime.store_services.claims.lease = 0.3
+    mcp.core.runtime.store_services.claims.wait_duplicates = 0.05
     original = mcp.tools["order_book"].signature.fn
 
     async def slow(**kwargs: Any) -> str:
@@ -307,8 +307,8 @@ async def test_a_claim_renewed_long_ago_is_not_confirmed_without_asking_the_stor
 
     store = MemoryStore()
     mcp = order_server(store, [])
-    assert mcp.runtime.store_services is not None
-    claims = mcp.runtime.store_services.claims
+    assert mcp.core.runtime.store_services is not None
+    claims = mcp.core.runtime.store_services.claims
     admission = await claims.admit("call-1", 1, b"fp")
     hold = admission.hold
     assert hold is not None

@@ -115,8 +115,8 @@ async def test_a_state_the_store_cannot_keep_travels_inline_when_it_fits() -> No
         result = await client.call_tool("ask", {})
     assert result.text == "asked"
     assert bodies == [1]
-    assert mcp.metrics.value("engine_store_errors_total") == 1
-    assert mcp.metrics.value("engine_state_spills_total") == 0
+    assert mcp.core.metrics.value("engine_store_errors_total") == 1
+    assert mcp.core.metrics.value("engine_state_spills_total") == 0
 
 
 async def test_a_state_too_large_to_carry_and_unkept_says_side_effects_may_have_run() -> None:
@@ -132,4 +132,4 @@ async def test_a_state_too_large_to_carry_and_unkept_says_side_effects_may_have_
     text = result["content"][0]["text"]
     assert "side effects (once=True steps) may have run" in text, text
     assert "Retry" not in text
-    assert mcp.metrics.value("engine_store_errors_total") == 1
+    assert mcp.core.metrics.value("engine_store_errors_total") == 1

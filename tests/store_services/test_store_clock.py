@@ -39,16 +39,16 @@ async def test_a_skew_beyond_the_tolerance_is_shown_and_one_within_it_is_not() -
 
 async def test_healthz_and_metrics_show_the_skew_of_a_server() -> None:
     mcp = MCPServer("skewed", keys=[KEY], store=BehindStore(-90.0))  # this replica 90 s behind
-    services = mcp.runtime.store_services
+    services = mcp.core.runtime.store_services
     assert services is not None
     await services.clock.measure()
-    healthy, details = await mcp.runtime.health()
+    healthy, details = await mcp.core.runtime.health()
     assert healthy  # leases are decided on the store's clock: worth a look, not a 503
     assert details["clock_skew"]["seconds"] == pytest.approx(-90, abs=0.5)
     assert details["clock_skew"]["tolerance"] == 2.5  # a quarter of the 10 s leases
     (gauge,) = [
         line
-        for line in mcp.metrics.exposition().splitlines()
+        for line in mcp.core.metrics.exposition().splitlines()
         if line.startswith("engine_store_clock_skew_seconds ")
     ]
     assert float(gauge.split()[1]) == pytest.approx(-90, abs=0.5)

@@ -58,18 +58,18 @@ async def test_a_probe_stuck_on_the_store_answers_503_in_time_and_goes_on() -> N
     async with mcp.running():
         store.delay, before = 3 * HEALTH_TIMEOUT, store.pings
         started = time.monotonic()
-        healthy, details = await mcp.health()
+        healthy, details = await mcp.core.health()
         took = time.monotonic() - started
         assert (
             not healthy
             and details["store"] == f"unavailable: no answer within {HEALTH_TIMEOUT:g} s"
         )
         assert took < HEALTH_TIMEOUT + 0.5
-        assert not (await mcp.health())[0]  # its probe waits for the stuck one: none piles up
+        assert not (await mcp.core.health())[0]  # its probe waits for the stuck one: none piles up
         assert store.pings == before + 1
         store.delay = 0
         await anyio.sleep(1.5 * HEALTH_TIMEOUT)  # the slow write goes through in the end
-        assert (await mcp.health())[0] and store.pings == before + 3  # each answer is fresh
+        assert (await mcp.core.health())[0] and store.pings == before + 3  # each answer is fresh
 
 
 async def test_an_unexpected_error_of_the_probe_is_a_503_that_says_what_happened() -> None:
@@ -79,6 +79,6 @@ async def test_an_unexpected_error_of_the_probe_is_a_503_that_says_what_happened
 
     mcp = MCPServer("shop", keys=[KEY], store=OddStore())
     async with mcp.running():
-        healthy, details = await mcp.health()
+        healthy, details = await mcp.core.health()
         assert not healthy and details["store"] == "unavailable: OSError: no such device"
-        assert not (await mcp.health())[0]  # and the prober serves the next check too
+        assert not (await mcp.core.health())[0]  # and the prober serves the next check too

@@ -156,13 +156,13 @@ async def test_a_server_whose_redis_starts_evicting_turns_unhealthy_and_back(
 ) -> None:
     mcp = build(keys=[KEY], store=f"{redis_server.url}?prefix=shop")
     async with mcp.running(), Client(mcp, elicitation=lambda params: YES) as client:
-        assert await mcp.health() == (True, {"replica": mcp.replica_id, "store": "ok"})
+        assert await mcp.core.health() == (True, {"replica": mcp.core.replica_id, "store": "ok"})
         await admin.config_set("maxmemory-policy", "allkeys-lfu")
-        healthy, details = await mcp.health()
+        healthy, details = await mcp.core.health()
         assert not healthy
         assert "maxmemory-policy allkeys-lfu" in details["store"]
         await admin.config_set("maxmemory-policy", "noeviction")
-        assert (await mcp.health())[0]
+        assert (await mcp.core.health())[0]
         result = await client.call_tool("order_book", {"title": "Neuromancer"})
         assert "Backordered" in result.text
 

@@ -166,7 +166,7 @@ async def test_a_checkpoint_the_store_refused_is_kept_once_it_answers_and_the_bo
     assert done["result"]["content"][0]["text"] == "paid 5"
     assert effects == ["charged 5"]
     assert flaky.refused >= 3
-    assert mcp.metrics.value("engine_task_holds_lost_total") == 0
+    assert mcp.core.metrics.value("engine_task_holds_lost_total") == 0
 
 
 async def test_a_task_taken_over_too_often_fails_with_a_clear_error() -> None:
@@ -214,7 +214,7 @@ async def test_a_task_taken_over_too_often_fails_with_a_clear_error() -> None:
                 await anyio.sleep(0.01)
         await lapse(task_id)  # taken over once: allowed
         with anyio.fail_after(5):
-            while sum(s.metrics.value("engine_task_takeovers_total") for s in servers) < 1:  # noqa: ASYNC110
+            while sum(s.core.metrics.value("engine_task_takeovers_total") for s in servers) < 1:  # noqa: ASYNC110
                 await anyio.sleep(0.01)
         await lapse(task_id)  # a second time: the task fails instead
         failed = await until_status(client, task_id, "failed")

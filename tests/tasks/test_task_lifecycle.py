@@ -282,7 +282,7 @@ async def test_a_cancel_on_one_replica_stops_the_body_on_another() -> None:
         task = await client.send("tasks/get", {"taskId": task_id}, server=0)
     assert task["status"] == "cancelled"
     assert not b.started.is_set()
-    assert a.mcp.metrics.value("engine_task_holds_lost_total") == 1
+    assert a.mcp.core.metrics.value("engine_task_holds_lost_total") == 1
 
 
 async def test_an_answer_on_another_replica_runs_the_body_there() -> None:
@@ -300,8 +300,8 @@ async def test_an_answer_on_another_replica_runs_the_body_there() -> None:
         done = await until_status(client, task_id, "completed")
     assert done["result"]["content"][0]["text"] == "2 pages, sent"
     assert a.effects == ["built 2"] and b.effects == []  # b ran the body, from a's checkpoint
-    assert a.mcp.metrics.value("engine_task_runs_total", status="input_required") == 1
-    assert b.mcp.metrics.value("engine_task_runs_total", status="completed") == 1
+    assert a.mcp.core.metrics.value("engine_task_runs_total", status="input_required") == 1
+    assert b.mcp.core.metrics.value("engine_task_runs_total", status="completed") == 1
 
 
 async def test_a_replica_that_stops_gives_its_tasks_back_to_the_others() -> None:
@@ -321,7 +321,7 @@ async def test_a_replica_that_stops_gives_its_tasks_back_to_the_others() -> None
         task = await other.send("tasks/get", {"taskId": task_id})
     assert task["status"] == "working"
     assert a.effects == ["endless began"] and b.effects == []  # its once step was kept
-    assert b.mcp.metrics.value("engine_task_takeovers_total") == 1
+    assert b.mcp.core.metrics.value("engine_task_takeovers_total") == 1
 
 
 async def test_cancel_keeps_a_finished_task_as_it_ended() -> None:

@@ -53,7 +53,7 @@ async def test_progress_streams_before_the_result(conformance_url: str) -> None:
         assert response.status_code == 200
         assert response.headers["content-type"] == "text/event-stream"
         assert response.headers["x-accel-buffering"] == "no"
-        assert response.headers["x-engine-replica"] == conformance.replica_id
+        assert response.headers["x-engine-replica"] == conformance.settings.replica_id
         progress = [await events.next() for _ in range(3)]
         final = await events.next()
         assert await events.rest() == []

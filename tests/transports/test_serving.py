@@ -366,7 +366,7 @@ async def test_metrics_time_rounds_and_store_operations(tmp_path: Path) -> None:
             "requestState": first["requestState"],
         }
         await client.send("tools/call", retry)
-    text = mcp.metrics.exposition()
+    text = mcp.core.metrics.exposition()
     assert "# TYPE engine_round_duration_seconds histogram" in text
     assert "# TYPE engine_store_operation_duration_seconds histogram" in text
     for labels in (

@@ -215,7 +215,7 @@ def test_session_idle_timeout_is_the_session_ttl() -> None:
     assert mcp.session_manager.session_idle_timeout == 3600
     mcp.streamable_http_app(session_idle_timeout=120, max_sessions=None)
     assert mcp.session_manager.session_idle_timeout == 120
-    assert mcp.runtime.sessions.ttl == 120
+    assert mcp.core.runtime.sessions.ttl == 120
     with pytest.raises(ValueError, match="always expire"):
         mcp.streamable_http_app(session_idle_timeout=None)
 

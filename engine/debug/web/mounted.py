@@ -56,7 +56,8 @@ def journal_ui_app(
     without it the page does not replay. The page never runs a file a request names.
     ``trace_url``: where a round's trace is seen, ``{trace_id}`` standing for its id.
     """
-    auth, verifier = mcp.auth, mcp.token_verifier
+    core = mcp.core
+    auth, verifier = core.auth, core.token_verifier
     if auth is None or verifier is None:
         raise ValueError(
             "the journal page shows every principal's calls: mount it into a server with "
@@ -66,8 +67,8 @@ def journal_ui_app(
         )
     # The page checks tokens and never serves the resource metadata, so no Host of its
     # requests names the resource.
-    metadata = ResourceMetadata(auth, mcp.declared_scopes, lambda host: False)
-    gate = BearerGate(verifier, metadata, mcp.metrics, "/mcp")
+    metadata = ResourceMetadata(auth, core.declared_scopes, lambda host: False)
+    gate = BearerGate(verifier, metadata, core.metrics, "/mcp")
 
     def store() -> Store:
         found = mcp.store
