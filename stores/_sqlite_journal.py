@@ -138,14 +138,19 @@ def used_bytes(conn: sqlite3.Connection) -> int:
     return int((pages - free) * size)
 
 
-def trim(conn: sqlite3.Connection, max_bytes: int) -> int:
+def trim(conn: sqlite3.Connection, max_bytes: int, log_bytes: int = 0) -> int:
     """Past ``max_bytes`` in use, the file's oldest calls purged, a chunk at a time, until it
     is back to `TRIM_TO` of it (or the journal is empty), and the freed pages given back to
-    the disk; the number of calls purged."""
+    the disk; the number of calls purged.
+
+    ``log_bytes``, the write-ahead log's size, is on the disk beside the file and counts
+    against the cap, up to half of it: a log swollen for a while (a checkpoint held up by a
+    long read) is cut back by the next one and must not cost the journal more than that."""
+    room = max_bytes - min(log_bytes, max_bytes // 2)
     used = used_bytes(conn)
-    if used <= max_bytes:
+    if used <= room:
         return 0
-    target = int(max_bytes * TRIM_TO)
+    target = int(room * TRIM_TO)
     purged = 0
     with transaction(conn):
         while used > target:

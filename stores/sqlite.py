@@ -464,12 +464,22 @@ class SQLiteStore:
         )
 
     async def trim_journal(self, max_bytes: int) -> int:
-        """Keep the file within ``max_bytes``: past it, the journal's oldest calls are purged
-        until the pages in use are back to 90% of it, and the freed pages go back to the disk.
-        The file's other records (claims, state, tasks) count too but are never purged for
-        it. The number of calls purged."""
-        trim = functools.partial(journal_sql.trim, max_bytes=max_bytes)
+        """Keep the file and its write-ahead log within ``max_bytes``: past it, the journal's
+        oldest calls are purged until the pages in use are back to 90% of what the log leaves,
+        and the freed pages go back to the disk. The file's other records (claims, state,
+        tasks) count too but are never purged for it. The number of calls purged."""
+
+        def trim(conn: sqlite3.Connection) -> int:
+            return journal_sql.trim(conn, max_bytes, log_bytes=self._log_bytes())
+
         return await self._run("trim_journal", lambda conn, clock: trim(conn), write=False)
+
+    def _log_bytes(self) -> int:
+        """The write-ahead log's size on the disk (0 when there is none)."""
+        try:
+            return os.path.getsize(f"{self.path}-wal")
+        except OSError:
+            return 0
 
     async def calls(
         self,

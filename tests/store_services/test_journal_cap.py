@@ -14,6 +14,7 @@ from engine import MCPServer
 from engine.debug.journal import load_call
 from engine.testing import Client
 from stores import MemoryStore, SQLiteStore
+from stores import _sqlite_journal as journal_sql
 from tests.conftest import KEY
 
 pytestmark = pytest.mark.anyio
@@ -59,6 +60,27 @@ async def test_a_sqlite_journal_past_its_cap_keeps_the_file_within_it(
     assert os.path.getsize(path) <= 1.1 * CAP
     lines = [r for r in caplog.records if "journal_max_bytes" in r.getMessage()]
     assert len(lines) == 1 and r"engine_journal_calls_purged_total" in lines[0].getMessage()
+
+
+async def test_the_write_ahead_log_counts_against_a_sqlite_cap(tmp_path: Path) -> None:
+    path = tmp_path / "calls.db"
+    store = SQLiteStore(path)
+    mcp = note_server(store, 0)  # no cap while the journal fills
+    async with mcp.running(), Client(mcp) as client:
+        for n in range(1500):
+            await client.call_tool("keep", {"note": note(), "n": n})
+        await anyio.sleep(0.2)  # the journal writers' last batch
+        log = os.path.getsize(f"{path}-wal")
+        with sqlite3.connect(path) as reader:
+            used = journal_sql.used_bytes(reader)
+        reader.close()
+        assert log > 256 * 1024  # the log is a part of the disk space worth counting
+        cap = used + log // 2  # the pages in use fit, the pages and the log do not
+        assert await store.trim_journal(cap) > 0
+        with sqlite3.connect(path) as reader:  # the log counts up to half the cap
+            assert journal_sql.used_bytes(reader) + min(log, cap // 2) <= cap
+        reader.close()
+    await store.aclose()
 
 
 async def test_a_memory_journal_past_its_cap_drops_its_oldest_calls() -> None:
