@@ -138,10 +138,11 @@ def used_bytes(conn: sqlite3.Connection) -> int:
     return int((pages - free) * size)
 
 
-def trim(conn: sqlite3.Connection, max_bytes: int, log_bytes: int = 0) -> int:
+def trim(conn: sqlite3.Connection, max_bytes: int, log_bytes: int = 0) -> tuple[int, int]:
     """Past ``max_bytes`` in use, the file's oldest calls purged, a chunk at a time, until it
     is back to `TRIM_TO` of it (or the journal is empty), and the freed pages given back to
-    the disk; the number of calls purged.
+    the disk: the number of calls purged, and the bytes still past the cap once the journal
+    is empty (0 when the journal made room enough).
 
     ``log_bytes``, the write-ahead log's size, is on the disk beside the file and counts
     against the cap, up to half of it: a log swollen for a while (a checkpoint held up by a
@@ -149,7 +150,7 @@ def trim(conn: sqlite3.Connection, max_bytes: int, log_bytes: int = 0) -> int:
     room = max_bytes - min(log_bytes, max_bytes // 2)
     used = used_bytes(conn)
     if used <= room:
-        return 0
+        return 0, 0
     target = int(room * TRIM_TO)
     purged = 0
     with transaction(conn):
@@ -162,7 +163,7 @@ def trim(conn: sqlite3.Connection, max_bytes: int, log_bytes: int = 0) -> int:
             purged += len(oldest)
             used = used_bytes(conn)
     give_space_back(conn)
-    return purged
+    return purged, max(0, used - room)
 
 
 def give_space_back(conn: sqlite3.Connection) -> None:

@@ -160,6 +160,8 @@ class SQLiteStore:
         self._log_stuck = False
         """A checkpoint failed, or a write found the disk full: `serve` tries to cut the log
         back every `CHECKPOINT_RETRY` s until it has."""
+        self._cap_too_small_said = False
+        """`trim_journal` has said the cap cannot hold the file's other records (said once)."""
         self._bus = LocalBus(bus_buffer)
         self._waiters = Waiters()
 
@@ -469,10 +471,23 @@ class SQLiteStore:
         and the freed pages go back to the disk. The file's other records (claims, state,
         tasks) count too but are never purged for it. The number of calls purged."""
 
-        def trim(conn: sqlite3.Connection) -> int:
+        def trim(conn: sqlite3.Connection) -> tuple[int, int]:
             return journal_sql.trim(conn, max_bytes, log_bytes=self._log_bytes())
 
-        return await self._run("trim_journal", lambda conn, clock: trim(conn), write=False)
+        purged, past = await self._run("trim_journal", lambda conn, clock: trim(conn), write=False)
+        if past and not self._cap_too_small_said:
+            self._cap_too_small_said = True
+            log.warning(
+                "journal_max_bytes (%d bytes) is too small for %r: with no journal left, its "
+                "other records (claims, kept responses, spilled state, tasks), which live "
+                "state_ttl and are not purged for the cap, still leave it %d bytes past the "
+                "cap; raise journal_max_bytes (ENGINE_JOURNAL_MAX_BYTES) above what they "
+                "take, about calls/s x (state_ttl + 2 x clock_skew) x a kept response",
+                max_bytes,
+                self.path,
+                past,
+            )
+        return purged
 
     def _log_bytes(self) -> int:
         """The write-ahead log's size on the disk (0 when there is none)."""

@@ -83,6 +83,28 @@ async def test_the_write_ahead_log_counts_against_a_sqlite_cap(tmp_path: Path) -
     await store.aclose()
 
 
+async def test_a_sqlite_cap_below_the_records_it_cannot_purge_is_said_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "calls.db"
+    store = SQLiteStore(path)
+    mcp = note_server(store, 0)
+    async with mcp.running(), Client(mcp) as client:
+        for n in range(50):
+            await client.call_tool("keep", {"note": note(), "n": n})
+        await anyio.sleep(0.2)  # the journal writers' last batch
+    for n in range(40):  # spilled state: lives state_ttl, never purged for the cap
+        await store.put_blob(f"call-{n}", "state", secrets.token_bytes(8192), 600)
+    cap = 256 * 1024  # below the blobs alone
+    assert await store.trim_journal(cap) == 50
+    assert await store.trim_journal(cap) == 0  # nothing left to purge
+    assert await store.get_blob("call-0", "state") is not None
+    await store.aclose()
+    lines = [r.getMessage() for r in caplog.records if "too small" in r.getMessage()]
+    assert len(lines) == 1
+    assert "journal_max_bytes (262144 bytes)" in lines[0] and "state_ttl" in lines[0]
+
+
 async def test_a_memory_journal_past_its_cap_drops_its_oldest_calls() -> None:
     store = MemoryStore()
     mcp = note_server(store, 256 * 1024)
