@@ -123,6 +123,10 @@ def calls(
 
 TRIM_TO = 0.9
 """A journal past its cap is cut to this share of it, so that it is not trimmed again at once."""
+TRIM_STEP_BYTES = 1024 * 1024
+"""What one transaction of a trim purges at most. A trim of a large cap purges tens of MiB; in
+one transaction it held the database for seconds, past the operations' timeout, and claims and
+completions waiting on it failed. A step holds it for milliseconds, and they go between two."""
 _OLDEST = (
     "SELECT call_id FROM journal INDEXED BY journal_by_expiry WHERE seq = 0"
     " ORDER BY expires_at LIMIT ?"
@@ -138,32 +142,34 @@ def used_bytes(conn: sqlite3.Connection) -> int:
     return int((pages - free) * size)
 
 
-def trim(conn: sqlite3.Connection, max_bytes: int, log_bytes: int = 0) -> tuple[int, int]:
-    """Past ``max_bytes`` in use, the file's oldest calls purged, a chunk at a time, until it
-    is back to `TRIM_TO` of it (or the journal is empty), and the freed pages given back to
-    the disk: the number of calls purged, and the bytes still past the cap once the journal
-    is empty (0 when the journal made room enough).
+def trim_room(max_bytes: int, log_bytes: int) -> int:
+    """What the file's pages in use may take of a cap of ``max_bytes``: the write-ahead log,
+    ``log_bytes`` beside it on the disk, counts against the cap, up to half of it (a log swollen
+    for a while is cut back by the next checkpoint, and must not cost the journal more)."""
+    return max_bytes - min(log_bytes, max_bytes // 2)
 
-    ``log_bytes``, the write-ahead log's size, is on the disk beside the file and counts
-    against the cap, up to half of it: a log swollen for a while (a checkpoint held up by a
-    long read) is cut back by the next one and must not cost the journal more than that."""
-    room = max_bytes - min(log_bytes, max_bytes // 2)
+
+def trim_step(conn: sqlite3.Connection, target: int) -> tuple[int, int, bool]:
+    """One transaction of a trim: the file's oldest calls purged, a chunk at a time, until its
+    pages in use are down to ``target``, or about `TRIM_STEP_BYTES` of them are gone, or the
+    journal is empty; then the freed pages given back to the disk. The calls purged, the bytes
+    in use after, and whether the journal is empty."""
     used = used_bytes(conn)
-    if used <= room:
-        return 0, 0
-    target = int(room * TRIM_TO)
+    floor = max(target, used - TRIM_STEP_BYTES)
     purged = 0
+    empty = False
     with transaction(conn):
-        while used > target:
-            chunk = 32 + (used - target) // 2048  # more than a call's share: measured again
+        while used > floor:
+            chunk = 32 + (used - floor) // 2048  # more than a call's share: measured again
             oldest = conn.execute(_OLDEST, (chunk,)).fetchall()
             if not oldest:
+                empty = True
                 break
             conn.executemany("DELETE FROM journal WHERE call_id = ?", oldest)
             purged += len(oldest)
             used = used_bytes(conn)
     give_space_back(conn)
-    return purged, max(0, used - room)
+    return purged, used, empty
 
 
 def give_space_back(conn: sqlite3.Connection) -> None:

@@ -468,14 +468,25 @@ class SQLiteStore:
     async def trim_journal(self, max_bytes: int) -> int:
         """Keep the file and its write-ahead log within ``max_bytes``: past it, the journal's
         oldest calls are purged until the pages in use are back to 90% of what the log leaves,
-        and the freed pages go back to the disk. The file's other records (claims, state,
-        tasks) count too but are never purged for it. The number of calls purged."""
-
-        def trim(conn: sqlite3.Connection) -> tuple[int, int]:
-            return journal_sql.trim(conn, max_bytes, log_bytes=self._log_bytes())
-
-        purged, past = await self._run("trim_journal", lambda conn, clock: trim(conn), write=False)
-        if past and not self._cap_too_small_said:
+        and the freed pages go back to the disk, a step (a MiB) at a time, the other
+        operations going between two steps. The file's other records (claims, state, tasks)
+        count too but are never purged for it. The number of calls purged."""
+        room = journal_sql.trim_room(max_bytes, self._log_bytes())
+        used = await self._run(
+            "trim_journal", lambda conn, clock: journal_sql.used_bytes(conn), write=False
+        )
+        if used <= room:
+            return 0
+        target = int(room * journal_sql.TRIM_TO)
+        purged, empty = 0, False
+        while used > target and not empty:
+            step, used, empty = await self._run(
+                "trim_journal",
+                lambda conn, clock: journal_sql.trim_step(conn, target),
+                write=False,
+            )
+            purged += step
+        if empty and used > room and not self._cap_too_small_said:
             self._cap_too_small_said = True
             log.warning(
                 "journal_max_bytes (%d bytes) is too small for %r: with no journal left, its "
@@ -485,7 +496,7 @@ class SQLiteStore:
                 "take, about calls/s x (state_ttl + 2 x clock_skew) x a kept response",
                 max_bytes,
                 self.path,
-                past,
+                used - room,
             )
         return purged
 

@@ -83,6 +83,44 @@ async def test_the_write_ahead_log_counts_against_a_sqlite_cap(tmp_path: Path) -
     await store.aclose()
 
 
+async def test_a_sqlite_trim_goes_a_step_at_a_time_and_other_operations_go_between(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = SQLiteStore(tmp_path / "calls.db")
+    mcp = note_server(store, 0)
+    async with mcp.running(), Client(mcp) as client:
+        for n in range(1000):
+            await client.call_tool("keep", {"note": note(), "n": n})
+        await anyio.sleep(0.2)  # the journal writers' last batch
+    await store.put_blob("call-x", "state", b"state", 600)
+    monkeypatch.setattr(journal_sql, "TRIM_STEP_BYTES", 64 * 1024)
+    seen: list[str] = []
+    step = journal_sql.trim_step
+
+    def counted(conn: sqlite3.Connection, target: int) -> tuple[int, int, bool]:
+        seen.append("step")
+        return step(conn, target)
+
+    monkeypatch.setattr(journal_sql, "trim_step", counted)
+    purged = 0
+
+    async def trim() -> None:
+        nonlocal purged
+        purged = await store.trim_journal(512 * 1024)  # about a third of what it holds
+        seen.append("done")
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(trim)
+        while "done" not in seen:
+            assert await store.get_blob("call-x", "state") == b"state"
+            seen.append("read")
+    await store.aclose()
+    assert 300 < purged < 1000
+    steps = [n for n, what in enumerate(seen) if what == "step"]
+    assert len(steps) > 5
+    assert "read" in seen[steps[0] : steps[-1]]  # reads went between two steps
+
+
 async def test_a_sqlite_cap_below_the_records_it_cannot_purge_is_said_once(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
