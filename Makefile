@@ -33,7 +33,7 @@ lint: $(STAMP)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy engine $(wildcard stores)
-	$(BIN)/mypy bench/run.py bench/ab.py bench/journal_ui.py bench/loadgen.py bench/micro.py bench/spans.py bench/servers/floor.py bench/servers/official.py
+	$(BIN)/mypy bench/run.py bench/ab.py bench/journal_ui.py bench/loadgen.py bench/micro.py bench/spans.py bench/servers/floor.py bench/servers/official.py bench/typescript_peer.py bench/journal_cap.py
 
 imports: $(STAMP)
 	$(BIN)/python tests/import_graph.py

@@ -33,6 +33,11 @@ reads the ``/metrics`` of whichever worker answers):
 
     .venv/bin/python bench/ab.py one=.,sqlite,workers=1 two=.,sqlite,workers=2
 
+``NAME=typescript`` is the TypeScript SDK v2 peer instead of a checkout
+(``bench/servers/typescript/``, installed as `bench/run.py` installs it):
+
+    .venv/bin/python bench/ab.py ts=typescript sqlite=.,sqlite
+
 As in `bench/run.py`, no
 ``ENGINE_*`` setting of the calling shell reaches a server: only a variant's own do. The Redis is
 the bench's (``--redis-url``, as for `bench/run.py`); each variant gets a key prefix of its own,
@@ -55,6 +60,7 @@ from pathlib import Path
 
 import loadgen
 import run
+import typescript_peer
 
 
 @dataclass
@@ -73,6 +79,8 @@ class Variant:
     workers: int | None = None
     """Served by ``python -m engine serve ... --workers N`` (``workers=N``) rather than by
     ``ours.py``'s own ``mcp.run``."""
+    typescript: bool = False
+    """The TypeScript SDK v2 peer (``NAME=typescript``) rather than ``ours.py``."""
     headers: dict[str, str] = field(default_factory=dict)
     calls_per_s: list[float] = field(default_factory=list)
     cpu_per_round: list[float] = field(default_factory=list)
@@ -95,6 +103,8 @@ def parse_variant(text: str) -> Variant:
             f"{text!r}: a variant's name is letters, digits, '-', '_' and '.' (it names its "
             "Redis key prefix and its log)"
         )
+    if rest == "typescript":
+        return Variant(name, run.ROOT, None, {}, typescript=True)
     directory, *options = rest.split(",")
     if not directory:
         raise argparse.ArgumentTypeError(f"{text!r}: name a checkout, e.g. {name}=.")
@@ -176,6 +186,14 @@ def bearer_token() -> tuple[str, str]:
 
 
 def server_spec(variant: Variant, store_url: str | None) -> run.ServerSpec:
+    if variant.typescript:
+        try:
+            peer = typescript_peer.ensure_typescript_peer()
+        except typescript_peer.PeerUnavailable as exc:
+            raise SystemExit(f"{variant.name}: {exc}") from None
+        return run.ServerSpec(
+            f"ab-{variant.name}", variant.name, str(peer.node), peer.argv, [], "typescript"
+        )
     server = str(variant.checkout / "bench" / "servers" / "ours.py")
     env = dict(variant.env)
     if variant.workers is None:

@@ -1,4 +1,5 @@
-"""Benchmarks side by side with the official MCP Python SDK: ``make bench``.
+"""Benchmarks side by side with the official MCP Python SDK and the TypeScript SDK v2:
+``make bench``.
 
 Run with the project venv's Python:
 
@@ -9,14 +10,19 @@ What it does, in order:
 
 1. Makes ``bench/.venv-official`` (once) with the pinned official SDK, ``mcp==2.3.0``, and
    ``uvicorn[standard]``; checks that the project venv has uvicorn, uvloop and httptools
-   (runtime dependencies of the package; installed there if missing).
+   (runtime dependencies of the package; installed there if missing); installs the TypeScript
+   SDK v2 peer (``bench/typescript_peer.py``: pinned packages and a pinned node from npm, cached
+   under ``~/.cache/engine-bench``; skipped with a note when npm cannot install it, or with
+   ``--no-typescript``).
 2. Runs the in-process micro-benchmarks of the engine alone (``bench/micro.py``).
 3. Starts the servers, each on a free loopback port, all under the same uvicorn settings
    (one worker, uvloop, httptools, logs and access log off): the do-nothing ASGI floor, the
-   official SDK's ``MCPServer`` (``bench/servers/official.py``), ours inline and ours with the
-   SQLite and Redis stores (``bench/servers/ours.py``; single-use rounds and journal are on
-   whenever a store is configured). The Redis prefix is random, and its keys are deleted (and
-   the SQLite file) after each repeat, so every repeat starts from the same empty store.
+   official SDK's ``MCPServer`` (``bench/servers/official.py``), the TypeScript SDK v2 server
+   (``bench/servers/typescript/server.mjs``, under node rather than uvicorn), ours inline and
+   ours with the SQLite and Redis stores (``bench/servers/ours.py``; single-use rounds and
+   journal are on whenever a store is configured). The Redis prefix is random, and its keys
+   are deleted (and the SQLite file) after each repeat, so every repeat starts from the same
+   empty store.
 4. Drives one server at a time with the same load generator (``bench/loadgen.py``): N
    keep-alive connections running the multi-round loop themselves. Workload by workload, each
    server's measured window is cut into slices (``--slices``: 5, or 1 with ``--quick``) that
@@ -60,6 +66,7 @@ ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH))
 
 import loadgen  # noqa: E402
+import typescript_peer  # noqa: E402
 
 T = TypeVar("T")
 
@@ -213,7 +220,7 @@ class ServerSpec:
     argv: list[str]
     workloads: list[str]
     side: str
-    """``ours``, ``official``, ``official-sse`` or ``floor``."""
+    """``ours``, ``official``, ``official-sse``, ``typescript`` or ``floor``."""
     env: dict[str, str] = field(default_factory=dict)
     """Environment settings of this server's own (``bench/ab.py`` variants)."""
 
@@ -326,6 +333,9 @@ def redis_pid(url: str) -> int | None:
         return None
     return pid
 
+
+TYPESCRIPT_WORKLOADS = ("one_round", "two_round", "chain")
+"""What the TypeScript SDK peer is measured on (its server has every tool but the task)."""
 
 DISTURBED = 0.25
 """Cores of other work during a window above which its row is marked disturbed."""
@@ -761,6 +771,22 @@ def evaluate(
             None,
             "×",
         )
+    for workload, bound in (("two_round", 4.0), ("chain", None), ("one_round", None)):
+        # The TypeScript SDK v2 server, against the default store and against inline state.
+        label = loadgen.WORKLOADS[workload].label.split(":")[0]
+        for server, how in (("ours-sqlite", "SQLite store (the default)"), ("ours", "inline")):
+            r = ratio(
+                get(server, workload, "calls_per_s"), get("typescript", workload, "calls_per_s")
+            )
+            measured = bound if server == "ours-sqlite" else None
+            add(
+                f"{'' if measured else '(reference) '}{label}, {how}, calls/s vs TypeScript SDK v2",
+                f"≥ {measured:g}×" if measured else "n/a",
+                r,
+                None if r is None or measured is None else r >= measured,
+                "×",
+                each_repeat(server, "typescript", workload),
+            )
     for server, store in (("ours-redis", "Redis"), ("ours-sqlite", "SQLite")):
         # The official server has no tasks: its best equivalent is the plain 2-round call.
         r = ratio(get(server, "task", "calls_per_s"), get("official", "two_round", "calls_per_s"))
@@ -787,6 +813,7 @@ SERVER_LABEL = {
     "floor": "do-nothing ASGI (floor)",
     "official": "official SDK 2.3.0 (JSON mode)",
     "official-sse": "official SDK 2.3.0 (default mode)",
+    "typescript": f"TypeScript SDK v2 {typescript_peer.SERVER_VERSION} (JSON mode)",
     "ours": "ours, inline state",
     "ours-redis": "ours, Redis store",
     "ours-sqlite": "ours, SQLite store",
@@ -800,7 +827,15 @@ def table_rows(results: list[dict[str, Any]]) -> list[list[str]]:
     rows = []
     for key, workload in loadgen.WORKLOADS.items():
         official = by.get(("official", key))
-        for server in ("official", "official-sse", "ours", "ours-redis", "ours-sqlite", "floor"):
+        for server in (
+            "official",
+            "official-sse",
+            "typescript",
+            "ours",
+            "ours-redis",
+            "ours-sqlite",
+            "floor",
+        ):
             row = by.get((server, key))
             if row is None:
                 continue
@@ -921,13 +956,16 @@ def write_chart(results: list[dict[str, Any]], path: Path) -> str | None:
         return None
     by = index(results)
     servers = [
-        s for s in ("official", "ours", "ours-redis", "ours-sqlite") if any(k[0] == s for k in by)
+        s
+        for s in ("official", "typescript", "ours", "ours-redis", "ours-sqlite")
+        if any(k[0] == s for k in by)
     ]
     keys = list(loadgen.WORKLOADS)
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
     width = 0.8 / max(1, len(servers))
     colours = {
         "official": "#888888",
+        "typescript": "#9467bd",
         "ours": "#1f77b4",
         "ours-redis": "#ff7f0e",
         "ours-sqlite": "#2ca02c",
@@ -964,7 +1002,7 @@ def write_chart(results: list[dict[str, Any]], path: Path) -> str | None:
         ax.grid(axis="y", alpha=0.3)
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=9, frameon=False)
-    fig.suptitle("engine vs official MCP Python SDK 2.3.0 — same load generator, same uvicorn")
+    fig.suptitle("engine vs the official MCP SDKs (Python, TypeScript v2) — same load generator")
     fig.tight_layout(rect=(0, 0.07, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -1041,6 +1079,16 @@ def render_doc(
         "- **Official SDK mode.** Its streamable HTTP app in JSON response mode "
         "(`json_response=True`, its fastest, and the same wire shape as ours). Its default "
         "(SSE-capable) mode is shown too for the 1- and 2-round calls.",
+        "- **TypeScript SDK v2.** `bench/servers/typescript/server.mjs`: the same tools on "
+        f"`@modelcontextprotocol/server` {typescript_peer.SERVER_VERSION}, under node "
+        f"{typescript_peer.NODE_VERSION} (both from npm, pinned by "
+        "`bench/servers/typescript/package-lock.json`), served as the SDK's HTTP guide serves "
+        "a handler on `node:http`: `createMcpHandler` (stateless, a fresh server per request) "
+        "in JSON response mode behind the localhost Host and Origin guards. Its tools ask with "
+        "`inputRequired(...)` and carry what a call has learned in `requestState`, minted and "
+        "verified by the SDK's `createRequestStateCodec` (HMAC-SHA256, the bench's key). One "
+        "node process, as every other server is one process; shown for the 1-round, 2-round "
+        "and chain calls.",
         '- **Ours with Redis**: `store="redis://…?prefix=bench-<random>"`: state above 4 KiB '
         "by reference, single-use rounds and the journal are on (the prefix's keys are deleted "
         "after each repeat, so each repeat starts empty; a run in which the server "
@@ -1147,7 +1195,14 @@ def render_doc(
         f"uvloop {versions['ours'].get('uvloop')}, httptools {versions['ours'].get('httptools')}; "
         f"official venv: mcp {versions['official'].get('mcp')}, uvicorn "
         f"{versions['official'].get('uvicorn')}, uvloop {versions['official'].get('uvloop')}, "
-        f"httptools {versions['official'].get('httptools')}.",
+        f"httptools {versions['official'].get('httptools')}"
+        + (
+            "; TypeScript peer: "
+            + ", ".join(f"{name} {v}" for name, v in versions["typescript"].items())
+            if versions.get("typescript")
+            else ""
+        )
+        + ".",
         f"- Date: {info['date']}.",
         f"- Command: `{command}`",
         "",
@@ -1204,6 +1259,7 @@ def main() -> int:
     parser.add_argument("--no-redis", action="store_true")
     parser.add_argument("--no-sqlite", action="store_true")
     parser.add_argument("--no-official", action="store_true")
+    parser.add_argument("--no-typescript", action="store_true", help="leave out the TS SDK peer")
     parser.add_argument("--profile", action="store_true", help="py-spy our server (2-round)")
     parser.add_argument("--docs", dest="docs", action="store_true", default=None)
     parser.add_argument("--no-docs", dest="docs", action="store_false")
@@ -1225,6 +1281,13 @@ def main() -> int:
     command = "python bench/run.py " + " ".join(sys.argv[1:])
     ensure_server_stack()
     official_py = None if args.no_official else ensure_official_venv()
+    typescript, typescript_missing = None, None
+    if not args.no_typescript:
+        try:
+            typescript = typescript_peer.ensure_typescript_peer()
+        except typescript_peer.PeerUnavailable as exc:
+            typescript_missing = str(exc)
+            log(f"(TypeScript SDK peer skipped: {exc})")
     RESULTS.mkdir(exist_ok=True)
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     logs = RESULTS / f"logs-{stamp}"
@@ -1236,10 +1299,13 @@ def main() -> int:
         "official": version_of(official_py, "mcp", "uvicorn", "uvloop", "httptools")
         if official_py
         else {},
+        "typescript": typescript.versions if typescript else {},
     }
     notes: list[str] = []
     if args.quick:
         notes.append("Quick smoke run (--quick): short windows, numbers are indicative only.")
+    if typescript_missing:
+        notes.append(f"The TypeScript SDK peer was skipped: {typescript_missing}")
     log(f"machine: {info['cpu']}, {info['cores']} cores, load {info['loadavg_start']}")
 
     log("\n== engine alone (in process)")
@@ -1278,6 +1344,17 @@ def main() -> int:
                 ["bench/servers/official.py"],
                 [w for w in workloads if w in ("one_round", "two_round")],
                 "official",
+            )
+        )
+    if typescript:
+        specs.append(
+            ServerSpec(
+                "typescript",
+                SERVER_LABEL["typescript"],
+                str(typescript.node),
+                typescript.argv,
+                [w for w in workloads if w in TYPESCRIPT_WORKLOADS],
+                "typescript",
             )
         )
     specs.append(

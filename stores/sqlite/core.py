@@ -107,6 +107,8 @@ class SQLiteCore:
         self._log_stuck = False
         """A checkpoint failed, or a write found the disk full: `serve` tries to cut the log
         back every `CHECKPOINT_RETRY` s until it has."""
+        self._cap_too_small_said = False
+        """`trim_journal` has said the cap cannot hold the file's other records (said once)."""
 
     async def _run(self, what: str, op: Op[T], write: bool) -> T:
         """Run `op` in a worker thread, one at a time, mapping lock and I/O trouble."""

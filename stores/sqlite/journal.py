@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import functools
 import heapq
+import logging
 import math
+import os
 import sqlite3
 from itertools import islice
 from operator import itemgetter
@@ -24,6 +26,8 @@ from .._journal import EncodedEvent, decode_event, encode_batch
 from ..base import CallSummary
 from .core import QUICK_JOURNAL_BYTES, SQLiteCore
 from .schema import Clock, transaction
+
+log = logging.getLogger(__name__)
 
 QUICK_JOURNAL_BATCH = 64
 """Journal events per transaction on the event loop's thread."""
@@ -54,13 +58,42 @@ class SQLiteJournal(SQLiteCore):
         )
 
     async def trim_journal(self, max_bytes: int) -> int:
-        """Keep the file within ``max_bytes``: past it, the journal's oldest calls are purged
-        until the pages in use are back to 90% of it, and the freed pages go back to the disk.
-        The file's other records (claims, state, tasks) count too but are never purged for
-        it. The number of calls purged."""
-        return await self._run(
-            "trim_journal", lambda conn, clock: trim(conn, max_bytes), write=False
-        )
+        """Keep the file and its write-ahead log within ``max_bytes``: past it, the journal's
+        oldest calls are purged until the pages in use are back to 90% of what the log leaves,
+        and the freed pages go back to the disk, a step (a MiB) at a time, the other
+        operations going between two steps. The file's other records (claims, state, tasks)
+        count too but are never purged for it. The number of calls purged."""
+        room = trim_room(max_bytes, self._log_bytes())
+        used = await self._run("trim_journal", lambda conn, clock: used_bytes(conn), write=False)
+        if used <= room:
+            return 0
+        target = int(room * TRIM_TO)
+        purged, empty = 0, False
+        while used > target and not empty:
+            step, used, empty = await self._run(
+                "trim_journal", lambda conn, clock: trim_step(conn, target), write=False
+            )
+            purged += step
+        if empty and used > room and not self._cap_too_small_said:
+            self._cap_too_small_said = True
+            log.warning(
+                "journal_max_bytes (%d bytes) is too small for %r: with no journal left, its "
+                "other records (claims, kept responses, spilled state, tasks), which live "
+                "state_ttl and are not purged for the cap, still leave it %d bytes past the "
+                "cap; raise journal_max_bytes (ENGINE_JOURNAL_MAX_BYTES) above what they "
+                "take, about calls/s x (state_ttl + 2 x clock_skew) x a kept response",
+                max_bytes,
+                self.path,
+                used - room,
+            )
+        return purged
+
+    def _log_bytes(self) -> int:
+        """The write-ahead log's size on the disk (0 when there is none)."""
+        try:
+            return os.path.getsize(f"{self.path}-wal")
+        except OSError:
+            return 0
 
     async def calls(
         self,
@@ -200,6 +233,10 @@ def list_calls(
 
 TRIM_TO = 0.9
 """A journal past its cap is cut to this share of it, so that it is not trimmed again at once."""
+TRIM_STEP_BYTES = 1024 * 1024
+"""What one transaction of a trim purges at most. A trim of a large cap purges tens of MiB; in
+one transaction it held the database for seconds, past the operations' timeout, and claims and
+completions waiting on it failed. A step holds it for milliseconds, and they go between two."""
 _OLDEST = (
     "SELECT call_id FROM journal INDEXED BY journal_by_expiry WHERE seq = 0"
     " ORDER BY expires_at LIMIT ?"
@@ -215,26 +252,34 @@ def used_bytes(conn: sqlite3.Connection) -> int:
     return int((pages - free) * size)
 
 
-def trim(conn: sqlite3.Connection, max_bytes: int) -> int:
-    """Past ``max_bytes`` in use, the file's oldest calls purged, a chunk at a time, until it
-    is back to `TRIM_TO` of it (or the journal is empty), and the freed pages given back to
-    the disk; the number of calls purged."""
+def trim_room(max_bytes: int, log_bytes: int) -> int:
+    """What the file's pages in use may take of a cap of ``max_bytes``: the write-ahead log,
+    ``log_bytes`` beside it on the disk, counts against the cap, up to half of it (a log swollen
+    for a while is cut back by the next checkpoint, and must not cost the journal more)."""
+    return max_bytes - min(log_bytes, max_bytes // 2)
+
+
+def trim_step(conn: sqlite3.Connection, target: int) -> tuple[int, int, bool]:
+    """One transaction of a trim: the file's oldest calls purged, a chunk at a time, until its
+    pages in use are down to ``target``, or about `TRIM_STEP_BYTES` of them are gone, or the
+    journal is empty; then the freed pages given back to the disk. The calls purged, the bytes
+    in use after, and whether the journal is empty."""
     used = used_bytes(conn)
-    if used <= max_bytes:
-        return 0
-    target = int(max_bytes * TRIM_TO)
+    floor = max(target, used - TRIM_STEP_BYTES)
     purged = 0
+    empty = False
     with transaction(conn):
-        while used > target:
-            chunk = 32 + (used - target) // 2048  # more than a call's share: measured again
+        while used > floor:
+            chunk = 32 + (used - floor) // 2048  # more than a call's share: measured again
             oldest = conn.execute(_OLDEST, (chunk,)).fetchall()
             if not oldest:
+                empty = True
                 break
             conn.executemany("DELETE FROM journal WHERE call_id = ?", oldest)
             purged += len(oldest)
             used = used_bytes(conn)
     give_space_back(conn)
-    return purged
+    return purged, used, empty
 
 
 def give_space_back(conn: sqlite3.Connection) -> None:
