@@ -134,8 +134,9 @@ class Elicit(_Elicitation, Generic[ModelT]):
     def fingerprint_key(self) -> tuple[Any, ...] | None:
         """An exact ``Elicit`` renders from its message and form model alone (the form's
         schema is built once per model); a subclass may render more."""
-        if type(self) is Elicit and _short(self.message):
-            return (Elicit, self.message, self.schema)
+        message = self.message
+        if type(self) is Elicit and type(message) is str and len(message) <= FINGERPRINT_TEXT_MAX:
+            return (Elicit, message, self.schema)
         return None
 
 
