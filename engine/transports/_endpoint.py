@@ -90,6 +90,8 @@ class EndpointChannel:
 
     @property
     def client(self) -> str | None:
+        """The client's address, as the server's socket saw it (whose budgets a request without
+        a principal draws on)."""
         client = self.scope.get("client")
         return str(client[0]) if client else None
 

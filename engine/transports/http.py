@@ -402,11 +402,4 @@ def _closing(send: Send) -> Send:
 _CLOSE = (b"connection", b"close")
 
 
-def client_address(scope: Scope) -> str | None:
-    """The client's address, as the server's socket saw it (whose budgets a request without a
-    principal draws on)."""
-    client = scope.get("client")
-    return str(client[0]) if client else None
-
-
 __all__ = ["PARSE_ERROR", "StreamableHTTPApp"]
