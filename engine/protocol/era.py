@@ -50,11 +50,4 @@ def era_of(raw: Any, *, headers: Mapping[str, str] | None = None, in_session: bo
     return Era.V2026_07_28
 
 
-def is_legacy(
-    raw: Any, *, headers: Mapping[str, str] | None = None, in_session: bool = False
-) -> bool:
-    """Whether ``raw`` is served in the 2025-11-25 era (:func:`era_of`)."""
-    return era_of(raw, headers=headers, in_session=in_session) is Era.V2025_11_25
-
-
-__all__ = ["LEGACY_HEADER_VERSIONS", "Era", "era_of", "is_legacy"]
+__all__ = ["LEGACY_HEADER_VERSIONS", "Era", "era_of"]
