@@ -26,7 +26,7 @@ from engine.fleet.sessions import LegacySession
 from engine.protocol.dispatch import Response
 from engine.protocol.entry import Serve, named_session
 from engine.protocol.errors import status_of, store_error
-from engine.protocol.jsonrpc import dumps, error_bytes, notification_bytes
+from engine.protocol.jsonrpc import error_bytes, notification_bytes
 from engine.transports._asgi import Header, Receive, Send, cancel_on_disconnect, send_json
 from engine.transports._legacy_streams import (
     CALL_EVENT_ID,
@@ -227,4 +227,4 @@ async def delete(server: Hosted, session_id: str, replica: Header, send: Send) -
     await send_json(send, 200, b"", replica)
 
 
-__all__ = ["answer", "delete", "dumps", "find_session", "get", "session_request"]
+__all__ = ["answer", "delete", "find_session", "get", "session_request"]
