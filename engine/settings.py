@@ -364,7 +364,6 @@ class TracingSettings(SettingGroup):
     configured in the process, if any."""
 
 
-LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
 
