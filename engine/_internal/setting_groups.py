@@ -179,7 +179,7 @@ def allowed(field: FieldInfo, *, environment: bool = False) -> str:
     if kind is bool:
         return "1, true, yes or on, or 0, false, no or off" if environment else "True or False"
     if kind is str:
-        return "text"
+        return "non-empty text" if _bound(field, "min_length") else "text"
     if kind not in (int, float):
         return "a " + getattr(kind, "__name__", str(kind))
     words = "a whole number" if kind is int else "a number"
