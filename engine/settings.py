@@ -394,6 +394,9 @@ def _subscriptions(value: Any) -> bool:
 
 
 def _listed(value: Any) -> list[str]:
+    """The package names as given; one name alone is refused rather than read letter by letter."""
+    if isinstance(value, str):
+        raise ValueError(f"dependencies takes a list of package names, such as [{value!r}]")
     return list(value or ())
 
 

@@ -76,6 +76,11 @@ def test_dependencies_are_kept_as_given() -> None:
     assert MCPServer("Bookshop", keys=[KEY]).dependencies == []
 
 
+def test_one_dependency_given_as_a_string_is_refused_not_split_into_letters() -> None:
+    with pytest.raises(ValueError, match=r"dependencies takes a list of package names"):
+        MCPServer("Bookshop", keys=[KEY], dependencies="pandas")
+
+
 def test_every_server_option_is_documented_on_mcp_server() -> None:
     doc = MCPServer.__doc__ or ""
     undocumented = [
