@@ -85,8 +85,9 @@ class MCPServer(Generic[LifespanT]):
     ``token_verifier`` may be given by position, in the official constructor's order. The other
     options are keywords; all but ``principal``, ``lifespan`` and the objects after them are
     settings, each declared once in :mod:`engine.settings` (its default, bounds and doc), and
-    each but the objects also read from ``ENGINE_`` and its name in capitals
-    (``ENGINE_STATE_TTL=60``) when not given: docs/settings.md lists them all.
+    each also read from ``ENGINE_`` and its name in capitals (``ENGINE_STATE_TTL=60``) when not
+    given, but for the objects and the official server's ``log_level``, ``debug``,
+    ``cache_hints``, ``subscriptions`` and ``dependencies``: docs/settings.md lists them all.
 
     A second function registered under a tool's or prompt's name, or a resource's URI, is
     dropped and the first kept, with a warning, as the official server does;

@@ -1,11 +1,12 @@
 """How a group of settings is declared, read from the environment and checked.
 
-A group is a pydantic-settings model whose fields are settings, each declared once: its default,
-its bounds, its docstring, and its alias, the keyword ``MCPServer(...)`` takes. The environment
-variable is that keyword in capitals after ``ENGINE_`` (``state_ttl``: ``ENGINE_STATE_TTL``).
-A field marked :data:`CODE_ONLY` (an object, a callback) has no variable; one marked
-:data:`ENVIRONMENT_ONLY` (how ``serve`` runs) no keyword; one without an alias is no setting but
-a value the server passes on (its name, a nested group).
+A group is a pydantic model whose fields are settings, each declared once: its default, its
+bounds, its docstring, and its alias, the keyword ``MCPServer(...)`` takes. The environment
+variable is that keyword in capitals after ``ENGINE_`` (``state_ttl``: ``ENGINE_STATE_TTL``),
+read with pydantic-settings. A field marked :data:`CODE_ONLY` (an object, a callback, a keyword
+of the official server's own) has no variable; one marked :data:`ENVIRONMENT_ONLY` (how ``serve``
+runs) no keyword; one without an alias is no setting but a value the server passes on (its name,
+a nested group).
 
 :meth:`SettingGroup.of` makes a group: a keyword given (not ``None``) wins over the variable,
 which wins over the default. The environment is text and parsed as such (``"16"`` is 16, ``on``
@@ -47,7 +48,8 @@ class _Marker:
 
 
 CODE_ONLY = _Marker("code only")
-"""A keyword without an ``ENGINE_`` variable: an object or a callback, which text cannot be."""
+"""A keyword without an ``ENGINE_`` variable: an object or a callback, which text cannot be, or
+a keyword the official server takes (``log_level``, ``debug``), which code gives there too."""
 
 ENVIRONMENT_ONLY = _Marker("environment only")
 """An ``ENGINE_`` variable without a keyword: how the process is served, not the server."""
