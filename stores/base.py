@@ -312,5 +312,8 @@ class Store(BlobStore, ClaimStore, JournalStore, TaskStore, BusStore, StoreLifec
     while a server uses it (``RedisStore`` sends the scripts of concurrent requests over one
     shared connection; ``SQLiteStore`` checkpoints its log beside the writes). The server starts
     it in its task group and cancels it on the way out;
-    it is not part of the contract, so a store without it is still a `Store`.
+    it is not part of the contract, so a store without it is still a `Store`. Nor is
+    ``async def trim_journal(self, max_bytes) -> int`` (the memory and SQLite stores): the
+    journal's oldest calls purged once it is past ``max_bytes``, the number purged returned; a
+    store without it keeps its journal by ``journal_ttl`` alone, whatever ``journal_max_bytes``.
     """
