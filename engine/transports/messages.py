@@ -100,9 +100,7 @@ class MessageSession:
             await self.write(response.body)
 
     async def request(self, era: Era, raw: dict[str, Any], notifies: bool, serve: Serve) -> None:
-        response = await serve(self)
-        if response.body is not None:
-            await self.write(response.body)
+        await self.respond(await serve(self))
 
     async def stream(self, feed: Feed) -> None:
         if self.closing:
