@@ -25,7 +25,6 @@ if TYPE_CHECKING:
     from engine._internal.otel_spans import Spans
 
 TracingMode = Literal["auto", "on", "off"]
-TRACING_MODES: tuple[TracingMode, ...] = ("auto", "on", "off")
 
 INSTALL_HINT = "install the otel extra: pip install 'mcp-engine[otel]'"
 PROVIDER_LOOK_INTERVAL = 1.0
