@@ -4,7 +4,7 @@ reach it.
 ``MCPServer`` is what a user declares and runs; it builds one core from its settings and
 registry, and hands the core, never itself, to every transport it starts. The core owns the
 :class:`~engine.runtime.Runtime` and the round operations, and provides the three narrow
-protocols the lower floors are typed against: :class:`~engine.context.ServerHooks`,
+protocols the lower floors are typed against: :class:`~engine.scope.ServerHooks`,
 :class:`~engine.protocol.served.Served` and :class:`~engine.transports._served.Hosted`.
 """
 
