@@ -25,10 +25,14 @@ PROBE_LIMIT = 30.0
 """Seconds a probe may run before it is given up (a store whose client has no timeout)."""
 
 
+STOPPED = "unavailable: the server stopped before the store answered"
+
+
 @dataclass
 class _Probe:
     done: anyio.Event = field(default_factory=anyio.Event)
-    failure: str | None = None
+    failure: str | None = STOPPED
+    """Why the store is unavailable; ``None`` once it took the probe's write."""
 
 
 class StoreProbe:
@@ -59,6 +63,8 @@ class StoreProbe:
                     probe.done.set()
         finally:
             self._running = False
+            if self._next is not None:  # its checks are told, not left to their timeout
+                self._next.done.set()
 
     async def check(self) -> str | None:
         """``None`` when the store took a write, else why it is unavailable."""

@@ -8,7 +8,7 @@ import pytest
 
 from engine import MCPServer
 from engine.runtime import HEALTH_TIMEOUT
-from engine.store_services.store_probe import StoreProbe
+from engine.store_services.store_probe import STOPPED, StoreProbe
 from stores import MemoryStore
 from stores.base import StoreUnavailable
 from tests.conftest import KEY
@@ -82,3 +82,21 @@ async def test_an_unexpected_error_of_the_probe_is_a_503_that_says_what_happened
         healthy, details = await mcp.core.health()
         assert not healthy and details["store"] == "unavailable: OSError: no such device"
         assert not (await mcp.core.health())[0]  # and the prober serves the next check too
+
+
+async def test_a_check_whose_probe_the_server_stopped_is_not_told_the_store_is_healthy() -> None:
+    store = SlowStore(10.0)
+    probe = StoreProbe(store, timeout=5.0)
+    answers: list[str | None] = []
+
+    async def check() -> None:
+        answers.append(await probe.check())
+
+    async with anyio.create_task_group() as checks, anyio.create_task_group() as server:
+        await server.start(probe.run)
+        checks.start_soon(check)  # its probe runs, on a store that takes 10 s
+        await anyio.sleep(0.1)
+        checks.start_soon(check)  # this one waits for the next probe
+        await anyio.sleep(0.1)
+        server.cancel_scope.cancel()  # the server stops
+    assert answers == [STOPPED, STOPPED] and store.pings == 1
