@@ -262,9 +262,6 @@ class MCPServer(Generic[LifespanT]):
         elif principal is None and verifier is not None:
             principal = token_principal
         name = "mcp-server" if name is None else name
-        self.name = name
-        self.instructions = instructions
-        self.version = version
         info = InfoSettings.of(title, description, website_url, icons)
         self.settings = Settings.build(name=name, info=info, **options)
         if auth is not None and self.settings.serve.trust_forwarded:
@@ -317,6 +314,32 @@ class MCPServer(Generic[LifespanT]):
         logs.set_replica(self.settings.replica_id)
         for resource in resources or ():
             self.add_resource(resource)
+
+    @property
+    def name(self) -> str:
+        """What clients are told the server is called (``serverInfo.name``)."""
+        return self.core.name
+
+    @name.setter
+    def name(self, name: str) -> None:
+        self.core.describe(name, self.core.version)
+
+    @property
+    def version(self) -> str:
+        return self.core.version
+
+    @version.setter
+    def version(self, version: str) -> None:
+        self.core.describe(self.core.name, version)
+
+    @property
+    def instructions(self) -> str | None:
+        """What clients are told of how to use the server, at ``initialize`` and discovery."""
+        return self.core.instructions
+
+    @instructions.setter
+    def instructions(self, instructions: str | None) -> None:
+        self.core.instructions = instructions
 
     @property
     def lifespan_context(self) -> Any:
@@ -606,7 +629,49 @@ class MCPServer(Generic[LifespanT]):
             raise ValueError(SSE_NOT_SERVED)
         if transport not in ("streamable-http", "http"):
             raise ValueError(f"Unknown transport {transport!r}: use 'stdio' or 'streamable-http'")
-        from engine.transports.serving import checked_uvicorn_options, serve_app
+        from engine.transports.serving import serve_app
+
+        options.setdefault("freeze_after_startup", self.settings.serve.gc_freeze)
+        app, serving = self._http_serving(host, drain_timeout, uvicorn_options, options)
+        serve_app(app, host=host, port=port, sockets=sockets, **serving)
+
+    async def run_stdio_async(self) -> None:
+        """Serve on stdin and stdout in the caller's event loop until stdin ends."""
+        from engine.transports.stdio import serve_stdio
+
+        await serve_stdio(self.core)
+
+    async def run_streamable_http_async(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 8000,
+        drain_timeout: float | None = None,
+        uvicorn_options: Mapping[str, Any] | None = None,
+        **options: Any,
+    ) -> None:
+        """:meth:`run` over HTTP, in the caller's event loop: until SIGTERM (drained), Ctrl-C
+        or the caller's cancellation. ``options`` go to :meth:`streamable_http_app`; the
+        process may be the caller's, so nothing is frozen out of garbage collection unless
+        ``freeze_after_startup=True`` asks."""
+        from engine.transports.serving import serve_app_async
+
+        app, serving = self._http_serving(host, drain_timeout, uvicorn_options, options)
+        await serve_app_async(app, host=host, port=port, **serving)
+
+    async def run_sse_async(self, **options: Any) -> None:
+        """The SSE transport is not served: see :meth:`run`."""
+        raise ValueError(SSE_NOT_SERVED)
+
+    def _http_serving(
+        self,
+        host: str,
+        drain_timeout: float | None,
+        uvicorn_options: Mapping[str, Any] | None,
+        options: dict[str, Any],
+    ) -> tuple[MCPStarlette, dict[str, Any]]:
+        """The app :meth:`run` and :meth:`run_streamable_http_async` serve, and how."""
+        from engine.transports.serving import checked_uvicorn_options
 
         if "workers" in options:
             raise ValueError(
@@ -620,18 +685,13 @@ class MCPServer(Generic[LifespanT]):
             given.setdefault("log_level", self.settings.log_level.lower())
         if not options.get("allowed_hosts"):
             options.pop("allowed_hosts", None)
-        options.setdefault("freeze_after_startup", serve.gc_freeze)
         app = self.streamable_http_app(host=host, **options)
-        serve_app(
-            app,
-            host=host,
-            port=port,
-            drain_timeout=serve.drain_timeout if drain_timeout is None else drain_timeout,
-            access_log=serve.access_log,
-            limits=serve.connections,
-            uvicorn_options=given,
-            sockets=sockets,
-        )
+        return app, {
+            "drain_timeout": serve.drain_timeout if drain_timeout is None else drain_timeout,
+            "access_log": serve.access_log,
+            "limits": serve.connections,
+            "uvicorn_options": given,
+        }
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[MCPServer]:

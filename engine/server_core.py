@@ -75,11 +75,8 @@ class ServerCore:
         self.settings = settings
         self.registry = registry
         self.tools = registry.tools
-        self.name = name
         self.instructions = instructions
-        self.version = version
-        self.server_info: dict[str, Any] = settings.info.server_info(name, version)
-        """``serverInfo`` as clients receive it, made once."""
+        self.describe(name, version)
         self.lifespan = lifespan
         self.lifespan_context: Any = {}
         """What the lifespan yielded while the server runs; ``{}`` otherwise."""
@@ -121,6 +118,12 @@ class ServerCore:
         )
 
     # --- what clients are told -------------------------------------------------------------
+
+    def describe(self, name: str, version: str) -> None:
+        """The name and version clients are told, and the ``serverInfo`` made of them once."""
+        self.name = name
+        self.version = version
+        self.server_info: dict[str, Any] = self.settings.info.server_info(name, version)
 
     def capabilities(self) -> dict[str, Any]:
         capabilities: dict[str, Any] = {

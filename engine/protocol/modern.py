@@ -46,7 +46,6 @@ META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 META_REPLICA = "engine/replica"
 META_CALL = "engine/call"
 META_LOG_LEVEL = "io.modelcontextprotocol/logLevel"
-INPUT_METHODS = frozenset({"tools/call", "prompts/get", "resources/read"})
 
 
 HeaderCheck = Callable[[Mapping[str, str], str, dict[str, Any], str], None]

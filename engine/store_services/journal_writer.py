@@ -21,6 +21,7 @@ from typing import Any
 import anyio
 
 from engine._internal.metrics import Metrics
+from engine.settings import JOURNAL_MAX_EVENT_BYTES
 from engine.state.seal import KeyRing
 from engine.store_services.journal_drops import JournalDrops, refused
 from engine.store_services.journal_records import seal_rounds
@@ -35,9 +36,6 @@ JOURNAL_BATCH = 200
 """Events a journal writer sends in one round trip at most."""
 JOURNAL_QUEUE = 2048
 """Events waiting for a journal writer beyond which new ones are dropped (and counted)."""
-
-MAX_EVENT_BYTES = 64 * 1024
-"""The default cap on a journal event's payload (``journal_max_event_bytes``)."""
 
 JOURNAL_HOLD = 1.0
 """Seconds the rounds of a call still open (its last round asked for input) wait in their
@@ -123,7 +121,7 @@ class JournalWriter:
         ttl: float,
         sample: float,
         metrics: Metrics | None,
-        max_event_bytes: int = MAX_EVENT_BYTES,
+        max_event_bytes: int = JOURNAL_MAX_EVENT_BYTES,
         max_bytes: int = 0,
     ) -> None:
         self.store = store

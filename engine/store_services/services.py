@@ -7,9 +7,9 @@ from typing import Any
 import anyio
 
 from engine._internal.metrics import Metrics
-from engine.settings import DEFAULT_CLAIM_LEASE
+from engine.settings import DEFAULT_CLAIM_LEASE, JOURNAL_MAX_EVENT_BYTES
 from engine.state.seal import KeyRing
-from engine.store_services.journal_writer import MAX_EVENT_BYTES, JournalWriter
+from engine.store_services.journal_writer import JournalWriter
 from engine.store_services.retries import DeferredWrites
 from engine.store_services.single_use import RoundClaims
 from engine.store_services.spill import StateSpill
@@ -35,7 +35,7 @@ class StoreServices:
         metrics: Metrics | None = None,
         lease: float = DEFAULT_CLAIM_LEASE,
         journal_sample: float = 1.0,
-        journal_max_event_bytes: int = MAX_EVENT_BYTES,
+        journal_max_event_bytes: int = JOURNAL_MAX_EVENT_BYTES,
         journal_max_bytes: int = 0,
         skew_tolerance: float | None = None,
     ) -> None:

@@ -32,6 +32,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import uvicorn
 from uvicorn.config import HTTP_PROTOCOLS, STARTUP_FAILURE
 from uvicorn.importer import import_from_string
@@ -188,6 +189,24 @@ def checked_uvicorn_options(options: Mapping[str, Any] | None) -> dict[str, Any]
     return given
 
 
+def uvicorn_settings(
+    drain_timeout: float, access_log: bool, uvicorn_options: dict[str, Any]
+) -> dict[str, Any]:
+    """uvicorn's ``Config`` keywords for ``mcp.run``: ``uvicorn_options`` over the defaults."""
+    settings: dict[str, Any] = {
+        "log_level": "info",
+        # A line per request through logging is a large share of a replica's work; the proxy
+        # in front logs each request already.
+        "access_log": access_log,
+        "timeout_graceful_shutdown": max(1, round(drain_timeout)),
+        **uvicorn_options,
+    }
+    if "log_config" not in uvicorn_options and logs.log_format() == "json":
+        # uvicorn would give its own loggers text handlers: route them through the JSON lines.
+        settings["log_config"] = logs.logging_config("json")
+    return settings
+
+
 def serve_app(
     app: MCPStarlette,
     *,
@@ -203,18 +222,43 @@ def serve_app(
     # uvicorn drains on SIGTERM, then re-raises it with the handler it found: make that one
     # a clean exit, so a drained replica ends with status 0 rather than 143.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    settings: dict[str, Any] = {
-        "log_level": "info",
-        # A line per request through logging is a large share of a replica's work; the proxy
-        # in front logs each request already.
-        "access_log": access_log,
-        "timeout_graceful_shutdown": max(1, round(drain_timeout)),
-        **uvicorn_options,
-    }
-    if "log_config" not in uvicorn_options and logs.log_format() == "json":
-        # uvicorn would give its own loggers text handlers: route them through the JSON lines.
-        settings["log_config"] = logs.logging_config("json")
+    settings = uvicorn_settings(drain_timeout, access_log, uvicorn_options)
     serve(app, host=host, port=port, settings=settings, limits=limits, sockets=sockets)
+
+
+async def serve_app_async(
+    app: MCPStarlette,
+    *,
+    host: str,
+    port: int,
+    drain_timeout: float,
+    access_log: bool,
+    limits: ConnectionLimits,
+    uvicorn_options: dict[str, Any],
+) -> None:
+    """``await mcp.run_streamable_http_async()``: serve on the caller's event loop until
+    SIGTERM (drained), Ctrl-C or cancellation. The process's signal handlers are the caller's
+    again once it returns."""
+    settings = uvicorn_settings(drain_timeout, access_log, uvicorn_options)
+    server = draining_server(app, host=host, port=port, settings=settings, limits=limits)
+    ended = anyio.Event()
+
+    async def run() -> None:
+        try:
+            with anyio.CancelScope(shield=True):  # a cancel drains it instead: see below
+                await server.serve()
+        finally:
+            ended.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        try:
+            await ended.wait()
+        finally:
+            if not ended.is_set():  # cancelled: drain as on SIGTERM, and stop listening
+                server.should_exit = True
+    if not server.started:
+        raise RuntimeError(f"the server did not start on {host}:{port}: see the log above")
 
 
 class CannotListen(OSError):
@@ -289,7 +333,7 @@ def connection_cap(given: int | None, descriptors: int | None) -> int:
     return given
 
 
-def serve(
+def draining_server(
     app: MCPStarlette,
     *,
     host: str,
@@ -297,11 +341,10 @@ def serve(
     settings: dict[str, Any],
     limits: ConnectionLimits | None = None,
     sockets: Sequence[socket.socket] | None = None,
-) -> None:
-    """Run ``app`` until SIGTERM or Ctrl-C (what ``uvicorn.run`` does for one process, with the
-    drain above and, given ``limits``, the connection limits). `CannotListen` before anything
-    starts when ``host:port`` cannot be bound; given ``sockets`` already listening, it serves
-    on those and binds nothing."""
+) -> DrainingServer:
+    """The uvicorn server of ``app``: the drain above and, given ``limits``, the connection
+    limits. `CannotListen` before anything starts when ``host:port`` cannot be bound; given
+    ``sockets`` already listening, it binds nothing."""
     if sockets is None:
         check_listenable(host, port)
     if limits is not None:
@@ -337,12 +380,28 @@ def serve(
                 limits.body_timeout,
             )
         config.http = protocol
-    server = DrainingServer(config, app, guard)
+    return DrainingServer(config, app, guard)
+
+
+def serve(
+    app: MCPStarlette,
+    *,
+    host: str,
+    port: int,
+    settings: dict[str, Any],
+    limits: ConnectionLimits | None = None,
+    sockets: Sequence[socket.socket] | None = None,
+) -> None:
+    """Run ``app`` until SIGTERM or Ctrl-C (what ``uvicorn.run`` does for one process); given
+    ``sockets`` already listening, it serves on those."""
+    server = draining_server(
+        app, host=host, port=port, settings=settings, limits=limits, sockets=sockets
+    )
     try:
         with contextlib.suppress(KeyboardInterrupt):
             server.run(sockets=None if sockets is None else list(sockets))
     finally:
-        if config.uds and os.path.exists(config.uds):
-            os.remove(config.uds)
+        if server.config.uds and os.path.exists(server.config.uds):
+            os.remove(server.config.uds)
     if not server.started:
         sys.exit(STARTUP_FAILURE)

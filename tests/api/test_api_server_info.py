@@ -79,6 +79,17 @@ async def test_without_them_server_info_is_name_and_version_only() -> None:
     assert (mcp.title, mcp.description, mcp.website_url, mcp.icons) == (None, None, None, None)
 
 
+async def test_name_version_and_instructions_set_after_construction_are_what_clients_see() -> None:
+    mcp = MCPServer("Plain", version="1.0", keys=[KEY])
+    mcp.name, mcp.version, mcp.instructions = "Renamed", "2.0", "Ask for a book by title."
+    async with asgi_client(mcp.streamable_http_app()) as http:
+        response = await post(http, request("server/discover"))
+    result = response.json()["result"]
+    assert result["_meta"][SERVER_INFO] == {"name": "Renamed", "version": "2.0"}
+    assert result["instructions"] == "Ask for a book by title."
+    assert (mcp.name, mcp.version) == ("Renamed", "2.0")
+
+
 def test_the_official_icon_type_is_taken_too() -> None:
     official = mcp_types.Icon(src="https://x.example/i.png", mime_type="image/png")
     mcp = MCPServer("Ported", title="Ported", icons=[official], keys=[KEY])
