@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from anyio.streams.memory import MemoryObjectSendStream
 
+from engine._internal.notify import Notify
 from engine.auth.provider import AccessToken
 from engine.errors import INTERNAL_ERROR, INVALID_REQUEST, MCPError
 from engine.fleet.sessions import LegacySession
@@ -83,6 +84,12 @@ class Channel(Protocol):
     @property
     def validate(self) -> HeaderCheck | None:
         """The transport's checks of a 2026-07-28 request's headers, once ``_meta`` is known."""
+        ...
+
+    @property
+    def exchange(self) -> Exchange:
+        """What the transport knows of a 2026-07-28 request (headers, ``validate``, token,
+        client), without a way to notify: built once for the channel, not for every request."""
         ...
 
     @property
@@ -185,13 +192,21 @@ async def _cancel_2026(server: Served, raw: dict[str, Any], channel: Channel) ->
 
 def _modern(server: Served, raw: Any, channel: Channel) -> Serve:
     def serve_2026(replies: Replies | None) -> Coroutine[Any, Any, Response]:
-        notify = replies.notify if replies is not None else None
-        exchange = Exchange(
-            channel.headers, notify, channel.validate, channel.access_token, channel.client
-        )
+        exchange = channel.exchange
+        if replies is not None:
+            exchange = notifying(exchange, replies.notify)
         return dispatch(server, raw, exchange)
 
     return serve_2026
+
+
+def notifying(exchange: Exchange, notify: Notify) -> Exchange:
+    """``exchange`` with a way to send notifications before the answer."""
+    if exchange.notify == notify:  # a connection's own, as built (a bound method each time)
+        return exchange
+    return Exchange(
+        exchange.headers, notify, exchange.validate, exchange.access_token, exchange.client
+    )
 
 
 def _cancelled(raw: dict[str, Any]) -> Any:
@@ -213,11 +228,8 @@ async def _listen(server: Served, raw: dict[str, Any], channel: Channel) -> None
         await channel.stream(subscription.run)
 
     request_id = raw.get("id")
-    exchange = Exchange(
-        channel.headers, None, channel.validate, channel.access_token, channel.client
-    )
     try:
-        answered = await serve_listen(server, raw, exchange, stream)
+        answered = await serve_listen(server, raw, channel.exchange, stream)
     except Exception as exc:  # whatever a request ends in, the transport serves on
         if not streaming:  # once the stream has begun, there is no response left to send
             await channel.respond(error_response(request_id, error_of(exc, server.metrics)))

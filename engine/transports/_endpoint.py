@@ -20,7 +20,7 @@ from engine.fleet.sessions import LegacySession
 from engine.protocol.dispatch import Response, ScopeRefused
 from engine.protocol.entry import Feed, Serve
 from engine.protocol.era import Era
-from engine.protocol.modern import HeaderCheck
+from engine.protocol.modern import Exchange, HeaderCheck
 from engine.transports import legacy_http
 from engine.transports._asgi import (
     Header,
@@ -67,9 +67,22 @@ class Endpoint(Protocol):
 class EndpointChannel:
     """The channel of one POST to the endpoint of ``app``."""
 
-    __slots__ = ("access_token", "app", "headers", "new_session", "receive", "scope", "send")
+    __slots__ = (
+        "access_token",
+        "app",
+        "client",
+        "exchange",
+        "headers",
+        "new_session",
+        "receive",
+        "scope",
+        "send",
+        "validate",
+    )
 
     connection = False
+    session: LegacySession | None = None
+    """None: a request names its session; none is held between requests."""
 
     def __init__(
         self,
@@ -87,21 +100,12 @@ class EndpointChannel:
         self.headers = headers
         self.access_token = access_token
         self.new_session: LegacySession | None = None
-
-    @property
-    def client(self) -> str | None:
+        address = scope.get("client")
+        self.client = client = str(address[0]) if address else None
         """The client's address, as the server's socket saw it (whose budgets a request without
         a principal draws on)."""
-        client = self.scope.get("client")
-        return str(client[0]) if client else None
-
-    @property
-    def validate(self) -> HeaderCheck:
-        return self.app.header_check
-
-    @property
-    def session(self) -> LegacySession | None:
-        return None  # a request names its session; none is held between requests
+        self.validate: HeaderCheck = app.header_check
+        self.exchange = Exchange(headers, None, self.validate, access_token, client)
 
     @property
     def session_id(self) -> str | None:

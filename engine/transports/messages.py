@@ -24,7 +24,7 @@ from engine.protocol.dispatch import Response
 from engine.protocol.entry import Feed, Serve
 from engine.protocol.era import Era
 from engine.protocol.jsonrpc import error_bytes, loads, notification_bytes, request_id_of
-from engine.protocol.modern import HeaderCheck
+from engine.protocol.modern import Exchange, HeaderCheck
 from engine.transports._served import Hosted
 
 Write = Callable[[bytes], Awaitable[None]]
@@ -52,6 +52,8 @@ class MessageSession:
         """Input ended: a listen that has not begun streaming does not begin."""
         self.session: LegacySession | None = None
         """Set by a 2025-11-25 ``initialize``: this process then speaks that era."""
+        self.exchange = Exchange(None, self.notify)
+        """Every 2026-07-28 request's: a connection has no headers, token or address."""
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         await self.write(notification_bytes(method, params))
