@@ -122,8 +122,28 @@ class Round:
             return await self._run()
 
     async def _run(self) -> Any:
+        """The walk, then the body: one coroutine for both when the resolvers run one after
+        another (most plans), with a plain async resolver's own coroutine awaited here."""
         try:
-            if not await self._walk():
+            plan = self.plan
+            if plan.sequential:
+                values = self.values
+                resolved = True
+                for node in plan.nodes:
+                    if node.deps and self._blocked(node):
+                        value = PENDING
+                    elif node.once or node.generator is not None or not node.is_async:
+                        value = await self._resolve(node)
+                    else:
+                        value = await node.fn(**self._kwargs(node.parameters, node))
+                        if isinstance(value, Question):
+                            value = await self._ask(node, Rendered.of(value))
+                    values[node] = value
+                    if value is PENDING:
+                        resolved = False
+                if not resolved:
+                    return SUSPENDED
+            elif not await self._walk():
                 return SUSPENDED
             if self.before_body is not None and await self.before_body(self.arguments):
                 return DEFERRED
@@ -143,28 +163,24 @@ class Round:
     # --- the resolver walk ---------------------------------------------------------------------
 
     async def _walk(self) -> bool:
-        """Resolve every node; False when at least one is pending on a question."""
+        """Resolve every node, those that do not depend on each other at once; False when at
+        least one is pending on a question."""
         nodes = self.plan.nodes
         if not nodes:
             return True
-        if self.plan.sequential:
-            values = self.values
+        done = {node: anyio.Event() for node in nodes}
+
+        async def settle(node: Node) -> None:
+            for dep in node.deps:
+                await done[dep].wait()
+            try:
+                await self._settle(node)
+            finally:
+                done[node].set()
+
+        async with anyio.create_task_group() as tg:
             for node in nodes:
-                values[node] = PENDING if self._blocked(node) else await self._resolve(node)
-        else:
-            done = {node: anyio.Event() for node in nodes}
-
-            async def settle(node: Node) -> None:
-                for dep in node.deps:
-                    await done[dep].wait()
-                try:
-                    await self._settle(node)
-                finally:
-                    done[node].set()
-
-            async with anyio.create_task_group() as tg:
-                for node in nodes:
-                    tg.start_soon(settle, node)
+                tg.start_soon(settle, node)
         values = self.values
         for node in nodes:  # noqa: SIM110 - no generator object on every round
             if values[node] is PENDING:
