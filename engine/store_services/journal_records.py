@@ -125,10 +125,11 @@ def seal_rounds(events: list[dict[str, Any]], keys: KeyRing, max_bytes: int) -> 
     target = stored.get("target")
     outline = []
     rounds = []
-    unsealed = _UNSEALED
     for event in events:
         outline.append({k: event[k] for k in OUTLINE if k in event})
-        kept = {k: v for k, v in event.items() if k not in unsealed}
+        kept = event.copy()  # then the few names in the clear dropped: fewer steps than a
+        for name in _UNSEALED:  # comprehension over every field, the order of the rest kept
+            kept.pop(name, None)
         if "target" in kept and kept["target"] == target:
             del kept["target"]
         if "principal" in event:
@@ -154,7 +155,7 @@ def seal_rounds(events: list[dict[str, Any]], keys: KeyRing, max_bytes: int) -> 
 
 _SHARED = ("server", "target", "has_principal")
 """A record's fields in the clear that each of its rounds has."""
-_UNSEALED = frozenset((*OUTLINE, "v", "server", "has_principal", "asked_in_response"))
+_UNSEALED = (*OUTLINE, "v", "server", "has_principal", "asked_in_response")
 
 
 def _packed(value: Any) -> bytes:
