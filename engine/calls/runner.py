@@ -9,7 +9,6 @@ nothing about HTTP or JSON-RPC framing.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
 import time
@@ -47,7 +46,6 @@ from stores import StoreUnavailable
 
 log = logging.getLogger("engine.calls")
 
-_NOT_HOLDING = contextlib.nullcontext()
 Principal = Callable[[RequestScope], str | None]
 """The ``principal=`` callback: who is making this request (``None``: nobody in particular)."""
 
@@ -237,8 +235,9 @@ class RoundRunner:
                 if not isinstance(carried, bytes):
                     carried = await self._fetch_state(carried, call_id, principal)
                 state = CallState.decode(carried)
-            holding = _NOT_HOLDING if services is None else services.claims.keep_alive(claimed)
-            with holding:
+            if claimed is not None and services is not None:
+                services.claims.hold(claimed)  # renewed while the round runs
+            try:
                 call_hex = call_id.hex()
                 if in_place is None:
                     answers: AnswerSource = StatelessAnswers(
@@ -284,6 +283,9 @@ class RoundRunner:
                 else:
                     reply = _ended(executed, handler, request, call_hex, round_no)
                 reply.trace = answers
+            finally:  # a plain block, not a context manager: most rounds hold no claim
+                if claimed is not None and services is not None:
+                    services.claims.let_go(claimed)
         except BaseException:
             if claimed is not None and services is not None:
                 await services.claims.abandon(claimed)

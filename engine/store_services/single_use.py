@@ -10,7 +10,6 @@ died is soon free to run again.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import logging
 from dataclasses import dataclass
@@ -32,7 +31,6 @@ from stores import Claim, ClaimStore, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
-_NOT_HELD = contextlib.nullcontext()
 KEPT_RESPONSE = b"engine/kept-response/v1"
 """Bound to a kept response's seal: it opens as a kept response and as nothing else."""
 
@@ -78,23 +76,6 @@ class ClaimLapsed(StoreOutage):
         )
 
 
-class _Holding:
-    """Keeps a claim in the renewer's set while a round runs (a class rather than a
-    generator-based context manager, which is slower to enter and leave, every claimed round)."""
-
-    __slots__ = ("held", "hold")
-
-    def __init__(self, held: set[Hold], hold: Hold) -> None:
-        self.held = held
-        self.hold = hold
-
-    def __enter__(self) -> None:
-        self.held.add(self.hold)
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.held.discard(self.hold)
-
-
 @dataclass(slots=True)
 class Admission:
     """The claim's verdict: run (``hold``), answer from ``cached`` bytes, or ask to ``retry``."""
@@ -135,7 +116,7 @@ class RoundClaims:
         self._held: set[Hold] = set()
 
     async def admit(self, call_id: str, round_no: int, fingerprint: bytes) -> Admission:
-        """Claim a round for this attempt, with a short lease (see :meth:`keep_alive`)."""
+        """Claim a round for this attempt, with a short lease (see :meth:`hold`)."""
         started = perf_counter()
         hold = Hold(call_id, round_no, fingerprint, random_bytes(16), started)
         try:
@@ -165,15 +146,19 @@ class RoundClaims:
     def _opened(self, kept: bytes | None) -> bytes | None:
         return None if kept is None else self.keys.open_record(kept, KEPT_RESPONSE)
 
-    def keep_alive(self, hold: Hold | None) -> contextlib.AbstractContextManager[None]:
-        """Keep the claim's lease renewed while the round runs.
+    def hold(self, hold: Hold) -> None:
+        """Keep the claim's lease renewed while the round runs, until :meth:`let_go`.
 
         A claim lives ``lease`` seconds unless renewed, so a round whose replica died is free to
         run again soon, instead of answering "retry" until the full TTL passes. One renewer per
         process serves every held claim (see :meth:`run`), so holding one is a set insertion,
         not a task.
         """
-        return _NOT_HELD if hold is None else _Holding(self._held, hold)
+        self._held.add(hold)
+
+    def let_go(self, hold: Hold) -> None:
+        """The round is over: its claim is no longer renewed (it is settled or given back)."""
+        self._held.discard(hold)
 
     async def run(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
         """``RENEWALS_PER_LEASE`` times a lease, renew every claim this process holds.
