@@ -140,14 +140,12 @@ async def notify_in_order(notify: Notify, method: str, params: dict[str, Any]) -
         await notify(method, params)  # the block is ending: straight to the stream
 
 
-_installed = False
-
-
 def _install() -> None:
-    global _installed
-    if not _installed:
-        logging.getLogger().addHandler(_Bridge())
-        _installed = True
+    """The bridge on the root logger, once; again if a logging configuration made since (a
+    ``dictConfig`` with a root, uvicorn's, a test's) took it off."""
+    root = logging.getLogger()
+    if not any(type(handler) is _Bridge for handler in root.handlers):
+        root.addHandler(_Bridge())
 
 
 @contextlib.asynccontextmanager

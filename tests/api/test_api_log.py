@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import logging.config
 from typing import Any
 
 import httpx2
@@ -173,6 +174,24 @@ async def test_python_logging_reaches_a_modern_request_that_asked_for_its_level(
         await call_with_meta(client, "work")
     assert asked == [{"level": "warning", "logger": "app.work", "data": "disk at 93%"}]
     assert messages(client) == []  # not asked for: nothing sent
+
+
+async def test_python_logging_reaches_the_client_after_the_program_configures_logging_again() -> (
+    None
+):
+    async with Client(logs_through_python_logging()) as client:
+        await call_with_meta(client, "work", **{LOG_LEVEL: "warning"})
+        root = logging.getLogger()
+        kept = root.handlers[:]
+        logging.config.dictConfig(
+            {"version": 1, "disable_existing_loggers": False, "root": {"handlers": []}}
+        )
+        try:
+            client.notifications.clear()
+            await call_with_meta(client, "work", **{LOG_LEVEL: "warning"})
+        finally:
+            root.handlers[:] = kept
+    assert messages(client) == [{"level": "warning", "logger": "app.work", "data": "disk at 93%"}]
 
 
 def reports_and_logs() -> MCPServer:

@@ -47,7 +47,9 @@ async def test_streamable_http_async_serves_a_two_round_call_until_cancelled() -
             answer_body = retry(first["result"]["requestState"], {"confirm_backorder": YES})
             answer = await http.post("/mcp", json=answer_body, headers=headers_for(answer_body))
             assert answer.json()["result"]["content"][0]["text"].startswith("Backordered")
+            await http.aclose()  # no idle connection for the drain to wait on
             tg.cancel_scope.cancel()
+    async with httpx.AsyncClient(base_url=base, timeout=10) as http:
         with pytest.raises(httpx.TransportError):
             await http.get("/healthz")  # cancelled: nothing listens any more
 
