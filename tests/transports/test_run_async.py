@@ -26,32 +26,30 @@ async def test_streamable_http_async_serves_a_two_round_call_until_cancelled() -
     mcp = build(keys=[KEY], store="memory://")
     port = free_ports(1)[0]
     base = f"http://127.0.0.1:{port}"
+    async with (
+        httpx.AsyncClient(base_url=base, timeout=10) as http,
+        anyio.create_task_group() as tg,
+    ):
+        tg.start_soon(lambda: mcp.run_streamable_http_async(port=port, json_response=True))
+        with anyio.fail_after(10):
+            while True:
+                try:
+                    if (await http.get("/healthz")).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                await anyio.sleep(0.05)
+        first_body = call("order_book", {"title": "Neuromancer"}, capabilities={"elicitation": {}})
+        first = (await http.post("/mcp", json=first_body, headers=headers_for(first_body))).json()
+        assert first["result"]["resultType"] == "input_required"
+        answer_body = retry(first["result"]["requestState"], {"confirm_backorder": YES})
+        answer = await http.post("/mcp", json=answer_body, headers=headers_for(answer_body))
+        assert answer.json()["result"]["content"][0]["text"].startswith("Backordered")
+        await http.aclose()  # no idle connection for the drain to wait on
+        tg.cancel_scope.cancel()
     async with httpx.AsyncClient(base_url=base, timeout=10) as http:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(lambda: mcp.run_streamable_http_async(port=port, json_response=True))
-            with anyio.fail_after(10):
-                while True:
-                    try:
-                        if (await http.get("/healthz")).status_code == 200:
-                            break
-                    except httpx.TransportError:
-                        pass
-                    await anyio.sleep(0.05)
-            first_body = call(
-                "order_book", {"title": "Neuromancer"}, capabilities={"elicitation": {}}
-            )
-            first = (
-                await http.post("/mcp", json=first_body, headers=headers_for(first_body))
-            ).json()
-            assert first["result"]["resultType"] == "input_required"
-            answer_body = retry(first["result"]["requestState"], {"confirm_backorder": YES})
-            answer = await http.post("/mcp", json=answer_body, headers=headers_for(answer_body))
-            assert answer.json()["result"]["content"][0]["text"].startswith("Backordered")
-            await http.aclose()  # no idle connection for the drain to wait on
-            tg.cancel_scope.cancel()
-    async with httpx.AsyncClient(base_url=base, timeout=10) as http:
-        with pytest.raises(httpx.TransportError):
-            await http.get("/healthz")  # cancelled: nothing listens any more
+        with pytest.raises(httpx.TransportError):  # cancelled: nothing listens any more
+            await http.get("/healthz")
 
 
 async def test_sse_async_says_what_to_use_instead() -> None:
