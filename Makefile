@@ -38,10 +38,11 @@ typecheck: $(STAMP)
 imports: $(STAMP)
 	$(BIN)/python tests/import_graph.py
 
-# The suite in parallel (pytest-xdist), one process per core, each test file on one worker so a
-# module's server starts once: most tests wait on servers and processes they start, and two
-# workers overlap the waits (docs/benchmarks.md). PYTEST_WORKERS=0 runs it in one process.
-PYTEST_WORKERS ?= auto
+# The suite in parallel (pytest-xdist), one process more than the cores, each test file on one
+# worker so a module's server starts once: most tests wait on servers and processes they start,
+# and the extra worker fills those waits (docs/benchmarks.md). PYTEST_WORKERS=0 runs it in one
+# process.
+PYTEST_WORKERS ?= $(shell $(PY) -c 'import os; print((os.cpu_count() or 1) + 1)')
 
 pytest: $(STAMP)
 	$(BIN)/python tests/redis_server.py -- $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
