@@ -374,6 +374,11 @@ def _key_ring(keys: Any) -> KeyRing | None:
         return keys
     if isinstance(keys, str):
         return KeyRing.from_env(keys)
+    if not isinstance(keys, Iterable):
+        raise TypeError(
+            f"keys must be a list of secrets (or of (id, secret) pairs), got "
+            f"{type(keys).__name__}: generate a secret with `python -m engine keygen`"
+        )
     return KeyRing(list(keys))
 
 

@@ -283,3 +283,8 @@ async def test_a_server_with_a_codec_and_a_store_journals_its_calls() -> None:
     assert opened[1]["answers"] == {
         "confirm_backorder": {"action": "accept", "content": {"confirm": True}}
     }
+
+
+def test_keys_that_are_not_a_list_say_what_they_must_be() -> None:
+    with pytest.raises(TypeError, match=r"keys must be a list of secrets .* got int: generate"):
+        MCPServer("Bookshop", keys=123)  # type: ignore[arg-type]
