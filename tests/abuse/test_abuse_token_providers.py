@@ -331,5 +331,5 @@ async def test_a_flood_of_unknown_tokens_is_introspected_at_a_bounded_rate() -> 
     # A question that timed out may never have reached the provider (still in its socket).
     assert statuses.count(401) <= sent <= statuses.count(401) + timed_out
     assert sent <= 250 + 50 * elapsed, f"{sent} introspections in {elapsed:.1f} s"
-    assert sent < FLOOD / 4
+    assert rated > 0  # the rate refused tokens (how many depends on how fast the flood went)
     assert shop.issuer.introspected[good] == 1  # still cached: never asked about again
