@@ -1342,7 +1342,7 @@ def main() -> int:
                 SERVER_LABEL["official-sse"],
                 str(official_py),
                 ["bench/servers/official.py"],
-                [w for w in workloads if w in ("one_round", "two_round")],
+                [w for w in workloads if w in ("one_round", "two_round", "chain")],
                 "official",
             )
         )
