@@ -2,7 +2,7 @@
 
 A served bookshop on a ``redis-server`` of the test's own, clients calling it all along:
 
-- ``CONFIG SET maxmemory 2mb`` under ``noeviction``: Redis refuses every write, while a ``PING``
+- ``CONFIG SET maxmemory`` to half what Redis holds, under ``noeviction``: Redis refuses every write, while a ``PING``
   still answers. ``/healthz`` is 503 until Redis has room again, then 200; every acknowledged
   call missing from the journal is counted in ``engine_journal_events_dropped_total``.
 - ``maxmemory-policy allkeys-lru``: an evicted claim would let a round run twice. The server
@@ -61,7 +61,8 @@ async def test_a_redis_out_of_memory_turns_health_503_and_its_dropped_events_are
         load = Load(server.base)
         async with load.running():
             await anyio.sleep(1)
-            await admin.config_set("maxmemory", "2mb")
+            used = int((await admin.info("memory"))["used_memory"])
+            await admin.config_set("maxmemory", str(used // 2))  # expiring keys cannot make room
             took = await anyio.to_thread.run_sync(server.wait_health, 503, 60)
             assert await admin.ping()  # what a PING-based health check saw: all well
             for _ in range(10):
@@ -85,7 +86,7 @@ async def test_a_redis_out_of_memory_turns_health_503_and_its_dropped_events_are
         await store.aclose()
     missing = len(load.acknowledged) - len(journaled)
     print(
-        f"maxmemory 2mb: 503 after {took:.1f} s, 200 {back:.1f} s after room; "
+        f"maxmemory {used // 2} B: 503 after {took:.1f} s, 200 {back:.1f} s after room; "
         f"{len(load.acknowledged)} acknowledged, {missing} not journaled, {dropped:.0f} dropped"
     )
     assert dropped > 0
