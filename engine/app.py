@@ -263,9 +263,12 @@ class MCPServer(Generic[LifespanT]):
             principal = token_principal
         name = "mcp-server" if name is None else name
         info = InfoSettings.of(title, description, website_url, icons)
-        self.settings = Settings.build(name=name, info=info, **options)
+        self.settings = Settings.build(name=name, info=info, lifespan=lifespan, **options)
+        """The official server's ``mcp.settings`` (``debug``, ``log_level``, ``dependencies``,
+        ``lifespan``, ``auth``, ``warn_on_duplicate_*``) and this server's own settings."""
         if auth is not None and self.settings.serve.trust_forwarded:
             auth = auth.model_copy(update={"trust_forwarded": True})
+        self.settings = self.settings.model_copy(update={"auth": auth})
         self.lifespan = lifespan
         self.dependencies: list[str] = self.settings.dependencies
         self.dependency_overrides = DependencyOverrides()
@@ -308,8 +311,7 @@ class MCPServer(Generic[LifespanT]):
         self.store: Store | None = self.core.store
         """The store, opened from ``store=`` (``None`` without one)."""
         register_contributions(self, checked)
-        self._log_level_given = "log_level" in options
-        if self._log_level_given:
+        if "log_level" in options:
             logs.configure_unless_configured(self.settings.log_level)
         logs.set_replica(self.settings.replica_id)
         for resource in resources or ():
@@ -681,7 +683,7 @@ class MCPServer(Generic[LifespanT]):
             )
         serve = self.settings.serve
         given = checked_uvicorn_options(uvicorn_options)
-        if self._log_level_given:
+        if "log_level" in self.settings.model_fields_set:  # given, or set since
             given.setdefault("log_level", self.settings.log_level.lower())
         if not options.get("allowed_hosts"):
             options.pop("allowed_hosts", None)

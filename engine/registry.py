@@ -21,7 +21,8 @@ class Registry:
     """The handlers registered on one server; analysed when added, looked up per request."""
 
     def __init__(self, duplicates: RegistrySettings | None = None) -> None:
-        self.duplicates = duplicates or RegistrySettings.of({})
+        self.duplicates = RegistrySettings.of({}) if duplicates is None else duplicates
+        """The ``warn_on_duplicate_*`` switches, read at each registration (code may set them)."""
         self.tools: dict[str, Tool] = {}
         self.prompts: dict[str, Prompt] = {}
         self.resources: dict[str, Resource] = {}
