@@ -1,6 +1,6 @@
 """``mcp.settings`` as the official server has it (``debug``, ``log_level``, the
 ``warn_on_duplicate_*`` switches, ``dependencies``, ``lifespan``, ``auth``): read the same, set
-where the official server lets code set them."""
+where the official server lets code set them, and ``MCPServer(tools=[...])``."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from engine import AuthSettings, Context, MCPServer
+from engine import AuthSettings, Context, MCPServer, Tool
 from engine.testing import Client
 from tests.conftest import KEY
 
@@ -178,3 +178,71 @@ def test_a_field_the_settings_do_not_have_is_refused_as_there() -> None:
     """The official migration guide's example: ``port`` went to ``run()``."""
     with pytest.raises(ValueError, match='"Settings" object has no field "port"'):
         MCPServer("Bookshop", keys=[KEY]).settings.port = 9000
+
+
+# --- tools=[...] ---------------------------------------------------------------------------------
+
+
+async def test_tools_made_with_from_function_are_served() -> None:
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    mcp = MCPServer("Calculator", keys=[KEY], tools=[Tool.from_function(add, title="Addition")])
+    async with Client(mcp) as client:
+        [listed] = await client.list_tools()
+        assert (listed["name"], listed["title"], listed["description"]) == (
+            "add",
+            "Addition",
+            "Add two numbers.",
+        )
+        assert (await client.call_tool("add", {"a": 2, "b": 3})).text == "5"
+
+
+async def test_a_later_tool_of_the_list_replaces_an_earlier_one_with_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """As the official server's tool manager takes its list (``add_tool`` keeps the first)."""
+    tools = [Tool.from_function(first, name="greet"), Tool.from_function(second, name="greet")]
+    with caplog.at_level(logging.WARNING, logger="engine.registry"):
+        loud = MCPServer("Shop", keys=[KEY], tools=tools)
+        quiet = MCPServer("Shop", keys=[KEY], tools=tools, warn_on_duplicate_tools=False)
+    assert registry_warnings(caplog) == ["Tool already exists: greet"]
+    for mcp in (loud, quiet):
+        async with Client(mcp) as client:
+            assert (await client.call_tool("greet")).text == "second"
+
+
+def test_tools_takes_tool_records_only() -> None:
+    with pytest.raises(TypeError, match=r"tools takes Tool records.*Tool.from_function"):
+        MCPServer("Shop", keys=[KEY], tools=[first])  # type: ignore[list-item]
+
+
+def test_from_function_checks_the_context_parameter_it_is_told() -> None:
+    def lookup(title: str, ctx: Context) -> str:
+        return title
+
+    assert Tool.from_function(lookup, context_kwarg="ctx").name == "lookup"
+    with pytest.raises(TypeError, match=r"context_kwarg='title': tool 'lookup' has no parameter"):
+        Tool.from_function(lookup, context_kwarg="title")
+
+
+async def test_a_resource_template_registered_again_replaces_the_first_silently(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """As the official server's resource manager keeps its templates."""
+    mcp = MCPServer("Notes", keys=[KEY])
+
+    def day_notes(day: str) -> str:
+        return f"notes of {day}"
+
+    def other_day_notes(day: str) -> str:
+        return f"other notes of {day}"
+
+    with caplog.at_level(logging.WARNING, logger="engine.registry"):
+        mcp.add_resource(day_notes, "notes://{day}")
+        mcp.add_resource(other_day_notes, "notes://{day}")
+    assert registry_warnings(caplog) == []
+    async with Client(mcp) as client:
+        [contents] = (await client.read_resource("notes://monday")).raw["contents"]
+    assert contents["text"] == "other notes of monday"
