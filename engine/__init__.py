@@ -51,6 +51,7 @@ from engine.resources.security import (
 )
 from engine.resources.uri_template import InvalidUriTemplate
 from engine.scope import RequestScope
+from engine.tools import Tool
 from engine.types import Icon
 
 if TYPE_CHECKING:
@@ -152,6 +153,7 @@ __all__ = [
     "ServerRequestContext",
     "TextResource",
     "TokenVerifier",
+    "Tool",
     "ToolBinding",
     "ToolError",
     "UnexpectedResourceError",

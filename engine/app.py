@@ -59,12 +59,6 @@ SSE_NOT_SERVED = (
     'or mcp.run("streamable-http")'
 )
 
-NOT_TAKEN = {
-    "tools": "register functions with @mcp.tool() or mcp.add_tool(fn, ...) (the official "
-    "server's Tool objects are its tool manager's records, not a way in)",
-}
-"""Options of the official server refused here, with what to do instead."""
-
 F = TypeVar("F", bound=Callable[..., Any])
 if TYPE_CHECKING:
     from typing_extensions import TypeVar as DefaultedTypeVar
@@ -92,7 +86,19 @@ class MCPServer(Generic[LifespanT]):
     A second function registered under a tool's or prompt's name, or a resource's URI, is
     dropped and the first kept, with a warning, as the official server does;
     ``warn_on_duplicate_tools`` set to ``False`` (or ``warn_on_duplicate_prompts``,
-    ``warn_on_duplicate_resources``) drops it silently.
+    ``warn_on_duplicate_resources``) drops it silently. A resource template registered again
+    replaces the first, silently, and so does a later tool of ``tools`` (with the warning), as
+    there.
+
+    ``tools``: tool records made with ``Tool.from_function(fn, ...)`` (``from engine import
+    Tool``), registered as the server is made, before the extensions' tools.
+
+    ``mcp.settings`` reads as the official server's: ``debug``, ``log_level``,
+    ``dependencies``, ``lifespan``, ``auth`` and the ``warn_on_duplicate_*`` switches (and this
+    server's own settings, grouped). Code may set ``debug`` (read when the HTTP app is made),
+    ``log_level`` (read when ``run`` starts uvicorn), the switches (read at each registration),
+    ``dependencies`` and ``lifespan`` (read once, when the server is made, so setting it later
+    changes nothing, as there); the rest is fixed and setting it raises ``ValueError``.
 
     Authorization (see docs/auth.md): ``auth``, an :class:`~engine.auth.settings.AuthSettings`
     naming the authorization server and this resource, and ``token_verifier``, which checks
@@ -238,6 +244,7 @@ class MCPServer(Generic[LifespanT]):
         auth_server_provider: Any = None,
         token_verifier: TokenVerifier | None = None,
         *,
+        tools: Iterable[Tool] | None = None,
         principal: Principal | None = None,
         lifespan: (
             Callable[[MCPServer[LifespanT]], contextlib.AbstractAsyncContextManager[LifespanT]]
@@ -253,7 +260,7 @@ class MCPServer(Generic[LifespanT]):
     ) -> None:
         self.middleware: list[ServerMiddleware[Any]] = checked_middleware(middleware)
         """Around every inbound message, the first outermost (docs/middleware.md)."""
-        refuse_unknown("MCPServer.__init__", options, SERVER_OPTIONS, NOT_TAKEN)
+        refuse_unknown("MCPServer.__init__", options, SERVER_OPTIONS)
         auth, verifier = _checked_auth(auth, token_verifier, auth_server_provider)
         if request_state_security is not None:
             principal, options = request_state_security.server_options(
@@ -263,9 +270,12 @@ class MCPServer(Generic[LifespanT]):
             principal = token_principal
         name = "mcp-server" if name is None else name
         info = InfoSettings.of(title, description, website_url, icons)
-        self.settings = Settings.build(name=name, info=info, **options)
+        self.settings = Settings.build(name=name, info=info, lifespan=lifespan, **options)
+        """The official server's ``mcp.settings`` (``debug``, ``log_level``, ``dependencies``,
+        ``lifespan``, ``auth``, ``warn_on_duplicate_*``) and this server's own settings."""
         if auth is not None and self.settings.serve.trust_forwarded:
             auth = auth.model_copy(update={"trust_forwarded": True})
+        self.settings = self.settings.model_copy(update={"auth": auth})
         self.lifespan = lifespan
         self.dependencies: list[str] = self.settings.dependencies
         self.dependency_overrides = DependencyOverrides()
@@ -285,6 +295,8 @@ class MCPServer(Generic[LifespanT]):
         """Resources at fixed URIs, by URI."""
         self.resource_templates = self.registry.templates
         """Resource templates, by URI template."""
+        for tool in tools or ():
+            self.registry.put_tool(_tool_record(tool))
         checked = checked_extensions(extensions or ())
         self.core = ServerCore(
             self,
@@ -308,8 +320,7 @@ class MCPServer(Generic[LifespanT]):
         self.store: Store | None = self.core.store
         """The store, opened from ``store=`` (``None`` without one)."""
         register_contributions(self, checked)
-        self._log_level_given = "log_level" in options
-        if self._log_level_given:
+        if "log_level" in options:
             logs.configure_unless_configured(self.settings.log_level)
         logs.set_replica(self.settings.replica_id)
         for resource in resources or ():
@@ -681,7 +692,7 @@ class MCPServer(Generic[LifespanT]):
             )
         serve = self.settings.serve
         given = checked_uvicorn_options(uvicorn_options)
-        if self._log_level_given:
+        if "log_level" in self.settings.model_fields_set:  # given, or set since
             given.setdefault("log_level", self.settings.log_level.lower())
         if not options.get("allowed_hosts"):
             options.pop("allowed_hosts", None)
@@ -749,6 +760,17 @@ def _checked_auth(
             "engine.auth.provider.TokenVerifier"
         )
     return auth, verifier
+
+
+def _tool_record(tool: Any) -> Tool:
+    """A tool of ``MCPServer(tools=[...])``: a record made with ``Tool.from_function``."""
+    if isinstance(tool, Tool):
+        return tool
+    raise TypeError(
+        f"tools takes Tool records, got {tool!r}: make one with Tool.from_function(fn, ...) "
+        "(from engine import Tool), or register the function with @mcp.tool() or "
+        "mcp.add_tool(fn, ...)"
+    )
 
 
 def _misused(decorator: str, call: str) -> str:

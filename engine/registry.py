@@ -21,7 +21,8 @@ class Registry:
     """The handlers registered on one server; analysed when added, looked up per request."""
 
     def __init__(self, duplicates: RegistrySettings | None = None) -> None:
-        self.duplicates = duplicates or RegistrySettings.of({})
+        self.duplicates = RegistrySettings.of({}) if duplicates is None else duplicates
+        """The ``warn_on_duplicate_*`` switches, read at each registration (code may set them)."""
         self.tools: dict[str, Tool] = {}
         self.prompts: dict[str, Prompt] = {}
         self.resources: dict[str, Resource] = {}
@@ -38,6 +39,13 @@ class Registry:
             self.tools[tool.name] = known = tool
         return known
 
+    def put_tool(self, tool: Tool) -> Tool:
+        """Register ``tool`` as the official server takes its ``tools=[...]``: under a name
+        already taken the later one replaces the first, with the warning of :func:`_known`."""
+        _known(self.tools, tool.name, tool, "Tool", self.duplicates.tools)
+        self.tools[tool.name] = tool
+        return tool
+
     def remove_tool(self, name: str) -> None:
         if self.tools.pop(name, None) is None:
             raise ToolError(f"Unknown tool: {name}")
@@ -53,10 +61,17 @@ class Registry:
             raise ValueError(f"Unknown prompt: {name}")
 
     def add_resource(self, resource: Resource) -> Resource:
-        table = self.templates if resource.is_template else self.resources
-        known = _known(table, resource.uri, resource, "Resource", self.duplicates.resources)
+        """Register ``resource``: at a URI already taken the first one stays (see
+        :func:`_known`); behind a template already taken the new one replaces it, silently, as
+        the official server's resource templates do."""
+        if resource.is_template:
+            self.templates[resource.uri] = resource
+            return resource
+        known = _known(
+            self.resources, resource.uri, resource, "Resource", self.duplicates.resources
+        )
         if known is None:
-            table[resource.uri] = known = resource
+            self.resources[resource.uri] = known = resource
         return known
 
     def find_resource(self, uri: str) -> tuple[Resource, dict[str, str | list[str]]] | None:

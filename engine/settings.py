@@ -19,12 +19,14 @@ from engine._internal.setting_groups import (
     CODE_ONLY,
     ENVIRONMENT_ONLY,
     Allowed,
+    ChangeableGroup,
     SettingGroup,
     Unit,
     keyword_of,
     settings_of,
 )
 from engine._internal.tracing import TracingMode
+from engine.auth.settings import AuthSettings
 from engine.caching import CacheHint, cache_hints_of
 from engine.state.claims import CLOCK_SKEW
 from engine.state.seal import KeyRing, KeySpec
@@ -254,9 +256,13 @@ class LegacySettings(SettingGroup):
     here for ``session_ttl``, do not count)."""
 
 
-class RegistrySettings(SettingGroup):
+class RegistrySettings(ChangeableGroup):
     """Whether a second function registered under a taken name (or URI) is dropped with a
-    warning, as the official server does, or silently; the first is kept either way."""
+    warning, as the official server does, or silently; the first is kept either way. Code may
+    change them once the server is made (``mcp.settings.warn_on_duplicate_tools = False``): the
+    registry reads them at each registration."""
+
+    changeable = frozenset({"tools", "prompts", "resources"})
 
     tools: bool = Field(True, alias="warn_on_duplicate_tools")
     """Warn when a tool's name is taken."""
@@ -405,8 +411,21 @@ def _listed(value: Any) -> list[str]:
     return list(value or ())
 
 
-class Settings(SettingGroup):
-    """Everything a server is configured with, grouped by the part of the engine that reads it."""
+class Settings(ChangeableGroup):
+    """Everything a server is configured with, grouped by the part of the engine that reads it.
+
+    It is also the official server's ``mcp.settings``: its fields ``debug``, ``log_level``,
+    ``dependencies``, ``lifespan`` and ``auth``, and the ``warn_on_duplicate_*`` switches (kept
+    in ``registry``), read the same. Code may change those the official server lets it change
+    and reads later (``debug`` when the HTTP app is made, ``log_level`` when ``run`` starts
+    uvicorn, the switches at each registration); ``lifespan``, read once when the server is
+    made, may be set with no effect, as there. ``auth`` and the rest are fixed.
+    """
+
+    changeable = frozenset({"debug", "log_level", "dependencies", "lifespan"})
+    changeable_properties = frozenset(
+        {"warn_on_duplicate_tools", "warn_on_duplicate_prompts", "warn_on_duplicate_resources"}
+    )
 
     keys: Annotated[KeyRing | None, PlainValidator(_key_ring)] = Field(None, alias="keys")
     """The requestState secrets every replica shares; ``None`` when none was given anywhere:
@@ -439,6 +458,10 @@ class Settings(SettingGroup):
         default_factory=list, alias="dependencies"
     )
     """The packages the server needs, as given; metadata for tools that install servers."""
+    lifespan: Any = None
+    """``MCPServer(lifespan=...)``, as given: read once, when the server is made."""
+    auth: AuthSettings | None = None
+    """``MCPServer(auth=...)``, as the server uses it: fixed, as the token verifier is."""
     tokens: TokenSettings
     store: StoreSettings
     journal: JournalSettings
@@ -456,6 +479,8 @@ class Settings(SettingGroup):
         name: str,
         environ: Environ | None = None,
         info: InfoSettings | None = None,
+        lifespan: Any = None,
+        auth: AuthSettings | None = None,
         **options: Unpack[ServerOptions],
     ) -> "Settings":
         """The settings of a server named ``name`` (see ``MCPServer`` for each option): each
@@ -476,9 +501,38 @@ class Settings(SettingGroup):
             legacy=LegacySettings.of(given, env),
             serve=ServeSettings.of(given, env, connections=ConnectionLimits.of(given, env)),
             info=InfoSettings(None, None, None, ()) if info is None else info,
+            lifespan=lifespan,
+            auth=auth,
             registry=RegistrySettings.of(given, env),
             tracing=TracingSettings.of(given, env),
         )
+
+    @property
+    def warn_on_duplicate_tools(self) -> bool:
+        """Warn when a tool's name is taken (``registry.tools``)."""
+        return self.registry.tools
+
+    @warn_on_duplicate_tools.setter
+    def warn_on_duplicate_tools(self, warn: bool) -> None:
+        self.registry.tools = warn
+
+    @property
+    def warn_on_duplicate_prompts(self) -> bool:
+        """Warn when a prompt's name is taken (``registry.prompts``)."""
+        return self.registry.prompts
+
+    @warn_on_duplicate_prompts.setter
+    def warn_on_duplicate_prompts(self, warn: bool) -> None:
+        self.registry.prompts = warn
+
+    @property
+    def warn_on_duplicate_resources(self) -> bool:
+        """Warn when a resource's URI is taken (``registry.resources``)."""
+        return self.registry.resources
+
+    @warn_on_duplicate_resources.setter
+    def warn_on_duplicate_resources(self, warn: bool) -> None:
+        self.registry.resources = warn
 
 
 SETTING_GROUPS: tuple[type[SettingGroup], ...] = (

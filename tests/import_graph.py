@@ -62,6 +62,7 @@ FLOORS: tuple[Floor, ...] = (
             "engine/debug/",
             "engine/prompts.py",
             "engine/testing.py",
+            "engine/tools.py",
         ),
     ),
     Floor("the server", ("engine/app.py",)),

@@ -25,11 +25,6 @@ def test_a_misspelled_server_option_is_refused_by_name() -> None:
         MCPServer("Bookshop", keys=[KEY], stat_ttl=5)  # type: ignore[call-arg]
 
 
-def test_the_official_tools_option_is_refused_with_the_way_to_register_tools() -> None:
-    with pytest.raises(TypeError, match=r"does not take 'tools': register functions with"):
-        MCPServer("Bookshop", keys=[KEY], tools=[])  # type: ignore[call-arg]
-
-
 def test_a_misspelled_registration_option_is_refused_by_name() -> None:
     mcp = MCPServer("Bookshop", keys=[KEY])
     message = "{}() got an unexpected keyword argument 'titel'"

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from types import NoneType, UnionType
-from typing import Any, Literal, Self, Union, get_args, get_origin
+from typing import Any, ClassVar, Literal, Self, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic.fields import FieldInfo
@@ -131,6 +131,37 @@ class SettingGroup(BaseModel):
         }
 
 
+class ChangeableGroup(SettingGroup):
+    """A group of which code may change the settings named in ``changeable`` once the server is
+    made (what the official server's ``mcp.settings`` lets code change), each checked as a
+    keyword is; the others stay as they were made, and changing one says so.
+    """
+
+    model_config = ConfigDict(frozen=False)
+    changeable: ClassVar[frozenset[str]] = frozenset()
+    """Field names code may set."""
+    changeable_properties: ClassVar[frozenset[str]] = frozenset()
+    """Properties code may set too (named with the fields when a fixed one is set)."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        cls = type(self)
+        field = cls.model_fields.get(name)
+        if field is None:  # a property, or no setting: pydantic's own ValueError names it
+            super().__setattr__(name, value)
+            return
+        keyword = keyword_of(field) or name
+        if name not in cls.changeable:
+            raise ValueError(
+                f"settings.{keyword} is fixed once the server is made: give it to "
+                "MCPServer(...); code may change only "
+                + ", ".join(sorted(cls.changeable | cls.changeable_properties))
+            )
+        try:
+            cls.__pydantic_validator__.validate_assignment(self, name, value, strict=True)
+        except ValidationError as error:
+            raise ValueError(_described(cls, error, environment=False)) from None
+
+
 def _has_variable(field: FieldInfo) -> bool:
     return variable_of(field) is not None
 
@@ -148,7 +179,7 @@ def _described(group: type[SettingGroup], error: ValidationError, *, environment
     lines = []
     for problem in error.errors(include_url=False):
         where = str(problem["loc"][0]) if problem["loc"] else ""
-        field = fields.get(where)
+        field = fields.get(where) or group.model_fields.get(where)
         if field is None:
             lines.append(f"{where}: {problem['msg']}" if where else problem["msg"])
             continue

@@ -257,39 +257,55 @@ async def named_session(
     return session
 
 
-_REFUSED: Any = object()
-"""What `_session_of` returns once the message is answered."""
+REFUSED: Any = object()
+"""What :func:`requester_session` returns once the message is answered."""
+
+
+async def requester_session(
+    server: Served,
+    principal_of: Callable[[], str | None],
+    held: LegacySession | None,
+    session_id: str | None,
+    request_id: Any,
+    respond: Callable[[Response], Awaitable[None]],
+) -> tuple[str | None, LegacySession | None]:
+    """Who makes a 2025-11-25 request (``principal_of()``: the ``principal`` callback, or the
+    token's issuer and subject), and the session it belongs to (``held``, or the one
+    ``session_id`` names, found); `REFUSED` once ``respond`` answered it: 500 for a failing
+    ``principal`` callback, 404 or 503 for a session that cannot be had. Every transport's
+    2025-11-25 requests (a POST's message, a session's ``GET`` or ``DELETE``) go through it."""
+    try:
+        principal = principal_of()
+    except Exception:
+        error = MCPError(INTERNAL_ERROR, "Internal error")
+        await respond(Response(500, error_bytes(request_id, error)))
+        return REFUSED  # type: ignore[no-any-return]
+    session = held
+    if session is None and session_id is not None:
+        found = await named_session(server, session_id, principal)
+        if type(found) is tuple:
+            status, error = found
+            await respond(Response(status, error_bytes(request_id, error)))
+            return REFUSED  # type: ignore[no-any-return]
+        assert isinstance(found, LegacySession)
+        session = found
+    return principal, session
 
 
 async def _session_of(
     server: Served, channel: Channel, request_id: Any
 ) -> tuple[str | None, LegacySession | None]:
-    """Who makes the request, and the session it belongs to (held by the channel, or named by
-    it and found); `_REFUSED` once the message is answered (500 for a failing ``principal``
-    callback, 404 or 503 for a session that cannot be had)."""
-    try:
-        principal = channel.principal()
-    except Exception:
-        error = MCPError(INTERNAL_ERROR, "Internal error")
-        await channel.respond(Response(500, error_bytes(request_id, error)))
-        return _REFUSED  # type: ignore[no-any-return]
-    session = channel.session
-    if session is None and channel.session_id is not None:
-        found = await named_session(server, channel.session_id, principal)
-        if type(found) is tuple:
-            status, error = found
-            await channel.respond(Response(status, error_bytes(request_id, error)))
-            return _REFUSED  # type: ignore[no-any-return]
-        assert isinstance(found, LegacySession)
-        session = found
-    return principal, session
+    """:func:`requester_session` of the message ``channel`` carries."""
+    return await requester_session(
+        server, channel.principal, channel.session, channel.session_id, request_id, channel.respond
+    )
 
 
 async def _answer(server: Served, raw: dict[str, Any], channel: Channel) -> None:
     """A client's answer to a server→client request: to the call that waits for it, here or
     on another replica."""
     held = await _session_of(server, channel, None)
-    if held is _REFUSED:
+    if held is REFUSED:
         return
     session = held[1]
     if session is None and not channel.connection:
@@ -304,7 +320,7 @@ async def _serve_2025(server: Served, raw: dict[str, Any], method: Any, channel:
     """A message of the 2025-11-25 era: ``initialize``, a session's request or notification."""
     request_id = request_id_of(raw)
     held = await _session_of(server, channel, request_id)
-    if held is _REFUSED:
+    if held is REFUSED:
         return
     principal, session = held
     if "id" not in raw:

@@ -21,10 +21,10 @@ from typing import Any, Protocol
 import anyio
 
 from engine.auth.provider import AccessToken
-from engine.errors import INTERNAL_ERROR, INVALID_REQUEST, MCPError
+from engine.errors import INVALID_REQUEST, MCPError
 from engine.fleet.sessions import LegacySession
 from engine.protocol.dispatch import Response
-from engine.protocol.entry import Serve, named_session
+from engine.protocol.entry import REFUSED, Serve, requester_session
 from engine.protocol.errors import status_of, store_error
 from engine.protocol.jsonrpc import error_bytes, notification_bytes
 from engine.transports._asgi import Header, Receive, Send, cancel_on_disconnect, send_json
@@ -64,57 +64,26 @@ async def session_request(
     access_token: AccessToken | None = None,
 ) -> None:
     """``GET`` (the session's stream, or a resumed one) or ``DELETE`` of a session."""
-    principal = await _principal(server, headers, access_token, None, replica, send)
-    if principal is _REFUSED:
+
+    async def respond(response: Response) -> None:
+        await send_json(send, response.status, response.body or b"", replica)
+
+    held = await requester_session(
+        server,
+        lambda: server.request_principal(headers, access_token),
+        None,
+        session_id,
+        None,
+        respond,
+    )
+    if held is REFUSED:
         return
-    session = await find_session(server, session_id, None, replica, send, principal)
-    if session is None:
-        return
+    session = held[1]
+    assert session is not None  # named by session_id, and found
     if method == "DELETE":
         await delete(server, session_id, replica, send)
     else:
         await get(server, headers, session, replica, receive, send)
-
-
-_REFUSED: Any = object()
-"""What `_principal` returns once the request is answered."""
-
-
-async def _principal(
-    server: Hosted,
-    headers: Mapping[str, str],
-    access_token: AccessToken | None,
-    request_id: Any,
-    replica: Header,
-    send: Send,
-) -> str | None:
-    """Who makes this request: the ``principal`` callback, or the token's issuer and subject;
-    `_REFUSED` once a callback that failed is answered with 500."""
-    try:
-        return server.request_principal(headers, access_token)
-    except Exception:
-        error = MCPError(INTERNAL_ERROR, "Internal error")
-        await send_json(send, 500, error_bytes(request_id, error), replica)
-        return _REFUSED  # type: ignore[no-any-return]
-
-
-async def find_session(
-    server: Hosted,
-    session_id: str,
-    request_id: Any,
-    replica: Header,
-    send: Send,
-    principal: str | None = None,
-) -> LegacySession | None:
-    """The session ``session_id`` names, if ``principal`` opened it; ``None`` once the client
-    is told there is none (404) or that the store cannot say (503)."""
-    found = await named_session(server, session_id, principal)
-    if type(found) is tuple:
-        status, error = found
-        await send_json(send, status, error_bytes(request_id, error), replica)
-        return None
-    assert isinstance(found, LegacySession)
-    return found
 
 
 class Opening(Protocol):
@@ -227,4 +196,4 @@ async def delete(server: Hosted, session_id: str, replica: Header, send: Send) -
     await send_json(send, 200, b"", replica)
 
 
-__all__ = ["answer", "delete", "find_session", "get", "session_request"]
+__all__ = ["answer", "delete", "get", "session_request"]
