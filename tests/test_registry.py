@@ -90,3 +90,15 @@ def test_removing_an_unknown_tool_or_prompt_says_so() -> None:
         mcp.remove_tool("greet")
     with pytest.raises(ValueError, match="Unknown prompt: hello"):
         mcp.remove_prompt("hello")
+
+
+def test_a_lambda_needs_a_name_to_be_registered() -> None:
+    mcp = MCPServer("shop", keys=[KEY])
+    for register in (mcp.add_tool, mcp.add_prompt):
+        with pytest.raises(ValueError, match="You must provide a name for lambda functions"):
+            register(lambda: "hi")
+    with pytest.raises(ValueError, match="You must provide a name for lambda functions"):
+        mcp.add_resource(lambda: "hi", "shop://greeting")
+
+    mcp.add_tool(lambda: "hi", name="greet")
+    assert [tool.name for tool in mcp.core.registry.tools.values()] == ["greet"]

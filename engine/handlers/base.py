@@ -59,6 +59,8 @@ class Handler:
         refuse_unknown(f"{type(self).__qualname__}.__init__", options, known)
         self.fn = fn
         self.name: str = name or callable_name(fn)
+        if self.name == "<lambda>":
+            raise ValueError("You must provide a name for lambda functions")
         self.role = role
         given_scopes = options.get("scopes") or ()
         if isinstance(given_scopes, str):

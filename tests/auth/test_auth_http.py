@@ -492,4 +492,4 @@ def test_auth_and_its_verifier_come_together(verifier: HandedOut) -> None:
         AuthSettings(issuer_url=ISSUER, required_scopes=["two words"])
     mcp = MCPServer("s", token_verifier=verifier, auth=settings)
     with pytest.raises(ValueError, match="not a scope"):
-        mcp.tool(scopes=['say "hi"'])(lambda: None)
+        mcp.tool(name="greet", scopes=['say "hi"'])(lambda: None)

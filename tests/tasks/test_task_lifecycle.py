@@ -170,7 +170,7 @@ async def test_without_a_store_a_required_task_says_to_configure_one() -> None:
 async def test_discover_advertises_the_extension_when_a_tool_runs_as_a_task() -> None:
     jobs = Jobs(MemoryStore())
     plain = MCPServer("plain", keys=[KEY], store=MemoryStore())
-    plain.tool()(lambda: "no task")
+    plain.tool(name="no_task")(lambda: "no task")
     async with Client(jobs.mcp) as client, Client(plain) as other:
         discovered = await client.send("server/discover")
         without = await other.send("server/discover")
@@ -398,7 +398,7 @@ async def test_two_replicas_share_every_task() -> None:
 async def test_registration_refuses_a_task_option_it_cannot_use() -> None:
     mcp = MCPServer("jobs", keys=[KEY])
     with pytest.raises(ValueError, match="task= takes True, 'required', or a function"):
-        mcp.tool(task="sometimes")(lambda: "x")  # type: ignore[arg-type]
+        mcp.tool(name="x", task="sometimes")(lambda: "x")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="takes size, which the tool does not"):
 
         @mcp.tool(task=lambda size: size > 1)
