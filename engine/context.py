@@ -448,7 +448,11 @@ class Context(Generic[LifespanT, RequestT]):
         call.steps += 1
         wire_key = key or f"{call.prefix}{question.kind}#{call.steps}"
         rendered = Rendered.of(question, from_body=True)
-        outcome = await call.asker.ask(wire_key, rendered, f"{call.target!r}")
+        answer = call.asker.answer
+        if answer is None:
+            outcome = await call.asker.ask(wire_key, rendered, f"{call.target!r}")
+        else:  # the answer is in the request: no coroutine to ask it
+            outcome = answer(wire_key, rendered, f"{call.target!r}")
         if outcome is PENDING:
             raise Suspend
         return outcome

@@ -137,7 +137,12 @@ class Round:
                     else:
                         value = await node.fn(**self._kwargs(node.parameters, node))
                         if isinstance(value, Question):
-                            value = await self._ask(node, Rendered.of(value))
+                            rendered = Rendered.of(value)
+                            answer = self.asker.answer
+                            if answer is None:
+                                value = await self._ask(node, rendered)
+                            else:  # the answer is in the request: no coroutine to ask it
+                                value = answer(node.key, rendered, node.asker)
                     values[node] = value
                     if value is PENDING:
                         resolved = False
@@ -231,7 +236,7 @@ class Round:
         return await self._ask(node, Rendered.of(question))
 
     def _ask(self, node: Node, question: Rendered) -> Awaitable[Any]:
-        return self.asker.ask(node.key, question, f"resolver {node.key!r}")
+        return self.asker.ask(node.key, question, node.asker)
 
     def _call(self, node: Node) -> Awaitable[Any]:
         """The resolver's value (awaitable: an async resolver's own coroutine, not a wrapper)."""

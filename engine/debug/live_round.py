@@ -84,9 +84,9 @@ class InPlaceRecordedAnswers(StatelessAnswers):
         super().__init__(*args, **kwargs)
         self.asked_live: dict[str, Rendered] = {}
 
-    async def ask(self, key: str, question: Rendered, asker: str) -> Any:
+    def answer(self, key: str, question: Rendered, asker: str) -> Any:
         self.asked_live[key] = question
-        return await super().ask(key, question, asker)
+        return super().answer(key, question, asker)
 
 
 @dataclass(slots=True)

@@ -49,9 +49,13 @@ class Node:
     parameters: Parameters = field(init=False, repr=False)
     """Read on every round, so set here rather than as a cached property: an attribute added on
     first use slows every later attribute read of the object."""
+    asker: str = field(init=False, repr=False)
+    """Who asks when this resolver asks a question (``resolver 'key'``), as messages name it:
+    written once, not on every question."""
 
     def __post_init__(self) -> None:
         self.parameters = Parameters.of(self.sources)
+        self.asker = f"resolver {self.key!r}"
 
     @functools.cached_property
     def adapter(self) -> TypeAdapter[Any]:

@@ -227,6 +227,9 @@ class BackChannelAnswers:
     again (up to ``attempts`` times), then the call fails with a message saying why.
     """
 
+    answer = None
+    """Every answer is waited for: the client is asked during the round."""
+
     def __init__(
         self,
         channel: BackChannel,

@@ -121,7 +121,9 @@ class Channel(Protocol):
         """Answer the message (``response.body`` ``None``: nothing to answer)."""
         ...
 
-    async def request(self, era: Era, raw: dict[str, Any], notifies: bool, serve: Serve) -> None:
+    def request(
+        self, era: Era, raw: dict[str, Any], notifies: bool, serve: Serve
+    ) -> Awaitable[object]:
         """Run one request by this transport's rules for ``era`` and answer it: ``serve``
         given where what precedes the answer goes (``notifies``: the request asked for
         notifications before its answer), the hang-up rule of the era applied."""
@@ -156,7 +158,7 @@ def in_order(raw: Any, in_session: bool) -> bool:
     return method == "initialize" and not in_session and era_of(raw) is Era.V2025_11_25
 
 
-def serve(server: Served, raw: Any, channel: Channel) -> Awaitable[None]:
+def serve(server: Served, raw: Any, channel: Channel) -> Awaitable[object]:
     """Serve one decoded client message on ``channel``.
 
     A plain function returning the awaitable, so that a 2026-07-28 request is served one

@@ -169,7 +169,7 @@ def _standalone_session(exchange: LegacyExchange) -> LegacySession:
 class NoBackChannel(StatelessAnswers):
     """Answers of a request served without a session: nothing can be asked of the client."""
 
-    async def ask(self, key: str, question: Rendered, asker: str) -> Any:
+    def answer(self, key: str, question: Rendered, asker: str) -> Any:
         raise MCPError(
             INVALID_REQUEST,
             f"{asker} needs to send {question.question.method!r} to the client, and this "

@@ -48,6 +48,12 @@ class AnswerSource(Protocol):
         """The outcome of the question, or :data:`PENDING`."""
         ...
 
+    @property
+    def answer(self) -> Callable[[str, Rendered, str], Any] | None:
+        """:meth:`ask` without an await, where a question is answered from what the request
+        carries (``None``: the answer must be waited for): a round asks without a coroutine."""
+        ...
+
     def new_checkpoints(self) -> dict[str, Any]:
         """Checkpoints this round took (``once`` steps run for the first time)."""
         ...
@@ -91,6 +97,11 @@ class StatelessAnswers:
         return {k: v for k, v in recorded.items() if k not in old}
 
     async def ask(self, key: str, question: Rendered, asker: str) -> Any:
+        return self.answer(key, question, asker)
+
+    def answer(self, key: str, question: Rendered, asker: str) -> Any:
+        """The outcome of the question, or :data:`PENDING`: nothing to wait for, the answers
+        are in the request (what a subclass changes of asking, it changes here)."""
         recorded = self.state.answers.get(key)
         if recorded is not None:
             fp, answer = recorded

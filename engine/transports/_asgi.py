@@ -104,9 +104,14 @@ WATCH_AFTER = 0.05
 
 
 async def until_disconnect(
-    work: Coroutine[Any, Any, T], receive: Receive, watch_after: float = WATCH_AFTER
+    work: Coroutine[Any, Any, T],
+    receive: Receive,
+    watch_after: float = WATCH_AFTER,
+    then: Callable[[T], Awaitable[None]] | None = None,
 ) -> T | None:
-    """Run ``work``; cancel it and return ``None`` if the client hangs up first.
+    """Run ``work``; cancel it and return ``None`` if the client hangs up first. Given ``then``,
+    the result is handed to it unless the client hung up: a request's answer written by the
+    coroutine that ran it, not by one more around it.
 
     On asyncio a request is only noted in its loop's :class:`HangUpWatch`: most requests end
     within ``watch_after``, and a watcher task (or even a timer) per request would cost more
@@ -121,6 +126,11 @@ async def until_disconnect(
             tg.start_soon(cancel_on_disconnect, receive, tg.cancel_scope)
             result = await work
             tg.cancel_scope.cancel()
+        if then is not None:
+            if result is None:
+                log.info("client closed the connection; the request was cancelled")
+            else:
+                await then(result)
         return result
     loop = task.get_loop()
     hang_ups: HangUpWatch | None = getattr(_watches, "watch", None)
@@ -131,16 +141,21 @@ async def until_disconnect(
     if not hang_ups.sweeping:
         hang_ups.start_sweeping()
     try:
-        return await work
+        done = await work
     except asyncio.CancelledError:
         if task not in hang_ups.hung_up:
             raise
         task.uncancel()
+        if then is not None:
+            log.info("client closed the connection; the request was cancelled")
         return None
     finally:
         in_flight.pop(task, None)
         if hang_ups.watchers or hang_ups.hung_up:
             hang_ups.forget(task)
+    if then is not None:
+        await then(done)
+    return done
 
 
 class HangUpWatch:

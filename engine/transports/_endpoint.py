@@ -12,7 +12,7 @@ stream; cancels of 2025-11-25 requests sent to every replica.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from typing import Any, Protocol
 
 from engine.auth.provider import AccessToken
@@ -64,22 +64,14 @@ class Endpoint(Protocol):
     async def event_stream(self, receive: Receive, send: Send, feed: Feed) -> None: ...
 
 
-class EndpointChannel:
-    """The channel of one POST to the endpoint of ``app``."""
+class EndpointChannel(Exchange):
+    """The channel of one POST to the endpoint of ``app``, and the exchange its request is
+    served with (what the transport knows of it: one object a request, not two)."""
 
-    __slots__ = (
-        "access_token",
-        "app",
-        "client",
-        "exchange",
-        "headers",
-        "new_session",
-        "receive",
-        "scope",
-        "send",
-        "validate",
-    )
+    __slots__ = ("app", "new_session", "receive", "scope", "send")
 
+    headers: Mapping[str, str]
+    validate: HeaderCheck
     connection = False
     session: LegacySession | None = None
     """None: a request names its session; none is held between requests."""
@@ -98,14 +90,18 @@ class EndpointChannel:
         self.receive = receive
         self.send = send
         self.headers = headers
+        self.notify = None  # an answer sent whole: nothing notifies before it
         self.access_token = access_token
         self.new_session: LegacySession | None = None
         address = scope.get("client")
-        self.client = client = str(address[0]) if address else None
+        self.client = str(address[0]) if address else None
         """The client's address, as the server's socket saw it (whose budgets a request without
         a principal draws on)."""
-        self.validate: HeaderCheck = app.header_check
-        self.exchange = Exchange(headers, None, self.validate, access_token, client)
+        self.validate = app.header_check
+
+    @property
+    def exchange(self) -> Exchange:
+        return self
 
     @property
     def session_id(self) -> str | None:
@@ -126,26 +122,26 @@ class EndpointChannel:
             return
         await send_json(self.send, response.status, response.body or b"", self.app.replica_header)
 
-    async def request(self, era: Era, raw: dict[str, Any], notifies: bool, serve: Serve) -> None:
+    def request(
+        self, era: Era, raw: dict[str, Any], notifies: bool, serve: Serve
+    ) -> Awaitable[object]:
         app = self.app
         if era is Era.V2025_11_25:
-            await legacy_http.answer(
+            return legacy_http.answer(
                 app.server, raw, serve, self, app.replica_header, self.receive, self.send
             )
-            return
         if notifies and not app.json_response:
             refuse = app.scope_refusal(self.access_token, self.scope, self.headers, self.send)
-            await stream_call(serve, app.replica_header, self.receive, self.send, refuse)
-            return
-        response = await until_disconnect(serve(None), self.receive)
-        if response is None:
-            log.info("client closed the connection; the request was cancelled")
-        elif response.status == 403 and isinstance(response, ScopeRefused):
-            await self.respond(response)
-        elif response.body is None:
-            await send_plain(self.send, response.status, b"", app.replica_header)
-        else:
-            await send_json(self.send, response.status, response.body, app.replica_header)
+            return stream_call(serve, app.replica_header, self.receive, self.send, refuse)
+        return until_disconnect(serve(None), self.receive, then=self._answer)
+
+    def _answer(self, response: Response) -> Awaitable[None]:
+        """Write the answer of a request served whole (not streamed)."""
+        if response.status == 403 and isinstance(response, ScopeRefused):
+            return self.respond(response)
+        if response.body is None:
+            return send_plain(self.send, response.status, b"", self.app.replica_header)
+        return send_json(self.send, response.status, response.body, self.app.replica_header)
 
     async def stream(self, feed: Feed) -> None:
         await self.app.event_stream(self.receive, self.send, feed)
