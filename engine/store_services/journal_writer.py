@@ -11,6 +11,7 @@ the queues hold, are dropped rather than slowing the calls down, and counted
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import zlib
@@ -58,17 +59,18 @@ BEHIND = "the journal writers are behind the calls (the store is too slow or too
 class _EventQueue:
     """One journal writer's queue: events in order, dropped when ``limit`` are waiting.
 
-    A deque and a wake-up rather than a memory object stream: every round puts an event here,
-    and this single-consumer, never-blocking case needs none of a stream's machinery.
+    A deque and a future rather than a memory object stream or an event: every round puts an
+    event here, and this single-consumer, never-blocking case needs none of their machinery.
     """
 
-    __slots__ = ("closed", "events", "limit", "wake")
+    __slots__ = ("closed", "events", "limit", "waiter")
 
     def __init__(self, limit: int) -> None:
         self.events: deque[tuple[str, dict[str, Any], Any]] = deque()
         """``(call id, event, the span of its round or None)``."""
         self.limit = limit
-        self.wake = anyio.Event()
+        self.waiter: asyncio.Future[None] | None = None
+        """What the writer awaits while the queue is empty (``None``: it is not waiting)."""
         self.closed = False
 
     def put(self, item: tuple[str, dict[str, Any], Any]) -> bool:
@@ -76,15 +78,35 @@ class _EventQueue:
         if len(self.events) >= self.limit:
             return False
         self.events.append(item)
-        wake = self.wake
-        if not wake.is_set():
-            wake.set()
+        self.wake()
         return True
+
+    def wake(self) -> None:
+        waiter = self.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     def close(self) -> None:
         """The writer ends once it has written what is queued."""
         self.closed = True
-        self.wake.set()
+        self.wake()
+
+    async def wait(self, until: float) -> None:
+        """Until an event is queued, the queue closes, or the loop's clock reaches ``until``."""
+        loop = asyncio.get_running_loop()
+        waiter = self.waiter = loop.create_future()
+        timer = None if until == math.inf else loop.call_at(until, _wake, waiter)
+        try:
+            await waiter
+        finally:
+            self.waiter = None
+            if timer is not None:
+                timer.cancel()
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 class _HeldCall:
@@ -203,24 +225,23 @@ class JournalWriter:
         events = queue.events
         held: dict[str, _HeldCall] = {}
         """The calls whose rounds wait for their end, the longest waiting first."""
+        loop = asyncio.get_running_loop()
         while True:
             if not events:
                 if queue.closed:
                     await self._write(_take_due(held, math.inf))
                     return
-                wake = queue.wake = anyio.Event()
                 if held:
-                    with anyio.move_on_after(next(iter(held.values())).due - anyio.current_time()):
-                        await wake.wait()
+                    await queue.wait(next(iter(held.values())).due)
                     if not events:
-                        await self._write(_take_due(held, anyio.current_time()))
+                        await self._write(_take_due(held, loop.time()))
                 else:
-                    await wake.wait()
+                    await queue.wait(math.inf)
                 continue
             if len(events) < JOURNAL_BATCH:  # let a batch gather: one round trip for many
-                await anyio.sleep(JOURNAL_LINGER)
+                await asyncio.sleep(JOURNAL_LINGER)
             batch = [events.popleft() for _ in range(min(len(events), JOURNAL_BATCH))]
-            now = anyio.current_time()
+            now = loop.time()
             records: list[_HeldCall] = []
             for call_id, event, link in batch:
                 call = held.get(call_id)
