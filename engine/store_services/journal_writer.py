@@ -63,22 +63,39 @@ class _EventQueue:
     event here, and this single-consumer, never-blocking case needs none of their machinery.
     """
 
-    __slots__ = ("closed", "events", "limit", "waiter")
+    __slots__ = ("closed", "events", "limit", "timer", "until", "waiter")
 
     def __init__(self, limit: int) -> None:
-        self.events: deque[tuple[str, dict[str, Any], Any]] = deque()
-        """``(call id, event, the span of its round or None)``."""
+        self.events: deque[tuple[str, dict[str, Any], Any, float | None]] = deque()
+        """``(call id, event, the span of its round or None, when its hold ends or None:
+        a hold from when the writer takes it)``."""
         self.limit = limit
         self.waiter: asyncio.Future[None] | None = None
-        """What the writer awaits while the queue is empty (``None``: it is not waiting)."""
+        """What the writer awaits while it waits (``None``: it is not waiting)."""
+        self.until = math.inf
+        """When the writer's wait ends at the latest (the loop's clock)."""
+        self.timer: asyncio.TimerHandle | None = None
         self.closed = False
 
-    def put(self, item: tuple[str, dict[str, Any], Any]) -> bool:
-        """Queue an event; ``False`` when the queue is full (the event is not queued)."""
+    def put(self, call_id: str, event: dict[str, Any], link: Any, hold: bool = False) -> bool:
+        """Queue an event; ``False`` when the queue is full (the event is not queued).
+
+        A ``hold`` event (its call goes on) wakes a waiting writer only at the end of the
+        hold: the writer would only hold it, and the call's next round wakes it anyway."""
         if len(self.events) >= self.limit:
             return False
-        self.events.append(item)
-        self.wake()
+        waiter = self.waiter
+        if waiter is None:  # the writer is busy: it takes this event in turn
+            self.events.append((call_id, event, link, None))
+        elif not hold:
+            self.events.append((call_id, event, link, None))
+            self.wake()
+        else:
+            loop = waiter.get_loop()
+            due = loop.time() + JOURNAL_HOLD
+            self.events.append((call_id, event, link, due))
+            if due < self.until:
+                self._wake_at(loop, due)
         return True
 
     def wake(self) -> None:
@@ -92,21 +109,26 @@ class _EventQueue:
         self.wake()
 
     async def wait(self, until: float) -> None:
-        """Until an event is queued, the queue closes, or the loop's clock reaches ``until``."""
+        """Until an event is queued (but a held one: see :meth:`put`), the queue closes, or
+        the loop's clock reaches ``until``."""
         loop = asyncio.get_running_loop()
-        waiter = self.waiter = loop.create_future()
-        timer = None if until == math.inf else loop.call_at(until, _wake, waiter)
+        self.waiter = loop.create_future()
+        self.until = math.inf
+        if until != math.inf:
+            self._wake_at(loop, until)
         try:
-            await waiter
+            await self.waiter
         finally:
             self.waiter = None
-            if timer is not None:
-                timer.cancel()
+            if self.timer is not None:
+                self.timer.cancel()
+                self.timer = None
 
-
-def _wake(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
-        waiter.set_result(None)
+    def _wake_at(self, loop: asyncio.AbstractEventLoop, until: float) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+        self.until = until
+        self.timer = loop.call_at(until, self.wake)
 
 
 class _HeldCall:
@@ -191,7 +213,7 @@ class JournalWriter:
         writer = writers[0] if len(writers) == 1 else writers[hash(call_id) % len(writers)]
         metrics = self.metrics
         link = None if metrics is None or metrics.store_spans is None else metrics.trace_link()
-        if not writer.put((call_id, event, link)):
+        if not writer.put(call_id, event, link, event.get("kind") == INPUT_REQUIRED):
             self.drops.dropped(1, BEHIND)
         return True
 
@@ -243,10 +265,10 @@ class JournalWriter:
             batch = [events.popleft() for _ in range(min(len(events), JOURNAL_BATCH))]
             now = loop.time()
             records: list[_HeldCall] = []
-            for call_id, event, link in batch:
+            for call_id, event, link, due in batch:
                 call = held.get(call_id)
                 if call is None:
-                    call = _HeldCall(call_id, now + JOURNAL_HOLD)
+                    call = _HeldCall(call_id, now + JOURNAL_HOLD if due is None else due)
                     if event.get("kind") == INPUT_REQUIRED:
                         held[call_id] = call
                     else:
