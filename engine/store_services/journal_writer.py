@@ -11,6 +11,7 @@ the queues hold, are dropped rather than slowing the calls down, and counted
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import zlib
@@ -58,33 +59,76 @@ BEHIND = "the journal writers are behind the calls (the store is too slow or too
 class _EventQueue:
     """One journal writer's queue: events in order, dropped when ``limit`` are waiting.
 
-    A deque and a wake-up rather than a memory object stream: every round puts an event here,
-    and this single-consumer, never-blocking case needs none of a stream's machinery.
+    A deque and a future rather than a memory object stream or an event: every round puts an
+    event here, and this single-consumer, never-blocking case needs none of their machinery.
     """
 
-    __slots__ = ("closed", "events", "limit", "wake")
+    __slots__ = ("closed", "events", "limit", "timer", "until", "waiter")
 
     def __init__(self, limit: int) -> None:
-        self.events: deque[tuple[str, dict[str, Any], Any]] = deque()
-        """``(call id, event, the span of its round or None)``."""
+        self.events: deque[tuple[str, dict[str, Any], Any, float | None]] = deque()
+        """``(call id, event, the span of its round or None, when its hold ends or None:
+        a hold from when the writer takes it)``."""
         self.limit = limit
-        self.wake = anyio.Event()
+        self.waiter: asyncio.Future[None] | None = None
+        """What the writer awaits while it waits (``None``: it is not waiting)."""
+        self.until = math.inf
+        """When the writer's wait ends at the latest (the loop's clock)."""
+        self.timer: asyncio.TimerHandle | None = None
         self.closed = False
 
-    def put(self, item: tuple[str, dict[str, Any], Any]) -> bool:
-        """Queue an event; ``False`` when the queue is full (the event is not queued)."""
+    def put(self, call_id: str, event: dict[str, Any], link: Any, hold: bool = False) -> bool:
+        """Queue an event; ``False`` when the queue is full (the event is not queued).
+
+        A ``hold`` event (its call goes on) wakes a waiting writer only at the end of the
+        hold: the writer would only hold it, and the call's next round wakes it anyway."""
         if len(self.events) >= self.limit:
             return False
-        self.events.append(item)
-        wake = self.wake
-        if not wake.is_set():
-            wake.set()
+        waiter = self.waiter
+        if waiter is None:  # the writer is busy: it takes this event in turn
+            self.events.append((call_id, event, link, None))
+        elif not hold:
+            self.events.append((call_id, event, link, None))
+            self.wake()
+        else:
+            loop = waiter.get_loop()
+            due = loop.time() + JOURNAL_HOLD
+            self.events.append((call_id, event, link, due))
+            if due < self.until:
+                self._wake_at(loop, due)
         return True
+
+    def wake(self) -> None:
+        waiter = self.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     def close(self) -> None:
         """The writer ends once it has written what is queued."""
         self.closed = True
-        self.wake.set()
+        self.wake()
+
+    async def wait(self, until: float) -> None:
+        """Until an event is queued (but a held one: see :meth:`put`), the queue closes, or
+        the loop's clock reaches ``until``."""
+        loop = asyncio.get_running_loop()
+        self.waiter = loop.create_future()
+        self.until = math.inf
+        if until != math.inf:
+            self._wake_at(loop, until)
+        try:
+            await self.waiter
+        finally:
+            self.waiter = None
+            if self.timer is not None:
+                self.timer.cancel()
+                self.timer = None
+
+    def _wake_at(self, loop: asyncio.AbstractEventLoop, until: float) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+        self.until = until
+        self.timer = loop.call_at(until, self.wake)
 
 
 class _HeldCall:
@@ -169,7 +213,7 @@ class JournalWriter:
         writer = writers[0] if len(writers) == 1 else writers[hash(call_id) % len(writers)]
         metrics = self.metrics
         link = None if metrics is None or metrics.store_spans is None else metrics.trace_link()
-        if not writer.put((call_id, event, link)):
+        if not writer.put(call_id, event, link, event.get("kind") == INPUT_REQUIRED):
             self.drops.dropped(1, BEHIND)
         return True
 
@@ -203,29 +247,28 @@ class JournalWriter:
         events = queue.events
         held: dict[str, _HeldCall] = {}
         """The calls whose rounds wait for their end, the longest waiting first."""
+        loop = asyncio.get_running_loop()
         while True:
             if not events:
                 if queue.closed:
                     await self._write(_take_due(held, math.inf))
                     return
-                wake = queue.wake = anyio.Event()
                 if held:
-                    with anyio.move_on_after(next(iter(held.values())).due - anyio.current_time()):
-                        await wake.wait()
+                    await queue.wait(next(iter(held.values())).due)
                     if not events:
-                        await self._write(_take_due(held, anyio.current_time()))
+                        await self._write(_take_due(held, loop.time()))
                 else:
-                    await wake.wait()
+                    await queue.wait(math.inf)
                 continue
             if len(events) < JOURNAL_BATCH:  # let a batch gather: one round trip for many
-                await anyio.sleep(JOURNAL_LINGER)
+                await asyncio.sleep(JOURNAL_LINGER)
             batch = [events.popleft() for _ in range(min(len(events), JOURNAL_BATCH))]
-            now = anyio.current_time()
+            now = loop.time()
             records: list[_HeldCall] = []
-            for call_id, event, link in batch:
+            for call_id, event, link, due in batch:
                 call = held.get(call_id)
                 if call is None:
-                    call = _HeldCall(call_id, now + JOURNAL_HOLD)
+                    call = _HeldCall(call_id, now + JOURNAL_HOLD if due is None else due)
                     if event.get("kind") == INPUT_REQUIRED:
                         held[call_id] = call
                     else:

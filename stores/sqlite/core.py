@@ -180,7 +180,8 @@ class SQLiteCore:
             except Exception as exc:
                 fail_all(group, exc)
         self._quick_writes += len(group)
-        await self._housekeeping()
+        if self._quick_writes >= CHECKPOINT_EVERY or self._purge_clock() >= self._next_purge:
+            await self._housekeeping()  # seldom: most writes need none
 
     def _failed(self, what: str, exc: sqlite3.DatabaseError) -> StoreUnavailable:
         if sql.is_full(exc) and not self._log_stuck:  # the log may be what fills the disk

@@ -138,17 +138,27 @@ _INSERT = (
     "INSERT INTO journal (call_id, seq, target, first_ts, last_ts, last_kind, expires_at, event)"
     " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
+_INSERT_FIRST = (
+    "INSERT OR IGNORE INTO journal"
+    " (call_id, seq, target, first_ts, last_ts, last_kind, expires_at, event)"
+    " VALUES (?, 0, ?, ?, ?, ?, ?, ?)"
+)
+"""A call's first row, unless it has one (live or expired: then the probe of its last row)."""
 
 
 def insert_events(
     conn: sqlite3.Connection, clock: Clock, entries: list[EncodedEvent], ttl: float
 ) -> None:
-    """Journal events (call id, encoded event, listing fields) in one transaction: each reads
-    its call's last row (an index probe) and adds the next."""
+    """Journal events (call id, encoded event, listing fields) in one transaction: each is its
+    call's first row if the call has none (the common case: a call journaled in one record),
+    else it reads the call's last row (an index probe) and adds the next."""
     with transaction(conn):
         now = clock()
         expires = now + ttl
         for call_id, data, fields in entries:
+            first = (call_id, fields.target, fields.ts, fields.ts, fields.kind, expires, data)
+            if conn.execute(_INSERT_FIRST, first).rowcount:
+                continue  # rows go by whole calls: without a first row, the call had none
             last = conn.execute(_LAST, (call_id,)).fetchone()
             if last is not None and last[5] > now:
                 seq, target, first_ts, last_ts, kind, _ = last
