@@ -117,7 +117,7 @@ class Channel(Protocol):
         """Who makes the request (the ``principal`` a new session is bound to); may raise."""
         ...
 
-    async def respond(self, response: Response) -> None:
+    def respond(self, response: Response) -> Awaitable[None]:
         """Answer the message (``response.body`` ``None``: nothing to answer)."""
         ...
 

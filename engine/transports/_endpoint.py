@@ -114,13 +114,16 @@ class EndpointChannel(Exchange):
     def principal(self) -> str | None:
         return self.app.server.request_principal(self.headers, self.access_token)
 
-    async def respond(self, response: Response) -> None:
+    def respond(self, response: Response) -> Awaitable[None]:
+        """Write ``response`` whole: a scope refusal as its 403, nothing to answer as an empty
+        body (a ``202``), else its JSON-RPC body."""
         if response.status == 403 and isinstance(response, ScopeRefused):
-            await self.app.refuse_scopes(
+            return self.app.refuse_scopes(
                 self.access_token, self.scope, self.headers, self.send, response
             )
-            return
-        await send_json(self.send, response.status, response.body or b"", self.app.replica_header)
+        if response.body is None:
+            return send_plain(self.send, response.status, b"", self.app.replica_header)
+        return send_json(self.send, response.status, response.body, self.app.replica_header)
 
     def request(
         self, era: Era, raw: dict[str, Any], notifies: bool, serve: Serve
@@ -133,15 +136,7 @@ class EndpointChannel(Exchange):
         if notifies and not app.json_response:
             refuse = app.scope_refusal(self.access_token, self.scope, self.headers, self.send)
             return stream_call(serve, app.replica_header, self.receive, self.send, refuse)
-        return until_disconnect(serve(None), self.receive, then=self._answer)
-
-    def _answer(self, response: Response) -> Awaitable[None]:
-        """Write the answer of a request served whole (not streamed)."""
-        if response.status == 403 and isinstance(response, ScopeRefused):
-            return self.respond(response)
-        if response.body is None:
-            return send_plain(self.send, response.status, b"", self.app.replica_header)
-        return send_json(self.send, response.status, response.body, self.app.replica_header)
+        return until_disconnect(serve(None), self.receive, then=self.respond)
 
     async def stream(self, feed: Feed) -> None:
         await self.app.event_stream(self.receive, self.send, feed)
