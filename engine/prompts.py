@@ -45,11 +45,7 @@ class Prompt(prompt.Prompt):
         and must then name a parameter annotated ``Context``.
         """
         made = cls(fn, name, title=title, description=description, icons=icons)
-        if context_kwarg is not None and context_kwarg not in made.signature.context_names:
-            raise TypeError(
-                f"context_kwarg={context_kwarg!r}: prompt {made.name!r} has no parameter of that "
-                "name annotated Context; annotate the parameter that receives it as Context"
-            )
+        made.check_context_kwarg(context_kwarg)
         return made
 
     async def render(

@@ -47,11 +47,7 @@ class Tool(tool.Tool):
             meta=meta,
             structured_output=structured_output,
         )
-        if context_kwarg is not None and context_kwarg not in made.signature.context_names:
-            raise TypeError(
-                f"context_kwarg={context_kwarg!r}: tool {made.name!r} has no parameter of that "
-                "name annotated Context; annotate the parameter that receives it as Context"
-            )
+        made.check_context_kwarg(context_kwarg)
         return made
 
 

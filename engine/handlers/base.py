@@ -72,6 +72,15 @@ class Handler:
         """Changes when the code of the handler or any of its resolvers changes (set when
         registered: every journaled round reads it)."""
 
+    def check_context_kwarg(self, context_kwarg: str | None) -> None:
+        """``from_function(context_kwarg=...)`` of the official API: the ``Context`` parameter is
+        found by its annotation here, so a name given must be one of those parameters."""
+        if context_kwarg is not None and context_kwarg not in self.signature.context_names:
+            raise TypeError(
+                f"context_kwarg={context_kwarg!r}: {self.role} {self.name!r} has no parameter of "
+                "that name annotated Context; annotate the parameter that receives it as Context"
+            )
+
     def functions(self, signature: Signature) -> list[Callable[..., Any]]:
         """The handler and the resolvers ``signature`` runs, in order: the code a fingerprint
         covers."""
