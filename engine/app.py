@@ -270,12 +270,12 @@ class MCPServer(Generic[LifespanT]):
             principal = token_principal
         name = "mcp-server" if name is None else name
         info = InfoSettings.of(title, description, website_url, icons)
-        self.settings = Settings.build(name=name, info=info, lifespan=lifespan, **options)
+        self.settings = Settings.build(
+            name=name, info=info, lifespan=lifespan, auth=auth, **options
+        )
         """The official server's ``mcp.settings`` (``debug``, ``log_level``, ``dependencies``,
         ``lifespan``, ``auth``, ``warn_on_duplicate_*``) and this server's own settings."""
-        if auth is not None and self.settings.serve.trust_forwarded:
-            auth = auth.model_copy(update={"trust_forwarded": True})
-        self.settings = self.settings.model_copy(update={"auth": auth})
+        auth = self.settings.auth
         self.lifespan = lifespan
         self.dependencies: list[str] = self.settings.dependencies
         self.dependency_overrides = DependencyOverrides()

@@ -491,6 +491,9 @@ class Settings(ChangeableGroup):
             raise TypeError(f"unknown server options: {', '.join(unknown)}")
         given: Mapping[str, Any] = options
         env = environ
+        serve = ServeSettings.of(given, env, connections=ConnectionLimits.of(given, env))
+        if auth is not None and serve.trust_forwarded:  # metadata URLs from the forwarded host
+            auth = auth.model_copy(update={"trust_forwarded": True})
         return cls.of(
             given,
             env,
@@ -499,7 +502,7 @@ class Settings(ChangeableGroup):
             journal=JournalSettings.of(given, env, server=name),
             tasks=TaskSettings.of(given, env),
             legacy=LegacySettings.of(given, env),
-            serve=ServeSettings.of(given, env, connections=ConnectionLimits.of(given, env)),
+            serve=serve,
             info=InfoSettings(None, None, None, ()) if info is None else info,
             lifespan=lifespan,
             auth=auth,
