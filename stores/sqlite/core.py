@@ -115,7 +115,7 @@ class SQLiteCore:
         await self._acquire(what)
         try:
             result = await self._in_thread(what, op)
-            if write:
+            if write and self._housekeeping_due():
                 await self._housekeeping()
             return result
         finally:
@@ -180,8 +180,8 @@ class SQLiteCore:
             except Exception as exc:
                 fail_all(group, exc)
         self._quick_writes += len(group)
-        if self._quick_writes >= CHECKPOINT_EVERY or self._purge_clock() >= self._next_purge:
-            await self._housekeeping()  # seldom: most writes need none
+        if self._housekeeping_due():  # seldom: most writes need none, nor a coroutine
+            await self._housekeeping()
 
     def _failed(self, what: str, exc: sqlite3.DatabaseError) -> StoreUnavailable:
         if sql.is_full(exc) and not self._log_stuck:  # the log may be what fills the disk
@@ -233,14 +233,16 @@ class SQLiteCore:
                 raise
             raise self._failed(what, exc) from exc
 
+    def _housekeeping_due(self) -> bool:
+        return self._quick_writes >= CHECKPOINT_EVERY or self._purge_clock() >= self._next_purge
+
     async def _housekeeping(self) -> None:
         """After a write, under the lock: purge expired rows now and then, and checkpoint the
         log after `CHECKPOINT_EVERY` quick writes. The write is done: nothing here fails it, and
-        a cancelled caller waits for the worker thread rather than lose its result."""
+        a cancelled caller waits for the worker thread rather than lose its result. Called when
+        `_housekeeping_due`."""
         purge = self._purge_clock() >= self._next_purge
         checkpoint = self._quick_writes >= CHECKPOINT_EVERY
-        if not (purge or checkpoint):
-            return
         conn = self._conn
         if conn is None:
             return
