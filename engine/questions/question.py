@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from engine.errors import MISSING_CLIENT_CAPABILITY, MCPError
 
@@ -162,6 +162,15 @@ class QuestionKind:
         return self.question.method
 
 
+def wire_outcome(model: type[BaseModel], answer: Any, what: str) -> Any:
+    """``answer`` as the wire ``model`` with only its declared fields (what :meth:`Question.kept`
+    may keep as it is); :class:`BadAnswer` naming ``what`` it is not."""
+    try:
+        return model.model_validate(declared(model.model_validate(answer)))
+    except ValidationError as exc:
+        raise BadAnswer(f"the answer is not {what}") from exc
+
+
 def declared(value: Any) -> Any:
     """A wire model's declared fields, recursively, by their wire names: the fields a client
     added beyond the schema (which wire models keep, as ``extra="allow"``) left out."""
@@ -187,4 +196,5 @@ __all__ = [
     "Restore",
     "Terminal",
     "declared",
+    "wire_outcome",
 ]

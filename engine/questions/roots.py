@@ -6,15 +6,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from engine.questions.question import (
-    BadAnswer,
     Outcome,
     Question,
     QuestionKind,
     Terminal,
-    declared,
+    wire_outcome,
 )
 from engine.types import ListRootsResult
 
@@ -34,10 +33,7 @@ class ListRoots(Question):
         return "roots", {"roots": {}}
 
     def parse(self, answer: Any) -> Outcome:
-        try:
-            return ListRootsResult.model_validate(declared(ListRootsResult.model_validate(answer)))
-        except ValidationError as exc:
-            raise BadAnswer("the answer is not a roots list") from exc
+        return wire_outcome(ListRootsResult, answer, "a roots list")
 
     def kept(self, outcome: Outcome) -> Any:
         return outcome.to_wire()

@@ -6,15 +6,14 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from engine.questions.question import (
-    BadAnswer,
     Outcome,
     Question,
     QuestionKind,
     Terminal,
-    declared,
+    wire_outcome,
 )
 from engine.types import (
     CreateMessageResult,
@@ -93,10 +92,7 @@ class Sample(Question):
 
     def parse(self, answer: Any) -> Outcome:
         model = CreateMessageResultWithTools if self.uses_tools else CreateMessageResult
-        try:
-            return model.model_validate(declared(model.model_validate(answer)))
-        except ValidationError as exc:
-            raise BadAnswer("the answer is not a sampling result") from exc
+        return wire_outcome(model, answer, "a sampling result")
 
     def kept(self, outcome: Outcome) -> Any:
         return outcome.to_wire()
