@@ -8,9 +8,10 @@ group; a write that fails leaves the others' rows and raises to its own caller o
 (`commit_group`). Nobody learns a result before the transaction holding it commits:
 a claim is on disk, as far as ``synchronous`` promises, before its round's body runs.
 
-A writer cancelled before its group is taken leaves it (its write never runs); a leader cancelled
-before it takes the group hands the lead to the next writer. Once taken, a group commits even if
-its leader is cancelled: the others wait for it.
+A writer cancelled before its group is taken leaves it (its write never runs): a cancelled caller
+stops at its first wait, the leader's yield or a follower's wait for the commit, before any write
+of its group runs. A leader cancelled before it takes the group hands the lead to the next
+writer. Once taken, a group commits even if its leader is cancelled: the others wait for it.
 
 The waits are asyncio futures rather than anyio events and cancel scopes: a write pays for
 them on every round, and the store runs on anyio's asyncio backend only, as Redis's does.
@@ -23,9 +24,6 @@ import copy
 import sqlite3
 from collections.abc import Awaitable, Callable
 from typing import Any, Generic, TypeVar
-
-import anyio
-import anyio.lowlevel
 
 from .schema import Clock, transaction
 
@@ -85,7 +83,6 @@ class GroupCommit:
         self._leader: Pending[Any] | None = None
 
     async def run(self, what: str, op: Op[T]) -> T:
-        await anyio.lowlevel.checkpoint_if_cancelled()  # a cancelled caller stops here
         wake: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         me: Pending[T] = Pending(what, op, wake)
         self._queue.append(me)

@@ -171,6 +171,21 @@ async def test_a_writer_cancelled_before_its_group_is_taken_writes_nothing() -> 
     assert recorded.results == ["leader", "third"]
 
 
+async def test_a_write_made_in_a_cancelled_scope_writes_nothing() -> None:
+    recorded = Recorded()
+
+    alone = anyio.CancelScope()
+    alone.cancel()
+    await recorded.write("alone", alone)
+    cancelled = anyio.CancelScope()
+    cancelled.cancel()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(recorded.write, "cancelled leader", cancelled)
+        tg.start_soon(recorded.write, "follower", anyio.CancelScope())
+    assert recorded.ran == ["follower"]
+    assert recorded.results == ["follower"]
+
+
 async def test_a_leader_cancelled_before_it_takes_the_group_passes_the_lead() -> None:
     recorded = Recorded()
 
