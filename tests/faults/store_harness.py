@@ -130,8 +130,9 @@ class Load:
     clients: int = 8
     acknowledged: list[str] = field(default_factory=list)
     """Call ids of the calls whose final result came back."""
-    failures: int = 0
-    """Rounds answered with an error (a store outage, say): the client would retry them."""
+    failed_at: list[float] = field(default_factory=list)
+    """When (``time.monotonic()``) a call ended without its result, as a round answered with an
+    error (a store outage, say) ends it: the client would retry it."""
 
     async def run(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
         """Until cancelled."""
@@ -149,7 +150,7 @@ class Load:
             except httpx.HTTPError:
                 call_id = None
             if call_id is None:
-                self.failures += 1
+                self.failed_at.append(time.monotonic())
                 await anyio.sleep(0.05)  # as a client backs off before its retry
             else:
                 self.acknowledged.append(call_id)
