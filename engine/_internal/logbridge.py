@@ -3,12 +3,14 @@
 A handler writes to Python's logging like any program. When the request opted in (2026-07-28:
 ``_meta["io.modelcontextprotocol/logLevel"]``; 2025-11-25: the session's ``logging/setLevel``),
 records emitted while serving it, at or above that level, also go to the client on the request's
-stream. Nothing is sent to a client that did not ask, and nothing the application's logging
-configuration filters out (set your loggers' levels as for any program).
+stream. No record is sent to a client that did not ask (a library's log lines can carry what
+only the server should see), and nothing the application's logging configuration filters out
+(set your loggers' levels as for any program).
 
 ``ctx.log()`` (and ``ctx.debug/info/warning/error``) sends one message through the same filter:
 :func:`log_message`. A message below the level asked for is dropped silently, as the official
-server drops it.
+server drops it. A 2025-11-25 session that set no level hears the handler's own messages from
+``info`` up, as the official server's clients do, and none of Python's records.
 """
 
 from __future__ import annotations
@@ -52,6 +54,8 @@ class _Forwarding:
     threshold: int
     sender: MemoryObjectSendStream[tuple[str, dict[str, Any]]]
     loop_thread: int
+    records: bool
+    """Python's log records go too, not only the handler's own messages."""
 
 
 _current: contextvars.ContextVar[_Forwarding | None] = contextvars.ContextVar(
@@ -67,7 +71,9 @@ def _admitted(threshold: int | None, levelno: int) -> bool:
 class _Bridge(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         forwarding = _current.get()
-        if forwarding is None or not _admitted(forwarding.threshold, record.levelno):
+        if forwarding is None or not forwarding.records:
+            return
+        if not _admitted(forwarding.threshold, record.levelno):
             return
         if record.name.startswith("engine.") or record.name.startswith("uvicorn"):
             return
@@ -149,15 +155,18 @@ def _install() -> None:
 
 
 @contextlib.asynccontextmanager
-async def forwarding_logs(level: str | None, notify: Notify | None) -> AsyncIterator[None]:
-    """Forward log records emitted inside the block to ``notify`` when a level was asked for."""
+async def forwarding_logs(
+    level: str | None, notify: Notify | None, *, records: bool = True
+) -> AsyncIterator[None]:
+    """Forward the messages, and unless ``records`` is false the log records, emitted inside
+    the block to ``notify`` when a level was asked for."""
     threshold = LEVELS.get(level or "")
     if threshold is None or notify is None:
         yield
         return
     _install()
     sender, receiver = anyio.create_memory_object_stream[tuple[str, dict[str, Any]]](256)
-    token = _current.set(_Forwarding(threshold, sender, threading.get_ident()))
+    token = _current.set(_Forwarding(threshold, sender, threading.get_ident(), records))
 
     async def pump() -> None:
         async with receiver:

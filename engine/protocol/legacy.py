@@ -384,6 +384,7 @@ async def _serve(
     if trace is not None:
         scope.trace = trace
     request = LegacyRequest(server, params, session, scope, exchange)
-    async with forwarding_logs(session.log_level or "info", exchange.notify):
+    asked = session.log_level
+    async with forwarding_logs(asked or "info", exchange.notify, records=asked is not None):
         result = await operation(request)
     return result if isinstance(result, bytes) else dumps(result)

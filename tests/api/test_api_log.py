@@ -166,6 +166,47 @@ def logs_through_python_logging() -> MCPServer:
     return mcp
 
 
+def logs_both_ways() -> MCPServer:
+    mcp = MCPServer("Both", keys=[KEY])
+
+    @mcp.tool()
+    async def fetch(ctx: Context) -> str:
+        await ctx.info("fetching")
+        logging.getLogger("app.http").warning("GET https://internal.example/?key=s3cret")
+        return "fetched"
+
+    return mcp
+
+
+@pytest.mark.filterwarnings("ignore:The logging capability is deprecated")
+async def test_a_legacy_session_hears_python_logging_only_once_it_sets_a_level() -> None:
+    heard: list[types.LoggingMessageNotificationParams] = []
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        heard.append(params)
+
+    app = logs_both_ways().streamable_http_app()
+    async with (
+        serve_asgi(app) as base,
+        httpx2.AsyncClient(trust_env=False, timeout=TIMEOUT) as http,
+    ):
+        client = OfficialClient(
+            streamable_http_client(base.rstrip("/") + "/mcp", http_client=http),
+            mode="legacy",
+            read_timeout_seconds=TIMEOUT,
+            logging_callback=on_log,
+        )
+        async with client:
+            await client.call_tool("fetch", {})
+            by_default = [(p.level, p.logger, p.data) for p in heard]
+            heard.clear()
+            await client.set_logging_level("warning")
+            await client.call_tool("fetch", {})
+            after_set = [(p.level, p.logger, p.data) for p in heard]
+    assert by_default == [("info", None, "fetching")]  # the handler's own words only
+    assert after_set == [("warning", "app.http", "GET https://internal.example/?key=s3cret")]
+
+
 async def test_python_logging_reaches_a_modern_request_that_asked_for_its_level() -> None:
     async with Client(logs_through_python_logging()) as client:
         await call_with_meta(client, "work", **{LOG_LEVEL: "warning"})
