@@ -188,7 +188,9 @@ def serve(server: Served, raw: Any, channel: Channel) -> Awaitable[object]:
 async def _cancel_2026(server: Served, raw: dict[str, Any], channel: Channel) -> None:
     """``notifications/cancelled``: the request cancelled where the channel cancels that way,
     then the notification served as any other (through the middleware, when there is some)."""
-    await channel.cancel(Era.V2026_07_28, _cancelled(raw))
+    request_id = _cancelled(raw)
+    if request_id is not None:
+        await channel.cancel(Era.V2026_07_28, request_id)
     await channel.request(Era.V2026_07_28, raw, False, _modern(server, raw, channel))
 
 
@@ -211,9 +213,11 @@ def notifying(exchange: Exchange, notify: Notify) -> Exchange:
     )
 
 
-def _cancelled(raw: dict[str, Any]) -> Any:
+def _cancelled(raw: dict[str, Any]) -> str | int | None:
+    """The id a cancel names; ``None`` (nothing to cancel) for one no request can have."""
     params = raw.get("params")
-    return params.get("requestId") if isinstance(params, dict) else None
+    request_id = params.get("requestId") if type(params) is dict else None
+    return request_id if type(request_id) is str or type(request_id) is int else None
 
 
 async def _listen(server: Served, raw: dict[str, Any], channel: Channel) -> None:
@@ -326,8 +330,9 @@ async def _serve_2025(server: Served, raw: dict[str, Any], method: Any, channel:
         return
     principal, session = held
     if "id" not in raw:
-        if method == "notifications/cancelled":
-            await channel.cancel(Era.V2025_11_25, _cancelled(raw))
+        cancelled = _cancelled(raw) if method == "notifications/cancelled" else None
+        if cancelled is not None:
+            await channel.cancel(Era.V2025_11_25, cancelled)
         if server.middleware:
             try:
                 message = parse(raw)

@@ -6,6 +6,7 @@ its slot. Against a real replica served over a socket."""
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -134,3 +135,34 @@ async def test_the_replica_bound_holds_across_sessions_and_frees_when_calls_time
     assert "already has 3 calls waiting for their clients' answers" in text
     assert held == 3
     assert after_timeout["method"] == "elicitation/create"
+
+
+def cancel_of(request_id: Any) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "method": "notifications/cancelled",
+        "params": {"requestId": request_id},
+    }
+
+
+async def test_a_cancel_naming_an_id_no_request_can_have_is_accepted_and_changes_nothing(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    mcp = build_bookshop(keys=[KEY])
+    async with (
+        serve_asgi(mcp.streamable_http_app()) as base,
+        httpx2.AsyncClient(trust_env=False, timeout=TIMEOUT) as http,
+    ):
+        url = base + "/mcp"
+        session = await open_session(http, url)
+        asked = await call_and_hang_up(http, url, session, 10)
+        for bad in ({"a": 1}, [10], 10.0, True, None):
+            sent = await http.post(url, json=cancel_of(bad), headers=session)
+            assert sent.status_code == 202
+        await anyio.sleep(0.2)
+        still_waiting = mcp.core.backchannel.pending(session["MCP-Session-Id"])
+        assert (await http.post(url, json=cancel_of(10), headers=session)).status_code == 202
+        await wait_until(lambda: mcp.core.backchannel.pending(session["MCP-Session-Id"]) == 0)
+    assert asked["method"] == "elicitation/create"
+    assert still_waiting == 1
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []

@@ -113,6 +113,16 @@ def test_bad_lines_get_errors_and_the_server_keeps_going() -> None:
     assert process_lines[0]["error"]["code"] == -32601
 
 
+def test_a_cancel_naming_an_id_no_request_can_have_is_ignored() -> None:
+    cancels = [
+        {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": bad}}
+        for bad in ({"a": 1}, [1], 1.5, True, None)
+    ]
+    search = call(9, "search_books", arguments={"query": "dune"})
+    [reply] = exchange("examples/seeds/search_books.py", [*cancels, search], expect=1)
+    assert reply["result"]["content"][0]["text"] == "[request 9] Found 3 books matching 'dune'."
+
+
 def test_a_call_sent_right_after_initialize_is_served_in_its_session(tmp_path: Path) -> None:
     """A 2025-11-25 client may send its first call without waiting for ``initialize``'s answer.
 
