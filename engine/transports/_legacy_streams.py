@@ -20,6 +20,7 @@ import re
 import secrets
 import time
 import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,13 +74,31 @@ def _alive_key(instance: str) -> str:
 
 class LegacyState:
     """Per-server transport state: streams kept for resumption, requests that can be cancelled,
-    and when this replica last told the store it is alive."""
+    the ``GET`` streams of each session, and when this replica last told the store it is
+    alive."""
 
     def __init__(self, server: Hosted) -> None:
         self.event_logs: dict[str, EventLog] = {}
         self.inflight: dict[tuple[str | None, Any], anyio.CancelScope] = {}
+        self.ended: set[tuple[str | None, Any]] = set()
+        """Requests in ``inflight`` cancelled because their session was deleted."""
+        self.session_streams: dict[str, set[anyio.CancelScope]] = {}
         self.next_beat = 0.0
         server.bus.on("cancel", self._cancel_here)
+        server.bus.on("session-ended", self._end_session_here)
+
+    @contextlib.contextmanager
+    def session_stream(self, session_id: str, scope: anyio.CancelScope) -> Iterator[None]:
+        """A ``GET`` stream of the session, ended (``scope`` cancelled) when it is deleted."""
+        self.session_streams.setdefault(session_id, set()).add(scope)
+        try:
+            yield
+        finally:
+            scopes = self.session_streams.get(session_id)
+            if scopes is not None:
+                scopes.discard(scope)
+                if not scopes:
+                    del self.session_streams[session_id]
 
     async def beat(self, server: Hosted) -> None:
         """Tell other replicas this one is alive, at most once per ``HEARTBEAT`` however many
@@ -97,6 +116,16 @@ class LegacyState:
     async def _cancel_here(self, session_id: str | None, request_id: Any) -> None:
         scope = self.inflight.get((session_id, request_id))
         if scope is not None:
+            scope.cancel()
+
+    async def _end_session_here(self, session_id: str) -> None:
+        """A ``DELETE`` of the session, on any replica: its requests here end (a call waiting
+        for an answer the client can no longer send included), and so do its streams."""
+        for key, scope in list(self.inflight.items()):
+            if key[0] == session_id:
+                self.ended.add(key)
+                scope.cancel()
+        for scope in self.session_streams.pop(session_id, ()):
             scope.cancel()
 
 

@@ -52,6 +52,11 @@ from stores import StoreUnavailable
 
 log = logging.getLogger("engine.http")
 
+ENDED = (
+    "Session ended: it was deleted (HTTP DELETE) before this request was answered; open a new "
+    "session with initialize and send the request again"
+)
+
 
 async def session_request(
     server: Hosted,
@@ -112,9 +117,10 @@ async def answer(
     session_id = channel.session_id
     stream = ResponseStream(server, send, replica, request_id, session_id)
     response = Response(200, b"")
-    inflight = state_of(server).inflight
+    state = state_of(server)
+    key = (session_id, request_id)
     with anyio.CancelScope() as cancel:
-        inflight[(session_id, request_id)] = cancel
+        state.inflight[key] = cancel
         try:
             async with anyio.create_task_group() as tg:
                 if server.store is not None:
@@ -123,10 +129,16 @@ async def answer(
                 response = await serve(stream)
                 tg.cancel_scope.cancel()
         finally:
-            inflight.pop((session_id, request_id), None)
-    if cancel.cancelled_caught:  # the client cancelled: no result, but end what was started
+            state.inflight.pop(key, None)
+    ended = key in state.ended
+    state.ended.discard(key)
+    if cancel.cancelled_caught:
         with anyio.CancelScope(shield=True):
-            await stream.abandon()
+            if ended:  # its session was deleted: say so, on what is left of the stream
+                error = MCPError(INVALID_REQUEST, ENDED)
+                await stream.finish(200, error_bytes(request_id, error), [])
+            else:  # the client cancelled: no result, but end what was started
+                await stream.abandon()
         return
     extra = []
     if channel.new_session is not None:
@@ -158,14 +170,16 @@ async def get(
             await send_json(send, 404, error_bytes(None, error), replica)
             return
     await start_event_stream(send, replica)
+    ends = state_of(server).session_stream
     async with anyio.create_task_group() as tg:
-        tg.start_soon(cancel_on_disconnect, receive, tg.cancel_scope)
-        if stream is not None:
-            assert last is not None
-            await resume(stream, int(last.rpartition(".")[2]), server, send)
-        else:
-            await _session_stream(server, session, send)
-        tg.cancel_scope.cancel()
+        with ends(session.id, tg.cancel_scope):
+            tg.start_soon(cancel_on_disconnect, receive, tg.cancel_scope)
+            if stream is not None:
+                assert last is not None
+                await resume(stream, int(last.rpartition(".")[2]), server, send)
+            else:
+                await _session_stream(server, session, send)
+            tg.cancel_scope.cancel()
     await end_event_stream(send)
 
 
@@ -192,7 +206,9 @@ async def _session_stream(server: Hosted, session: LegacySession, send: Send) ->
 
 
 async def delete(server: Hosted, session_id: str, replica: Header, send: Send) -> None:
+    """End the session, and on every replica its requests still running and its streams."""
     await server.sessions.delete(session_id)
+    await server.bus.publish("session-ended", session_id)
     await send_json(send, 200, b"", replica)
 
 

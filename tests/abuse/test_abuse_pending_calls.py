@@ -166,3 +166,48 @@ async def test_a_cancel_naming_an_id_no_request_can_have_is_accepted_and_changes
     assert asked["method"] == "elicitation/create"
     assert still_waiting == 1
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
+
+
+async def test_deleting_a_session_ends_its_waiting_call_and_its_stream_at_once() -> None:
+    mcp = build_bookshop(keys=[KEY])  # 300 s to answer, were the call left waiting
+    async with (
+        serve_asgi(mcp.streamable_http_app()) as base,
+        httpx2.AsyncClient(trust_env=False, timeout=TIMEOUT) as http,
+    ):
+        url = base + "/mcp"
+        session = await open_session(http, url)
+        call_events: list[dict[str, Any]] = []
+        stream_ended = anyio.Event()
+        asked = anyio.Event()
+
+        async def call() -> None:
+            async with http.stream("POST", url, json=order(7), headers=session) as response:
+                async for line in response.aiter_lines():
+                    if line.startswith("data:") and line[5:].strip():
+                        call_events.append(json.loads(line[5:]))
+                        asked.set()
+
+        async def session_stream() -> None:
+            async with http.stream("GET", url, headers=session) as response:
+                assert response.status_code == 200
+                async for _ in response.aiter_lines():
+                    pass
+            stream_ended.set()
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call)
+                tg.start_soon(session_stream)
+                await asked.wait()
+                deleted = await http.delete(url, headers=session)
+                await stream_ended.wait()
+        waiting = mcp.core.backchannel.pending(session["MCP-Session-Id"])
+        after = await http.post(url, json=order(8), headers=session)
+    assert deleted.status_code == 200
+    question, ended = call_events
+    assert question["method"] == "elicitation/create"
+    assert ended["id"] == 7
+    assert ended["error"]["code"] == -32600
+    assert ended["error"]["message"].startswith("Session ended: it was deleted (HTTP DELETE)")
+    assert waiting == 0
+    assert after.status_code == 404
