@@ -41,6 +41,17 @@ STATUS = {
 }
 
 
+def id_in_use(request_id: str | int) -> MCPError:
+    """A request whose id is that of another request of the same client still running: ids are
+    how a client tells its answers apart, so the second is refused rather than served under it."""
+    shown = f'"{request_id}"' if isinstance(request_id, str) else str(request_id)
+    return MCPError(
+        INVALID_REQUEST,
+        f"Invalid Request: id {shown} is that of a request of yours still running; give each "
+        "request its own id",
+    )
+
+
 def store_error(exc: StoreUnavailable, metrics: Metrics | None = None) -> MCPError:
     """The error for a store that did not answer: logged, counted, and safe to retry."""
     log.error("store unavailable: %s", exc)

@@ -25,7 +25,7 @@ from engine.errors import INVALID_REQUEST, MCPError
 from engine.fleet.sessions import LegacySession
 from engine.protocol.dispatch import Response
 from engine.protocol.entry import REFUSED, Serve, requester_session
-from engine.protocol.errors import status_of, store_error
+from engine.protocol.errors import id_in_use, status_of, store_error
 from engine.protocol.jsonrpc import error_bytes, notification_bytes
 from engine.transports._asgi import Header, Receive, Send, cancel_on_disconnect, send_json
 from engine.transports._legacy_streams import (
@@ -119,6 +119,9 @@ async def answer(
     response = Response(200, b"")
     state = state_of(server)
     key = (session_id, request_id)
+    if session_id is not None and key in state.inflight and isinstance(request_id, str | int):
+        await send_json(send, 200, error_bytes(request_id, id_in_use(request_id)), replica)
+        return
     with anyio.CancelScope() as cancel:
         state.inflight[key] = cancel
         try:

@@ -23,6 +23,7 @@ from engine.protocol import entry
 from engine.protocol.dispatch import Response
 from engine.protocol.entry import Feed, Serve
 from engine.protocol.era import Era
+from engine.protocol.errors import id_in_use
 from engine.protocol.jsonrpc import error_bytes, loads, notification_bytes, request_id_of
 from engine.protocol.modern import Exchange, HeaderCheck
 from engine.transports._served import Hosted
@@ -83,13 +84,16 @@ class MessageSession:
             await entry.serve(self.server, raw, self)
             return
         request_id = request_id_of(raw)
+        if request_id is not None and request_id in self.inflight:
+            await self.write(error_bytes(request_id, id_in_use(request_id)))
+            return
         with anyio.CancelScope() as scope:
             if request_id is not None:
                 self.inflight[request_id] = scope
             try:
                 await entry.serve(self.server, raw, self)
             finally:
-                if request_id is not None and self.inflight.get(request_id) is scope:
+                if request_id is not None:
                     del self.inflight[request_id]
 
     # --- the channel ---------------------------------------------------------------------------

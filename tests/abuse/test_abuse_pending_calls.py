@@ -211,3 +211,23 @@ async def test_deleting_a_session_ends_its_waiting_call_and_its_stream_at_once()
     assert ended["error"]["message"].startswith("Session ended: it was deleted (HTTP DELETE)")
     assert waiting == 0
     assert after.status_code == 404
+
+
+async def test_a_call_reusing_the_id_of_one_still_waiting_is_refused() -> None:
+    mcp = build_bookshop(keys=[KEY])
+    async with (
+        serve_asgi(mcp.streamable_http_app()) as base,
+        httpx2.AsyncClient(trust_env=False, timeout=TIMEOUT) as http,
+    ):
+        url = base + "/mcp"
+        session = await open_session(http, url)
+        first = await call_and_hang_up(http, url, session, 10)
+        again = await call_and_hang_up(http, url, session, 10)
+        other_session = await call_and_hang_up(http, url, await open_session(http, url), 10)
+        assert (await http.post(url, json=cancel_of(10), headers=session)).status_code == 202
+        await wait_until(lambda: mcp.core.backchannel.pending(session["MCP-Session-Id"]) == 0)
+    assert first["method"] == "elicitation/create"
+    assert again["id"] == 10
+    assert again["error"]["code"] == -32600
+    assert "id 10 is that of a request of yours still running" in again["error"]["message"]
+    assert other_session["method"] == "elicitation/create"  # ids are each session's own

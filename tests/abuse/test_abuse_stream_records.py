@@ -39,10 +39,13 @@ async def two_replicas(a: MCPServer, b: MCPServer) -> AsyncIterator[tuple[str, s
         yield base_a + "/mcp", base_b + "/mcp"
 
 
-async def ask(http: httpx2.AsyncClient, url: str, headers: dict[str, str]) -> tuple[str, str]:
+async def ask(
+    http: httpx2.AsyncClient, url: str, headers: dict[str, str], request_id: int = 2
+) -> tuple[str, str]:
     """Start a call that asks a question and hang up once it is asked: the stream's id and
     the question's request id."""
-    async with http.stream("POST", url, json=order(2, "Neuromancer"), headers=headers) as got:
+    call = order(request_id, "Neuromancer")
+    async with http.stream("POST", url, json=call, headers=headers) as got:
         async for event_id, data in sse_events(got):
             if data.get("method") == "elicitation/create":
                 assert event_id is not None
@@ -107,7 +110,7 @@ async def test_an_event_moved_from_another_stream_does_not_open(tmp_path: Path) 
     ):
         alice = await open_session(http, url_a, "alice")
         first = (await ask(http, url_a, alice))[0]
-        second = (await ask(http, url_a, alice))[0]
+        second = (await ask(http, url_a, alice, request_id=3))[0]
         assert b.store is not None
         record = await b.store.get_blob(f"sse-{first}", "1")
         assert record is not None

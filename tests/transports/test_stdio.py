@@ -190,3 +190,58 @@ def test_a_call_sent_right_after_initialize_is_served_in_its_session(tmp_path: P
     assert [reply["id"] for reply in answers] == list(range(2, 10))
     for answer in answers:
         assert answer["result"]["content"][0]["text"].endswith("Found 3 books matching 'dune'.")
+
+
+def test_a_request_reusing_the_id_of_one_still_running_is_refused() -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "engine", "serve", "examples/bookshop_server.py", "--stdio"],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={
+            "PYTHONPATH": str(ROOT),
+            "ENGINE_KEYS": "k" * 64,
+            "ENGINE_STORE": "none",
+            "PATH": "/usr/bin:/bin",
+        },
+    )
+    assert process.stdin and process.stdout
+
+    def send(message: dict[str, Any]) -> None:
+        assert process.stdin
+        process.stdin.write(json.dumps(message).encode() + b"\n")
+        process.stdin.flush()
+
+    def read() -> dict[str, Any]:
+        assert process.stdout
+        line: dict[str, Any] = json.loads(process.stdout.readline())
+        return line
+
+    initialize = {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {"elicitation": {}},
+        "clientInfo": {"name": "reuser", "version": "1"},
+    }
+    send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": initialize})
+    assert read()["id"] == 1
+    send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    order = {"name": "order_book", "arguments": {"title": "Neuromancer"}}
+    send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": order})
+    question = read()
+    assert question["method"] == "elicitation/create"
+    send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": order})
+    refused = read()
+    yes = {"action": "accept", "content": {"confirm": True}}
+    send({"jsonrpc": "2.0", "id": question["id"], "result": yes})
+    answered = read()
+    process.stdin.close()
+    assert process.wait(timeout=10) == 0
+    assert refused["id"] == 2
+    assert refused["error"]["code"] == -32600
+    assert refused["error"]["message"] == (
+        "Invalid Request: id 2 is that of a request of yours still running; give each request"
+        " its own id"
+    )
+    assert answered["id"] == 2
+    assert answered["result"]["content"][0]["text"].startswith("Backordered 'Neuromancer'")
