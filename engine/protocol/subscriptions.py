@@ -198,9 +198,19 @@ def _open(server: Served, message: Message, exchange: Exchange) -> Subscription:
             "Invalid params: 'notifications' (a filter object) is "
             'required, e.g. {"toolsListChanged": true}',
         )
+    for flag in _LIST_FLAGS:
+        if flag in wanted and type(wanted[flag]) is not bool:
+            raise MCPError(INVALID_PARAMS, f"Invalid params: {flag!r} must be true or false")
     honoured: dict[str, Any] = {flag: True for flag in _LIST_FLAGS if wanted.get(flag) is True}
     uris = wanted.get("resourceSubscriptions")
-    if isinstance(uris, list) and all(isinstance(u, str) for u in uris) and uris:
+    if uris is not None and (
+        not isinstance(uris, list) or not all(isinstance(u, str) for u in uris)
+    ):
+        raise MCPError(
+            INVALID_PARAMS,
+            "Invalid params: 'resourceSubscriptions' must be a list of resource URIs (strings)",
+        )
+    if uris:
         honoured["resourceSubscriptions"] = list(uris)
     _, capabilities, meta = read_meta(params)
     for key in _TASK_FILTERS:

@@ -65,7 +65,7 @@ async def test_progress_streams_before_the_result(conformance_url: str) -> None:
     assert final["result"]["resultType"] == "complete"
 
 
-def listen(request_id: str, **wanted: bool) -> dict[str, Any]:
+def listen(request_id: str, **wanted: Any) -> dict[str, Any]:
     return request("subscriptions/listen", {"notifications": wanted}, id=request_id)
 
 
@@ -127,6 +127,36 @@ async def test_a_listen_request_with_a_bad_header_is_refused_before_streaming(
         assert_error(refused, 400, -32020, id="s")
         no_filter = request("subscriptions/listen", id="s")
         assert_error(await post(client, no_filter), 400, -32602, id="s")
+
+
+@pytest.mark.parametrize(
+    ("wanted", "says"),
+    [
+        ({"toolsListChanged": "yes"}, "'toolsListChanged' must be true or false"),
+        ({"promptsListChanged": 1}, "'promptsListChanged' must be true or false"),
+        ({"resourcesListChanged": None}, "'resourcesListChanged' must be true or false"),
+        ({"resourceSubscriptions": 5}, "'resourceSubscriptions' must be a list"),
+        ({"resourceSubscriptions": ["a://b", 7]}, "'resourceSubscriptions' must be a list"),
+    ],
+)
+async def test_a_listen_filter_of_the_wrong_type_is_refused_saying_which(
+    conformance_url: str, wanted: dict[str, Any], says: str
+) -> None:
+    async with httpx.AsyncClient(base_url=conformance_url) as client:
+        refused = await post(client, listen("s", **wanted))
+    assert_error(refused, 400, -32602, id="s")
+    assert says in refused.json()["error"]["message"]
+
+
+async def test_a_listen_filter_naming_what_the_server_does_not_know_is_acknowledged_without_it(
+    conformance_url: str,
+) -> None:
+    async with (
+        httpx.AsyncClient(base_url=conformance_url) as client,
+        streaming(client, listen("s", toolsListChanged=True, bogus=1)) as (_, events),
+    ):
+        acknowledged = await events.next()
+    assert acknowledged["params"]["notifications"] == {"toolsListChanged": True}
 
 
 class Slow:
