@@ -21,8 +21,8 @@ _ID_TYPES = (str, int)
 def loads(data: bytes | str) -> Any:
     try:
         return from_json(data, cache_strings="keys")  # values (tokens, ids) rarely repeat
-    except ValueError:
-        raise MCPError(PARSE_ERROR, "Parse error: the body is not valid JSON") from None
+    except ValueError as exc:  # its reason says where: "number out of range at line 1 column 9"
+        raise MCPError(PARSE_ERROR, f"Parse error: the body is not valid JSON ({exc})") from None
 
 
 @dataclass(slots=True)

@@ -117,6 +117,14 @@ async def test_a_body_that_is_not_json_is_a_parse_error(
     assert_error(await post(client, body), 400, -32700, id=None)
 
 
+async def test_a_parse_error_says_where_the_body_went_wrong(client: httpx.AsyncClient) -> None:
+    body = b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"n": ' + b"9" * 5000
+    error = assert_error(await post(client, body + b"}}"), 400, -32700, id=None)
+    assert error["message"] == (
+        "Parse error: the body is not valid JSON (number out of range at line 1 column 4370)"
+    )
+
+
 @pytest.mark.parametrize(
     "body",
     [
