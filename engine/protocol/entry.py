@@ -23,7 +23,7 @@ from engine.errors import INTERNAL_ERROR, INVALID_REQUEST, MCPError
 from engine.fleet.sessions import LegacySession
 from engine.protocol import legacy
 from engine.protocol.dispatch import Response, dispatch, error_response
-from engine.protocol.era import Era, era_of
+from engine.protocol.era import LEGACY_HEADER_VERSIONS, Era, era_of
 from engine.protocol.errors import error_of, legacy_status_of, status_of, store_error
 from engine.protocol.jsonrpc import Message, error_bytes, parse, request_id_of, result_bytes
 from engine.protocol.modern import META_LOG_LEVEL, META_VERSION, Exchange, HeaderCheck
@@ -329,6 +329,19 @@ async def _serve_2025(server: Served, raw: dict[str, Any], method: Any, channel:
     if held is REFUSED:
         return
     principal, session = held
+    version = channel.headers.get("mcp-protocol-version") if channel.headers is not None else None
+    if (
+        session is not None
+        and version is not None
+        and version.strip() not in LEGACY_HEADER_VERSIONS
+    ):
+        error = MCPError(
+            INVALID_REQUEST,
+            f"Bad Request: unsupported MCP-Protocol-Version {version.strip()[:40]!r}; send "
+            f"{session.protocol_version!r}, the version initialize negotiated",
+        )
+        await channel.respond(Response(400, error_bytes(request_id, error)))
+        return
     if "id" not in raw:
         cancelled = _cancelled(raw) if method == "notifications/cancelled" else None
         if cancelled is not None:

@@ -11,9 +11,7 @@ import enum
 from collections.abc import Mapping
 from typing import Any
 
-from engine.protocol.modern import META_VERSION
-
-LEGACY_HEADER_VERSIONS = frozenset({"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"})
+from engine.protocol.modern import LEGACY_HEADER_VERSIONS, META_VERSION
 
 
 class Era(enum.Enum):

@@ -40,6 +40,8 @@ from engine.scope import RequestScope
 
 MODERN = "2026-07-28"
 SUPPORTED_VERSIONS = [MODERN]
+LEGACY_HEADER_VERSIONS = frozenset({"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"})
+"""The versions of the session era (served through ``initialize``, not in ``_meta``)."""
 META_VERSION = "io.modelcontextprotocol/protocolVersion"
 META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
 META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
@@ -92,9 +94,15 @@ def read_meta(params: Any) -> tuple[str, dict[str, Any], dict[str, Any]]:
 
 def check_version(version: str) -> None:
     if version not in SUPPORTED_VERSIONS:
+        message = "Unsupported protocol version"
+        if version in LEGACY_HEADER_VERSIONS:  # served too, but by sessions, not in _meta
+            message += (
+                f": {version} is served through initialize; send it, then each request with "
+                "the MCP-Session-Id it returns and no protocolVersion in _meta"
+            )
         raise MCPError(
             UNSUPPORTED_PROTOCOL_VERSION,
-            "Unsupported protocol version",
+            message,
             {"supported": list(SUPPORTED_VERSIONS), "requested": version},
         )
 

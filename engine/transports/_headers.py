@@ -9,7 +9,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from engine.errors import HEADER_MISMATCH, MCPError
+from engine.errors import HEADER_MISMATCH, INVALID_PARAMS, MCPError
 
 _SENTINEL = re.compile(r"^=\?base64\?(.*)\?=$", re.DOTALL)
 _B64 = re.compile(r"^[A-Za-z0-9+/]*={0,2}$")
@@ -112,6 +112,10 @@ def check(
         body_name = params.get(name_param)
         if header_name is None:
             raise mismatch(f"Mcp-Name header is required for {method}")
+        if type(body_name) is not str:  # not a header question: the body itself is wrong
+            raise MCPError(
+                INVALID_PARAMS, f"Invalid params: {name_param!r} of {method} must be a string"
+            )
         decoded = decode_value(header_name, "Mcp-Name")
         if decoded != body_name:
             raise mismatch(

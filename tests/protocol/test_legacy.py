@@ -431,3 +431,30 @@ async def test_only_the_session_asked_can_answer() -> None:
     assert refused.status_code == 400
     assert outcome["result"]["isError"] is True
     assert "did not answer elicitation/create" in outcome["result"]["content"][0]["text"]
+
+
+async def test_a_session_request_with_a_version_header_of_no_session_era_is_refused() -> None:
+    app = build_bookshop(keys=[KEY]).streamable_http_app()
+    async with (
+        serve_asgi(app) as base,
+        httpx2.AsyncClient(trust_env=False, timeout=TIMEOUT) as http,
+    ):
+        url = base + "/mcp"
+        headers = await open_session(http, url)
+        listing = {"jsonrpc": "2.0", "id": 3, "method": "tools/list"}
+        refused = await http.post(
+            url, json=listing, headers={**headers, "MCP-Protocol-Version": "zzz"}
+        )
+        older = await http.post(
+            url, json=listing, headers={**headers, "MCP-Protocol-Version": "2025-06-18"}
+        )
+    assert refused.status_code == 400
+    assert refused.json()["id"] == 3
+    assert refused.json()["error"] == {
+        "code": -32600,
+        "message": "Bad Request: unsupported MCP-Protocol-Version 'zzz'; send '2025-11-25', the"
+        " version initialize negotiated",
+    }
+    assert (
+        older.status_code == 200
+    )  # a version of the session era: served, as the official server does

@@ -71,6 +71,19 @@ async def test_an_unsupported_version_is_refused_with_the_supported_ones(
     assert error["data"] == {"supported": [PROTOCOL], "requested": "1900-01-01"}
 
 
+async def test_a_session_era_version_in_meta_is_refused_saying_how_it_is_served(
+    client: httpx.AsyncClient,
+) -> None:
+    body = request("tools/list", meta={META_VERSION: "2025-11-25"})
+    response = await post(client, body, headers={"MCP-Protocol-Version": "2025-11-25"})
+    error = assert_error(response, 400, -32022)
+    assert error["message"] == (
+        "Unsupported protocol version: 2025-11-25 is served through initialize; send it, then"
+        " each request with the MCP-Session-Id it returns and no protocolVersion in _meta"
+    )
+    assert error["data"] == {"supported": [PROTOCOL], "requested": "2025-11-25"}
+
+
 async def test_a_header_version_that_differs_from_meta_is_a_header_mismatch(
     client: httpx.AsyncClient,
 ) -> None:
@@ -109,6 +122,26 @@ async def test_mcp_name_must_be_the_tool_name(
     response = await post(client, call("test_simple_text"), headers={"Mcp-Name": name_header})
     error = assert_error(response, 400, -32020)
     assert error["message"].startswith("Header mismatch: ")
+
+
+@pytest.mark.parametrize(
+    ("method", "params"),
+    [
+        ("tools/call", {"name": 5}),
+        ("tools/call", {}),
+        ("prompts/get", {"name": ["a"]}),
+        ("resources/read", {"uri": None}),
+        ("tasks/get", {"taskId": {"a": 1}}),
+    ],
+    ids=["tool-number", "tool-missing", "prompt-list", "uri-null", "task-object"],
+)
+async def test_a_name_that_is_not_a_string_is_invalid_params_not_a_header_mismatch(
+    client: httpx.AsyncClient, method: str, params: dict[str, Any]
+) -> None:
+    [(field, value)] = params.items() or [("name", None)]
+    response = await post(client, request(method, params), headers={"Mcp-Name": str(value)})
+    error = assert_error(response, 400, -32602)
+    assert error["message"] == f"Invalid params: {field!r} of {method} must be a string"
 
 
 async def test_mcp_name_must_be_the_uri_for_a_resource_read(client: httpx.AsyncClient) -> None:
