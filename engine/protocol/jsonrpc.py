@@ -15,6 +15,13 @@ from engine._internal.json_bytes import dumps as dumps
 from engine.errors import INVALID_REQUEST, PARSE_ERROR, MCPError
 
 RequestId = str | int
+
+STRAY_RESPONSE = (
+    "Invalid Request: this is a response (result or error, no method), and no request of this "
+    "server waits for it: responses answer a server's request in a 2025-11-25 session (send "
+    "them with its MCP-Session-Id); on 2026-07-28 answers travel in the retried call's "
+    "inputResponses"
+)
 _ID_TYPES = (str, int)
 
 
@@ -47,6 +54,8 @@ def parse(raw: Any) -> Message:
     if raw.get("jsonrpc") != "2.0":
         raise MCPError(INVALID_REQUEST, 'Invalid Request: "jsonrpc" must be "2.0"')
     method = raw.get("method")
+    if method is None and ("result" in raw or "error" in raw):
+        raise MCPError(INVALID_REQUEST, STRAY_RESPONSE)
     if not isinstance(method, str) or not method:
         raise MCPError(INVALID_REQUEST, 'Invalid Request: "method" must be a non-empty string')
     has_id = "id" in raw
@@ -57,8 +66,10 @@ def parse(raw: Any) -> Message:
 
 
 def request_id_of(raw: Any) -> RequestId | None:
-    """The id of a message, if it has a usable one (for echoing it in an error)."""
-    if isinstance(raw, dict):
+    """The id of a message, if it has a usable one (for echoing it in an error). A response's
+    is the id of a request of the server's: an error echoing it could pass for the answer to
+    the client's own request of that id, so it has none."""
+    if isinstance(raw, dict) and ("method" in raw or not ("result" in raw or "error" in raw)):
         value = raw.get("id")
         if isinstance(value, _ID_TYPES) and not isinstance(value, bool):
             return value

@@ -117,6 +117,22 @@ async def test_a_body_that_is_not_json_is_a_parse_error(
     assert_error(await post(client, body), 400, -32700, id=None)
 
 
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"jsonrpc": "2.0", "id": 5, "result": {"action": "accept", "content": {}}},
+        {"jsonrpc": "2.0", "id": 5, "error": {"code": -1, "message": "no"}},
+    ],
+    ids=["result", "error"],
+)
+async def test_a_response_outside_a_session_is_told_where_answers_go(
+    client: httpx.AsyncClient, body: dict[str, Any]
+) -> None:
+    error = assert_error(await post(client, body), 400, -32600, id=None)  # not the client's 5
+    assert "this is a response (result or error, no method)" in error["message"]
+    assert "inputResponses" in error["message"]
+
+
 async def test_a_parse_error_says_where_the_body_went_wrong(client: httpx.AsyncClient) -> None:
     body = b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"n": ' + b"9" * 5000
     error = assert_error(await post(client, body + b"}}"), 400, -32700, id=None)
@@ -149,6 +165,7 @@ async def test_a_message_of_the_wrong_shape_is_an_invalid_request(
     client: httpx.AsyncClient, body: Any
 ) -> None:
     usable_id = isinstance(body, dict) and type(body.get("id")) in (int, str)
+    usable_id = usable_id and "result" not in body  # a response's id is the server's own
     response = await post(client, json.dumps(body).encode())
     assert_error(response, 400, -32600, id=body["id"] if usable_id else None)
 
