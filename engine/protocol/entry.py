@@ -26,7 +26,13 @@ from engine.protocol.dispatch import Response, dispatch, error_response
 from engine.protocol.era import LEGACY_HEADER_VERSIONS, Era, era_of
 from engine.protocol.errors import error_of, legacy_status_of, status_of, store_error
 from engine.protocol.jsonrpc import Message, error_bytes, parse, request_id_of, result_bytes
-from engine.protocol.modern import META_LOG_LEVEL, META_VERSION, Exchange, HeaderCheck
+from engine.protocol.modern import (
+    META_LOG_LEVEL,
+    META_VERSION,
+    SUPPORTED_VERSIONS,
+    Exchange,
+    HeaderCheck,
+)
 from engine.protocol.served import Served
 from stores import StoreUnavailable
 
@@ -213,6 +219,10 @@ def notifying(exchange: Exchange, notify: Notify) -> Exchange:
     )
 
 
+KNOWN_VERSIONS = LEGACY_HEADER_VERSIONS | set(SUPPORTED_VERSIONS)
+"""What a session's ``MCP-Protocol-Version`` may say: a version this server serves at all."""
+
+
 def _cancelled(raw: dict[str, Any]) -> str | int | None:
     """The id a cancel names; ``None`` (nothing to cancel) for one no request can have."""
     params = raw.get("params")
@@ -330,11 +340,7 @@ async def _serve_2025(server: Served, raw: dict[str, Any], method: Any, channel:
         return
     principal, session = held
     version = channel.headers.get("mcp-protocol-version") if channel.headers is not None else None
-    if (
-        session is not None
-        and version is not None
-        and version.strip() not in LEGACY_HEADER_VERSIONS
-    ):
+    if session is not None and version is not None and version.strip() not in KNOWN_VERSIONS:
         error = MCPError(
             INVALID_REQUEST,
             f"Bad Request: unsupported MCP-Protocol-Version {version.strip()[:40]!r}; send "
