@@ -38,10 +38,9 @@ class ClientRefused(MCPError):
     asked fails with that error, its code, message and data as the client gave them."""
 
 
-class UnusableAnswers(ToolError):
-    """The client kept answering a question with answers that do not fit it. The call ends
-    with an error result that says so: the client sent those answers, and it is the one that
-    can send better ones."""
+class UnusableAnswers(ValueError):
+    """The client kept answering a question with answers that do not fit it. The call fails
+    as a crash would: the client learns only that it failed, the server log says why."""
 
 
 @dataclass(slots=True)
@@ -301,6 +300,5 @@ class BackChannelAnswers:
             return outcome
         raise UnusableAnswers(
             f"{asker} got {self.attempts} unusable answers to {question.question.method}; the "
-            "client's answers do not match the question (a form's content must fit its "
-            "requestedSchema): call the tool again"
+            "client's answers do not match the question"
         )
