@@ -109,10 +109,10 @@ class Reloader:
         except (OSError, ValueError):
             return
         self.reported = status[0]
-        for path, (mtime, size) in seen.items():
+        for path, status in seen.items():
             if path == self.path and self.watched.get(path) is not None:
                 continue  # as seen before the server process started: an earlier look
-            self.watched[path] = (int(mtime), int(size))
+            self.watched[path] = None if status is None else (int(status[0]), int(status[1]))
 
     def _changed(self) -> str | None:
         for path, before in self.watched.items():

@@ -62,10 +62,47 @@ def imported_files(target: Path) -> dict[str, tuple[int, int]]:
     return seen
 
 
-def report(path: str, target: Path) -> None:
+def failure_files(failure: BaseException) -> set[Path]:
+    """The user's files an import that raised ``failure`` depends on, and that a module which
+    failed to import left out of ``sys.modules``: the files of its traceback, the file a
+    ``SyntaxError`` names, and where a missing module would be (``helper.py`` or
+    ``helper/__init__.py`` beside the user's code), so that writing any of them starts the
+    server again."""
+    skipped = interpreter_directories()
+    found: set[Path] = set()
+    frame = failure.__traceback__
+    while frame is not None:
+        found.add(Path(frame.tb_frame.f_code.co_filename))
+        frame = frame.tb_next
+    if isinstance(failure, SyntaxError) and failure.filename:
+        found.add(Path(failure.filename))
+    if isinstance(failure, ModuleNotFoundError) and failure.name:
+        relative = Path(*failure.name.split("."))
+        for entry in sys.path:
+            folder = Path(entry or ".").resolve()
+            if not any(folder.is_relative_to(directory) for directory in skipped):
+                found.update((folder / f"{relative}.py", folder / relative / "__init__.py"))
+    return {
+        path.resolve()
+        for path in found
+        if path.suffix == ".py"
+        and not any(path.resolve().is_relative_to(directory) for directory in skipped)
+    }
+
+
+def report(path: str, target: Path, failure: BaseException | None = None) -> None:
+    """Write the files to watch: ``{path: [mtime_ns, size]}``, ``null`` for one not there yet."""
+    seen: dict[str, tuple[int, int] | None] = dict(imported_files(target))
+    for missing in failure_files(failure) if failure is not None else ():
+        try:
+            status = missing.stat()
+        except OSError:
+            seen.setdefault(str(missing), None)
+        else:
+            seen.setdefault(str(missing), (status.st_mtime_ns, status.st_size))
     draft = f"{path}.{os.getpid()}"
     with open(draft, "w", encoding="utf-8") as file:
-        json.dump(imported_files(target), file)
+        json.dump(seen, file)
     os.replace(draft, path)
 
 
@@ -98,8 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         server = load_server(args.target, traceback=args.traceback)
     except CLIError as exc:
-        if args.report:
-            report(args.report, target)  # a fix in an imported module starts it again too
+        if args.report:  # a fix in an imported module starts it again too
+            report(args.report, target, exc.__context__)
         print(f"error: {exc}", file=sys.stderr)
         return exc.code
     if args.report:

@@ -66,9 +66,10 @@ def bookshop_copy(folder: Path) -> Path:
 
 
 @contextlib.contextmanager
-def running(args: list[str], folder: Path, **extra: str) -> Iterator[Dev]:
+def running(args: list[str], folder: Path, *, started: bool = True, **extra: str) -> Iterator[Dev]:
     """``python -m engine ARGS`` in its own session (as a terminal runs it), until it prints the
-    URL and the server answers there; stopped with SIGINT (Ctrl-C) if still running at the end."""
+    URL and (unless not ``started``: its code is broken) the server answers there; stopped with
+    SIGINT (Ctrl-C) if still running at the end."""
     port = free_port()
     output = folder / "dev.log"
     with output.open("wb") as sink:
@@ -84,7 +85,7 @@ def running(args: list[str], folder: Path, **extra: str) -> Iterator[Dev]:
     dev = Dev(process, f"http://127.0.0.1:{port}/mcp", folder, output)
     try:
         deadline = time.monotonic() + START_TIMEOUT
-        while dev.url not in dev.said() or not answers(dev.url):
+        while dev.url not in dev.said() or (started and not answers(dev.url)):
             assert process.poll() is None, dev.said()
             assert time.monotonic() < deadline, dev.said()
             time.sleep(0.1)
@@ -241,6 +242,46 @@ def test_a_module_the_file_imports_is_watched_too(tmp_path: Path) -> None:
     with running(["dev", str(server)], tmp_path) as dev:
         assert tool_description(dev.url) == DESCRIPTION
         (tmp_path / "wording.py").write_text(f"DESCRIPTION = {EDITED!r}\n")
+        deadline = time.monotonic() + 30
+        while tool_description(dev.url) != EDITED:
+            assert time.monotonic() < deadline, dev.said()
+            time.sleep(0.1)
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [
+        pytest.param({"wording.py": "DESCRIPTION = 'unclosed\n"}, id="syntax-error-in-a-module"),
+        pytest.param({"wording.py": "raise RuntimeError('not yet')\n"}, id="a-module-raises"),
+        pytest.param({"wording.py": None}, id="a-module-missing"),
+        pytest.param({"wording.py": None, "wording": None}, id="a-package-missing"),
+    ],
+)
+def test_a_fix_to_a_module_that_failed_to_import_serves_again(
+    tmp_path: Path, broken: dict[str, str | None]
+) -> None:
+    server = tmp_path / "server.py"
+    server.write_text(
+        "from engine import MCPServer\n"
+        "from wording import DESCRIPTION\n\n"
+        'mcp = MCPServer("Shop")\n\n\n'
+        "@mcp.tool(description=DESCRIPTION)\n"
+        "def order_book(title: str) -> str:\n"
+        "    return title\n"
+    )
+    for name, text in broken.items():
+        if text is not None:
+            (tmp_path / name).write_text(text)
+    with running(["dev", str(server)], tmp_path, started=False) as dev:
+        deadline = time.monotonic() + 30
+        while "the server process exited (status 2)" not in dev.said():
+            assert time.monotonic() < deadline, dev.said()
+            time.sleep(0.1)
+        if "wording" in broken:  # the fix is a package this time
+            (tmp_path / "wording").mkdir()
+            (tmp_path / "wording" / "__init__.py").write_text(f"DESCRIPTION = {EDITED!r}\n")
+        else:
+            (tmp_path / "wording.py").write_text(f"DESCRIPTION = {EDITED!r}\n")
         deadline = time.monotonic() + 30
         while tool_description(dev.url) != EDITED:
             assert time.monotonic() < deadline, dev.said()
