@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 
 from engine.cli.reloading import Reloader
 from engine.cli.shared import CLIError, serving_environment
+from engine.cli.store_reach import reach
 from engine.cli.supervisor import check_platform, endpoint, listen, stop_requested
 
 log = logging.getLogger("engine.cli")
@@ -53,8 +54,11 @@ def serve_reloading(args: argparse.Namespace, *, inspector: bool = False) -> int
 
 
 def _configure_environment(args: argparse.Namespace) -> None:
-    """The keys and the store, as ``serve`` chooses them, handed to every server process."""
+    """The keys and the store, as ``serve`` chooses them (and refuses them), handed to every
+    server process."""
     store, kept = serving_environment(args)
+    if store.url is not None:
+        reach(store)
     store.announce()
     if kept is not None:
         kept.announce()

@@ -27,17 +27,14 @@ from engine.cli import dev, install
 from engine.cli import journal as cli_journal
 from engine.cli.shared import (
     DEFAULT_STORE_SHOWN,
-    EXIT_CONFIG,
-    EXIT_TEMPFAIL,
     TRACEBACK_ENV,
     CLIError,
-    StoreChoice,
     held_logs,
     json_object,
     load_server,
     serving_environment,
-    shown_url,
 )
+from engine.cli.store_reach import reach
 from engine.cli.terminal_client import LOG_LEVELS
 from engine.cli.workers import requested_workers, serve_in_workers
 
@@ -59,7 +56,7 @@ def _serve(args: argparse.Namespace) -> int:
         )
     store, kept = serving_environment(args)
     if store.url is not None:
-        _reach(store)
+        reach(store)
     if args.stdio and args.journal_ui:
         raise CLIError("--journal-ui is served over HTTP: leave out --stdio")
     if args.stdio:
@@ -96,55 +93,6 @@ def _serve(args: argparse.Namespace) -> int:
             "address of this machine, or 0.0.0.0) and --port (below 1024 needs privileges)"
         ) from None
     return 0
-
-
-def _reach(store: StoreChoice) -> None:
-    """Open the store once before serving: a malformed URL is refused (exit 2), and so is a
-    store that does not answer, since a replica that cannot reach its store cannot carry a call
-    across rounds: exit status 75 (EX_TEMPFAIL), which a supervisor may retry. A store that
-    cannot keep its promises (a Redis that evicts keys) is refused with exit status 78
-    (EX_CONFIG). A store lost later is reported by /healthz."""
-    import anyio
-
-    from stores import StoreMisconfigured, StoreUnavailable, open_store
-
-    assert store.url is not None
-    try:
-        opened = open_store(store.url)  # checks the URL before it imports the backend
-    except ValueError as exc:
-        raise CLIError(f"{store.source}: {exc}") from None
-    except Exception as exc:  # a SQLite file that cannot be opened, say
-        reason = " ".join(str(exc).split())
-        raise CLIError(
-            f"{store.source}: cannot open the store {shown_url(store.url)}: {reason}"
-        ) from None
-
-    async def ping() -> None:
-        try:
-            with anyio.fail_after(10):
-                await opened.ping()
-        finally:
-            await opened.aclose()
-
-    shown = shown_url(store.url)
-    try:
-        anyio.run(ping)
-    except StoreMisconfigured as exc:
-        raise CLIError(str(exc), code=EXIT_CONFIG) from None
-    except (StoreUnavailable, TimeoutError) as exc:
-        said = str(exc).partition(" The request can be retried")[0].rstrip(". ")
-        reason = " ".join(said.split()) or "no answer in 10 s"
-        raise CLIError(
-            f"cannot reach the store {shown}: {reason}; start Redis or fix --store "
-            "(or ENGINE_STORE); exit status 75 means try again later",
-            code=EXIT_TEMPFAIL,
-        ) from None
-    except Exception as exc:  # the server answered with an error: AUTH, SELECT of a bad index
-        reason = " ".join(str(exc).split())
-        hint = (
-            "; Redis has databases 0-15 unless configured otherwise" if "DB index" in reason else ""
-        )
-        raise CLIError(f"the store {shown} refused the connection: {reason}{hint}") from None
 
 
 def _keygen(args: argparse.Namespace) -> int:

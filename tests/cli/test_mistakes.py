@@ -216,6 +216,16 @@ def test_a_mistake_in_the_environment_is_one_line(case: str, workdir: Path) -> N
     check(case, run(["serve", "server.py"], workdir, **ENVIRONMENTS[case]))
 
 
+@pytest.mark.parametrize("case", ["store-scheme", "redis-unreachable"])
+@pytest.mark.parametrize("command", [["dev"], ["serve", "--reload"]], ids=["dev", "reload"])
+def test_a_store_mistake_is_the_same_line_when_reloading(
+    case: str, command: list[str], workdir: Path
+) -> None:
+    """``dev`` and ``serve --reload`` refuse the store as ``serve`` does: before any server
+    process starts, not by a process that fails on every change."""
+    check(case, run([*command, "server.py", *CASES[case][2:]], workdir))
+
+
 def test_the_traceback_is_there_when_asked_for(workdir: Path) -> None:
     for shown in (
         run(["serve", "broken.py", "--traceback"], workdir),
