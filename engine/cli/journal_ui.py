@@ -13,10 +13,10 @@ import argparse
 import contextlib
 import os
 from collections.abc import AsyncIterator
-from typing import Any
 
 from engine.cli.journal import journal_keys, reading_url
 from engine.cli.shared import CLIError
+from engine.cli.supervisor import endpoint, listen
 
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 
@@ -46,23 +46,26 @@ def journal_ui(args: argparse.Namespace) -> int:
             trace_url = checked_trace_url(trace_url)
         except ValueError as exc:
             raise CLIError(str(exc)) from None
+    if not 0 <= args.port <= 65535:
+        raise CLIError(
+            f"--port {args.port}: a port is a number from 1 to 65535 (0 picks any free one)"
+        )
     url = reading_url(args.store)
     keys = journal_keys(args)
-    opened: list[Store] = []
+    try:
+        opened = open_store(url)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
 
     def store() -> Store:
-        return opened[0]
+        return opened
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         try:
-            opened.append(open_store(url))
-        except ValueError as exc:
-            raise CLIError(str(exc)) from None
-        try:
             yield
         finally:
-            await opened.pop().aclose()
+            await opened.aclose()
 
     app = journal_ui(
         JournalSource(store, lambda: keys),
@@ -71,13 +74,14 @@ def journal_ui(args: argparse.Namespace) -> int:
         lifespan=lifespan,
         trace_url=trace_url,
     )
-    shown = f"[{args.host}]" if ":" in args.host else args.host
-    print(f"The journal of {url}: http://{shown}:{args.port}/ (Ctrl-C to stop)", flush=True)
-    config: dict[str, Any] = {"log_level": "warning", "lifespan": "on"}
-    try:
-        uvicorn.run(app, host=args.host, port=args.port, **config)
-    except StoreUnavailable as exc:
-        raise CLIError(str(exc)) from None
+    with contextlib.closing(listen(args.host, args.port)) as sock:  # in use: one line
+        page = endpoint(sock, args.host).removesuffix("mcp")
+        print(f"The journal of {url}: {page} (Ctrl-C to stop)", flush=True)
+        config = uvicorn.Config(app, log_level="warning", lifespan="on")
+        try:
+            uvicorn.Server(config).run(sockets=[sock])
+        except StoreUnavailable as exc:
+            raise CLIError(str(exc)) from None
     return 0
 
 
