@@ -245,6 +245,18 @@ class RecordedCall:
                 return recorded.arguments
         return None
 
+    @property
+    def arguments_missing(self) -> str:
+        """Why :attr:`arguments` is ``None``, and what records them next time."""
+        for recorded in self.rounds:
+            size = recorded.truncated.get("arguments")
+            if size is not None:
+                return (
+                    f"left out of the journal: {size} bytes, over journal_max_event_bytes; serve "
+                    "with a larger one (ENGINE_JOURNAL_MAX_EVENT_BYTES) to record them"
+                )
+        return "not recorded: serve with ENGINE_JOURNAL_ARGUMENTS=1 to record them"
+
     def ordered_rounds(self) -> list[RecordedRound]:
         """Rounds 1..n, one event each; :class:`ReplayError` if the journal has a gap."""
         by_round: dict[int, RecordedRound] = {}

@@ -50,11 +50,7 @@ def timeline(call: RecordedCall) -> str:
     arguments = call.arguments
     lines.append(
         "  arguments "
-        + (
-            inert_json(arguments)
-            if arguments is not None
-            else "(not recorded: serve with ENGINE_JOURNAL_ARGUMENTS=1 to record them)"
-        )
+        + (inert_json(arguments) if arguments is not None else f"({call.arguments_missing})")
     )
     redacted = sorted({name for r in rounds for name in r.redacted})
     if redacted:

@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -168,10 +169,18 @@ def order_call(served: Served, padding: str = "") -> str:
     return latest(served)
 
 
-def latest(served: Served) -> str:
-    listed = served.engine("calls", "--json", "--limit", "1")
-    assert listed.returncode == 0, listed.stderr
-    return str(json.loads(listed.stdout)[0]["call_id"])
+def latest(served: Served, after: str | None = None) -> str:
+    """The call journaled last, once it is not ``after`` (waiting a moment for the journal
+    writers, which batch)."""
+    deadline = time.monotonic() + 10
+    while True:
+        listed = served.engine("calls", "--json", "--limit", "1")
+        assert listed.returncode == 0, listed.stderr
+        calls = json.loads(listed.stdout)
+        if calls and calls[0]["call_id"] != after:
+            return str(calls[0]["call_id"])
+        assert time.monotonic() < deadline, "nothing new journaled"
+        time.sleep(0.1)
 
 
 @pytest.fixture(scope="module")
@@ -214,6 +223,19 @@ def test_an_oversized_event_is_journaled_truncated_and_replay_says_so(served: Se
     assert "journaled TRUNCATED (response:" in replayed.stderr
     assert "cannot be replayed exactly" in replayed.stderr
     assert "journal_max_event_bytes" in replayed.stderr
+
+
+def test_arguments_left_out_for_their_size_are_said_to_be_so(served: Served) -> None:
+    before = latest(served) if served.engine("calls", "--json").stdout.strip() != "[]" else None
+    first = served.post(call("order", {"title": "T" * 100_000}, capabilities=ELICITATION))
+    assert first["resultType"] == "input_required", first
+    shown = served.engine("show", latest(served, after=before))
+    assert shown.returncode == 0, shown.stderr
+    [line] = [line for line in shown.stdout.splitlines() if line.startswith("  arguments ")]
+    assert line.startswith("  arguments (left out of the journal: ")
+    assert "over journal_max_event_bytes" in line
+    assert "ENGINE_JOURNAL_MAX_EVENT_BYTES" in line
+    assert "ENGINE_JOURNAL_ARGUMENTS" not in line  # they are recorded: it is their size
 
 
 def test_the_store_file_holds_no_argument_answer_or_result_in_the_clear(

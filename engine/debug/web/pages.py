@@ -196,12 +196,12 @@ def call_page(
         + "</dl>"
     )
     if not sealed:
-        arguments = call.arguments
+        arguments, missing = call.arguments, call.arguments_missing
         parts.append("<h2>Arguments</h2>")
         parts.append(
             json_block(arguments)
             if arguments is not None
-            else '<p class="note">Not recorded (serve with ENGINE_JOURNAL_ARGUMENTS=1).</p>'
+            else f'<p class="note">{text(missing[:1].upper() + missing[1:], 300)}.</p>'
         )
     parts.append("<h2>Timeline</h2>")
     parts.append(timeline_svg(call))
