@@ -228,9 +228,9 @@ def test_a_broken_edit_says_why_and_a_fix_serves_again(tmp_path: Path) -> None:
             time.sleep(0.1)
 
 
-def test_a_module_the_file_imports_is_watched_too(tmp_path: Path) -> None:
-    (tmp_path / "wording.py").write_text(f"DESCRIPTION = {DESCRIPTION!r}\n")
-    server = tmp_path / "server.py"
+def server_importing_wording(folder: Path) -> Path:
+    """A server file whose tool's description comes from the module ``wording``."""
+    server = folder / "server.py"
     server.write_text(
         "from engine import MCPServer\n"
         "from wording import DESCRIPTION\n\n"
@@ -239,6 +239,12 @@ def test_a_module_the_file_imports_is_watched_too(tmp_path: Path) -> None:
         "def order_book(title: str) -> str:\n"
         "    return title\n"
     )
+    return server
+
+
+def test_a_module_the_file_imports_is_watched_too(tmp_path: Path) -> None:
+    (tmp_path / "wording.py").write_text(f"DESCRIPTION = {DESCRIPTION!r}\n")
+    server = server_importing_wording(tmp_path)
     with running(["dev", str(server)], tmp_path) as dev:
         assert tool_description(dev.url) == DESCRIPTION
         (tmp_path / "wording.py").write_text(f"DESCRIPTION = {EDITED!r}\n")
@@ -260,15 +266,7 @@ def test_a_module_the_file_imports_is_watched_too(tmp_path: Path) -> None:
 def test_a_fix_to_a_module_that_failed_to_import_serves_again(
     tmp_path: Path, broken: dict[str, str | None]
 ) -> None:
-    server = tmp_path / "server.py"
-    server.write_text(
-        "from engine import MCPServer\n"
-        "from wording import DESCRIPTION\n\n"
-        'mcp = MCPServer("Shop")\n\n\n'
-        "@mcp.tool(description=DESCRIPTION)\n"
-        "def order_book(title: str) -> str:\n"
-        "    return title\n"
-    )
+    server = server_importing_wording(tmp_path)
     for name, text in broken.items():
         if text is not None:
             (tmp_path / name).write_text(text)

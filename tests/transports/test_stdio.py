@@ -15,9 +15,9 @@ META = {
 }
 
 
-def exchange(target: str, messages: list[dict[str, Any]], expect: int) -> list[dict[str, Any]]:
-    """Send messages to a stdio server and read ``expect`` lines back."""
-    process = subprocess.Popen(
+def stdio_server(target: str) -> subprocess.Popen[bytes]:
+    """``serve TARGET --stdio`` without a store, its pipes ours."""
+    return subprocess.Popen(
         [sys.executable, "-m", "engine", "serve", target, "--stdio"],
         cwd=ROOT,
         stdin=subprocess.PIPE,
@@ -30,6 +30,11 @@ def exchange(target: str, messages: list[dict[str, Any]], expect: int) -> list[d
             "PATH": "/usr/bin:/bin",
         },
     )
+
+
+def exchange(target: str, messages: list[dict[str, Any]], expect: int) -> list[dict[str, Any]]:
+    """Send messages to a stdio server and read ``expect`` lines back."""
+    process = stdio_server(target)
     assert process.stdin and process.stdout
     for message in messages:
         process.stdin.write(json.dumps(message).encode() + b"\n")
@@ -193,19 +198,7 @@ def test_a_call_sent_right_after_initialize_is_served_in_its_session(tmp_path: P
 
 
 def test_a_request_reusing_the_id_of_one_still_running_is_refused() -> None:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "engine", "serve", "examples/bookshop_server.py", "--stdio"],
-        cwd=ROOT,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env={
-            "PYTHONPATH": str(ROOT),
-            "ENGINE_KEYS": "k" * 64,
-            "ENGINE_STORE": "none",
-            "PATH": "/usr/bin:/bin",
-        },
-    )
+    process = stdio_server("examples/bookshop_server.py")
     assert process.stdin and process.stdout
 
     def send(message: dict[str, Any]) -> None:
