@@ -284,7 +284,9 @@ def replay(args: argparse.Namespace) -> int:
     from engine.debug.journal import RecordedCall
     from engine.debug.replay import replay_call
 
-    if (args.call_id is None) == (args.file is None):
+    if args.call_id is not None and args.file is not None:
+        raise CLIError("give a CALL_ID or --file fixture.json, not both: replay one call")
+    if args.call_id is None and args.file is None:
         raise CLIError("give the call to replay: a CALL_ID from the store, or --file fixture.json")
     arguments = None
     if args.args is not None:

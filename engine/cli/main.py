@@ -15,6 +15,7 @@ behind ``call`` in :mod:`engine.cli.terminal_client`.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import secrets
 import sys
@@ -126,14 +127,26 @@ def _call(args: argparse.Namespace) -> int:
         arguments=arguments,
         raw_arguments=list(args.arg),
         answers=answers,
-        max_rounds=args.max_rounds,
-        timeout=args.timeout,
+        max_rounds=_rounds(args.max_rounds),
+        timeout=_seconds(args.timeout, "--timeout"),
         stdio=args.stdio,
         log_level=args.log_level,
         traceback=args.traceback,
         token=_token(args),
     )
     return run_call(options)
+
+
+def _seconds(value: float, option: str) -> float:
+    if not math.isfinite(value) or value <= 0:
+        raise CLIError(f"{option} {value:g}: give a number of seconds above 0, like 60")
+    return value
+
+
+def _rounds(value: int) -> int:
+    if value < 1:
+        raise CLIError(f"--max-rounds {value}: give a number of rounds of 1 or more, like 20")
+    return value
 
 
 def _called(args: argparse.Namespace) -> tuple[str, str]:
@@ -181,7 +194,11 @@ def _list(args: argparse.Namespace) -> int:
     from engine.cli.listing import gather, print_listing
 
     connection = open_connection(
-        args.target, args.stdio, args.timeout, traceback=args.traceback, token=_token(args)
+        args.target,
+        args.stdio,
+        _seconds(args.timeout, "--timeout"),
+        traceback=args.traceback,
+        token=_token(args),
     )
     try:
         found = gather(connection)

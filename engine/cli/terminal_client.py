@@ -264,7 +264,8 @@ def _run(options: CallOptions, console: Console, session: Connection, live: Live
             console.say(f"round {number} ← task (replica {session.replica})")
             return _follow(result, console, session, live, scripted)
         if kind != "input_required":
-            console.say(f"round {number} ← {kind} (replica {session.replica})")
+            shown = "error" if kind == "complete" and result.get("isError") else kind
+            console.say(f"round {number} ← {shown} (replica {session.replica})")
             for line in describe_result(result) if options.kind == "tool" else _content(result):
                 console.say("  " + line)
             _explain(console, result)

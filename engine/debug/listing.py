@@ -8,6 +8,7 @@ calls`` and the journal's web page both list calls with :func:`list_calls`.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -90,9 +91,13 @@ def moment(text: str, now: float | None = None) -> float:
     units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
     number, unit = (value[:-1], units[value[-1]]) if value[-1:] in units else (value, 1)
     try:
-        return now - float(number) * unit
+        age = float(number)
     except ValueError:
         pass
+    else:
+        if not math.isfinite(age) or age < 0:
+            raise ValueError("an age is a number of seconds, minutes, hours or days ago, 0 or more")
+        return now - age * unit
     try:
         when = datetime.fromisoformat(value)
     except ValueError:

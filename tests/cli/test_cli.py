@@ -256,6 +256,7 @@ def test_declining_from_piped_stdin_ends_with_an_error_result(server: Server) ->
     done = engine("call", server.url, "order_book", "--arg", "title=Neuromancer", stdin="d\n")
     assert done.returncode == 1
     assert "[d]ecline or [c]ancel? [a]: d" in done.stdout  # a script's answers are shown
+    assert "round 2 ← error (replica cli-test)" in done.stdout.splitlines()
     assert "elicitation was decline" in done.stdout
 
 
