@@ -163,6 +163,8 @@ def test_the_calls_list_filters_by_tool_outcome_and_server(journal: dict[str, An
         assert rows(page) == newest
         page.goto(journal["page"].url + "/?since=yesterday")
         assert "Filters not applied: give a time like" in page.inner_text("p.problem")
+        page.goto(journal["page"].url + "/?outcome=bogus")
+        assert "Filters not applied: outcome: give one of complete" in page.inner_text("p.problem")
 
         page.goto(journal["page"].url + "/?until=2001-01-01")
         assert rows(page) == []

@@ -33,7 +33,7 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
 from engine.debug.journal import RecordedCall, ReplayError
-from engine.debug.listing import SEALED, CallFilter, list_calls, moment
+from engine.debug.listing import OUTCOMES, SEALED, CallFilter, list_calls, moment
 from engine.debug.web import pages
 from engine.debug.web.replay_view import replay_result
 from engine.state.seal import KeyRing
@@ -128,6 +128,8 @@ def journal_ui(
         given = {k: v.strip() for k, v in request.query_params.items() if v.strip()}
         problem = None
         try:
+            if given.get("outcome", "") not in ("", *OUTCOMES):
+                raise ValueError(f"outcome: give one of {', '.join(OUTCOMES)}, or none")
             wanted = CallFilter(
                 tool=given.get("tool"),
                 server=given.get("server"),
