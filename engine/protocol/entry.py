@@ -25,7 +25,14 @@ from engine.protocol import legacy
 from engine.protocol.dispatch import Response, dispatch, error_response
 from engine.protocol.era import LEGACY_HEADER_VERSIONS, Era, era_of
 from engine.protocol.errors import error_of, legacy_status_of, status_of, store_error
-from engine.protocol.jsonrpc import Message, error_bytes, parse, request_id_of, result_bytes
+from engine.protocol.jsonrpc import (
+    Message,
+    error_bytes,
+    is_response,
+    parse,
+    request_id_of,
+    result_bytes,
+)
 from engine.protocol.modern import (
     META_LOG_LEVEL,
     META_VERSION,
@@ -158,7 +165,7 @@ def in_order(raw: Any, in_session: bool) -> bool:
         return False
     method = raw.get("method")
     if method is None:
-        return "result" in raw or "error" in raw
+        return is_response(raw)
     if method == "notifications/cancelled":
         return True
     return method == "initialize" and not in_session and era_of(raw) is Era.V2025_11_25
@@ -177,7 +184,7 @@ def serve(server: Served, raw: Any, channel: Channel) -> Awaitable[object]:
     era_2025 = (type(meta) is not dict or META_VERSION not in meta) and (
         channel.session is not None or era_of(raw, headers=channel.headers) is Era.V2025_11_25
     )
-    if method is None and ("result" in raw or "error" in raw) and (era_2025 or channel.connection):
+    if method is None and is_response(raw) and (era_2025 or channel.connection):
         return _answer(server, raw, channel)
     if era_2025:
         return _serve_2025(server, raw, method, channel)

@@ -42,6 +42,11 @@ class Message:
     is_request: bool
 
 
+def is_response(raw: dict[str, Any]) -> bool:
+    """A client's answer to a request of the server's: no method, a result or an error."""
+    return "method" not in raw and ("result" in raw or "error" in raw)
+
+
 def parse(raw: Any) -> Message:
     """Check the JSON-RPC shape; :class:`MCPError` ``-32600`` with a reason when it is wrong."""
     if isinstance(raw, list):
@@ -54,7 +59,7 @@ def parse(raw: Any) -> Message:
     if raw.get("jsonrpc") != "2.0":
         raise MCPError(INVALID_REQUEST, 'Invalid Request: "jsonrpc" must be "2.0"')
     method = raw.get("method")
-    if method is None and ("result" in raw or "error" in raw):
+    if method is None and is_response(raw):
         raise MCPError(INVALID_REQUEST, STRAY_RESPONSE)
     if not isinstance(method, str) or not method:
         raise MCPError(INVALID_REQUEST, 'Invalid Request: "method" must be a non-empty string')
@@ -69,7 +74,7 @@ def request_id_of(raw: Any) -> RequestId | None:
     """The id of a message, if it has a usable one (for echoing it in an error). A response's
     is the id of a request of the server's: an error echoing it could pass for the answer to
     the client's own request of that id, so it has none."""
-    if isinstance(raw, dict) and ("method" in raw or not ("result" in raw or "error" in raw)):
+    if isinstance(raw, dict) and not is_response(raw):
         value = raw.get("id")
         if isinstance(value, _ID_TYPES) and not isinstance(value, bool):
             return value

@@ -118,32 +118,40 @@ async def test_an_unknown_level_is_the_handlers_error(caplog: pytest.LogCaptureF
     assert "Unknown log level 'verbose'" in caplog.text
 
 
-@pytest.mark.filterwarnings("ignore:The logging capability is deprecated")
-async def test_a_legacy_session_hears_its_set_level_info_by_default() -> None:
+Heard = list[tuple[str, str | None, Any]]
+
+
+async def heard_in_a_legacy_session(mcp: MCPServer, tool: str, level: str) -> tuple[Heard, Heard]:
+    """What a 2025-11-25 client (the official one) hears from a call of ``tool``: with no level
+    set, then after ``logging/setLevel`` ``level``."""
     heard: list[types.LoggingMessageNotificationParams] = []
 
     async def on_log(params: types.LoggingMessageNotificationParams) -> None:
         heard.append(params)
 
-    app = chatty().streamable_http_app()
     async with (
-        serve_asgi(app) as base,
+        serve_asgi(mcp.streamable_http_app()) as base,
         httpx2.AsyncClient(trust_env=False, timeout=TIMEOUT) as http,
     ):
-        url = base.rstrip("/") + "/mcp"
         client = OfficialClient(
-            streamable_http_client(url, http_client=http),
+            streamable_http_client(base.rstrip("/") + "/mcp", http_client=http),
             mode="legacy",
             read_timeout_seconds=TIMEOUT,
             logging_callback=on_log,
         )
         async with client:
-            await client.call_tool("work", {})
+            await client.call_tool(tool, {})
             by_default = [(p.level, p.logger, p.data) for p in heard]
             heard.clear()
-            await client.set_logging_level("error")
-            await client.call_tool("work", {})
+            await client.set_logging_level(level)
+            await client.call_tool(tool, {})
             after_set = [(p.level, p.logger, p.data) for p in heard]
+    return by_default, after_set
+
+
+@pytest.mark.filterwarnings("ignore:The logging capability is deprecated")
+async def test_a_legacy_session_hears_its_set_level_info_by_default() -> None:
+    by_default, after_set = await heard_in_a_legacy_session(chatty(), "work", "error")
     assert by_default == [
         ("info", None, "started"),
         ("warning", "disk", {"disk": 0.93}),
@@ -180,29 +188,7 @@ def logs_both_ways() -> MCPServer:
 
 @pytest.mark.filterwarnings("ignore:The logging capability is deprecated")
 async def test_a_legacy_session_hears_python_logging_only_once_it_sets_a_level() -> None:
-    heard: list[types.LoggingMessageNotificationParams] = []
-
-    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
-        heard.append(params)
-
-    app = logs_both_ways().streamable_http_app()
-    async with (
-        serve_asgi(app) as base,
-        httpx2.AsyncClient(trust_env=False, timeout=TIMEOUT) as http,
-    ):
-        client = OfficialClient(
-            streamable_http_client(base.rstrip("/") + "/mcp", http_client=http),
-            mode="legacy",
-            read_timeout_seconds=TIMEOUT,
-            logging_callback=on_log,
-        )
-        async with client:
-            await client.call_tool("fetch", {})
-            by_default = [(p.level, p.logger, p.data) for p in heard]
-            heard.clear()
-            await client.set_logging_level("warning")
-            await client.call_tool("fetch", {})
-            after_set = [(p.level, p.logger, p.data) for p in heard]
+    by_default, after_set = await heard_in_a_legacy_session(logs_both_ways(), "fetch", "warning")
     assert by_default == [("info", None, "fetching")]  # the handler's own words only
     assert after_set == [("warning", "app.http", "GET https://internal.example/?key=s3cret")]
 
