@@ -82,12 +82,8 @@ def failure_files(failure: BaseException) -> set[Path]:
             folder = Path(entry or ".").resolve()
             if not any(folder.is_relative_to(directory) for directory in skipped):
                 found.update((folder / f"{relative}.py", folder / relative / "__init__.py"))
-    return {
-        path.resolve()
-        for path in found
-        if path.suffix == ".py"
-        and not any(path.resolve().is_relative_to(directory) for directory in skipped)
-    }
+    resolved = {path.resolve() for path in found if path.suffix == ".py"}
+    return {path for path in resolved if not any(path.is_relative_to(d) for d in skipped)}
 
 
 def report(path: str, target: Path, failure: BaseException | None = None) -> None:
